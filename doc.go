@@ -1,0 +1,53 @@
+// Package outbox is a transactional outbox ("local message table") for Go.
+//
+// An application writes its business rows and the messages that describe
+// them in ONE database transaction with [Producer.Enqueue]; a [Relay]
+// delivers committed messages to a broker or an HTTP endpoint, at least
+// once, in order per business key, retrying with backoff until the
+// destination confirms and dead-lettering what can never go.
+//
+// # Producing
+//
+// Build a [Producer] over a driver for your database and call Enqueue with
+// your own transaction:
+//
+//	producer, err := outbox.NewProducer(outboxpgx.New(pool), nil)
+//	...
+//	tx, _ := pool.Begin(ctx)
+//	_, _ = tx.Exec(ctx, "INSERT INTO orders ...")
+//	id, err := producer.Enqueue(ctx, tx, outbox.Message{
+//		Topic:   "order.created",
+//		Key:     "order-42",
+//		Payload: []byte(`{"order_id":42}`),
+//	})
+//	...
+//	tx.Commit(ctx)
+//
+// Enqueue validates every message before it writes anything, so a rejected
+// message leaves the caller's transaction usable.
+//
+// Producers in any language may insert into the outbox_messages table with
+// plain SQL; the database fills in the message id, status, times and
+// partition.
+//
+// # Relaying
+//
+// A [Relay] reads ready messages of the partitions it owns, publishes them
+// through the [Route] whose pattern matches the topic, and settles each
+// batch in one statement: sent, retry later, or dead. Many relays may run
+// over one database; they split the partitions between them through a lease
+// table, so messages with the same business key are published in id order
+// and no message is published twice in the absence of crashes. A relay that
+// dies loses its leases when they expire and the survivors take over.
+//
+// A message is marked sent only after its destination confirmed it. A crash
+// between publish and settle re-delivers that batch; consumers dedupe by
+// message id.
+//
+// # Errors
+//
+// Publishers classify failures with [Permanent], [RetryAfter], [Unavailable]
+// and [Unknown]; anything else is a transient failure that is retried with
+// exponential backoff and full jitter until the message's max attempts are
+// used up.
+package outbox

@@ -1,0 +1,136 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Errors returned by Enqueue and the operator API. Validation errors wrap
+// one of them inside a *ValidationError naming the message and field.
+var (
+	// ErrInvalidTopic: the topic is empty, longer than 255 characters or
+	// not dot-separated segments of letters, digits, '_', '-' and ':'.
+	ErrInvalidTopic = errors.New("invalid topic")
+	// ErrInvalidKey: the business key is longer than 255 bytes or not UTF-8.
+	ErrInvalidKey = errors.New("invalid business key")
+	// ErrPayloadTooLarge: the payload is over Config.MaxPayloadBytes.
+	ErrPayloadTooLarge = errors.New("payload too large")
+	// ErrInvalidJSON: the content type says JSON and the payload is not.
+	ErrInvalidJSON = errors.New("payload is not valid JSON")
+	// ErrInvalidHeader: a header name is empty, reserved or not printable,
+	// or a value is not UTF-8.
+	ErrInvalidHeader = errors.New("invalid header")
+	// ErrInvalidMessage: another field is out of range (a negative delay,
+	// max attempts below zero, a message id that is not a UUID).
+	ErrInvalidMessage = errors.New("invalid message")
+	// ErrDuplicateMessageID: a message with the same id is already in the
+	// outbox (Message.ID set by the caller).
+	ErrDuplicateMessageID = errors.New("duplicate message id")
+	// ErrNotFound: no message has the given id.
+	ErrNotFound = errors.New("message not found")
+	// ErrNoRoute: no route matches the message's topic.
+	ErrNoRoute = errors.New("no route")
+)
+
+// ValidationError says which message of an Enqueue call was rejected and
+// why. errors.Is matches its Err (ErrInvalidTopic, …).
+type ValidationError struct {
+	// Index is the message's position in the call.
+	Index int
+	// Field is the offending field: "Topic", "Key", "Payload", …
+	Field string
+	// Err is one of the sentinel errors above.
+	Err error
+	// Detail explains, in a few words.
+	Detail string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("outbox: message %d: %s: %v: %s", e.Index, e.Field, e.Err, e.Detail)
+}
+
+// Unwrap returns the sentinel error.
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+// class is how the relay treats a failed publish.
+type class int
+
+const (
+	classTransient   class = iota // retry with backoff
+	classPermanent                // dead at once
+	classUnavailable              // the destination is down: pause the route, keep attempts
+	classUnknown                  // may have been delivered: retry, ask the Checker first
+)
+
+type classified struct {
+	err        error
+	class      class
+	retryAfter time.Duration
+}
+
+func (e *classified) Error() string { return e.err.Error() }
+func (e *classified) Unwrap() error { return e.err }
+
+// Permanent marks err as a failure that retrying cannot fix (the
+// destination rejected the message, it is too large, the destination does
+// not exist). The relay moves the message to dead at once.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, class: classPermanent}
+}
+
+// RetryAfter marks err as transient and asks for the next attempt no sooner
+// than d (HTTP 429/503 Retry-After, broker flow control).
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, class: classTransient, retryAfter: d}
+}
+
+// Unavailable marks err as "the destination cannot be reached at all"
+// (connection refused, broker down). The relay does not count the attempt
+// against the message; it pauses the route and probes it until it answers.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, class: classUnavailable}
+}
+
+// Unknown marks err as "the message may or may not have been delivered"
+// (a timeout after sending). The relay retries; if the route has a Checker
+// it first asks whether the destination already has the message.
+// Deadline and timeout errors are treated as Unknown without marking.
+func Unknown(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, class: classUnknown}
+}
+
+func classify(err error) (class, time.Duration) {
+	var c *classified
+	if errors.As(err, &c) {
+		return c.class, c.retryAfter
+	}
+	var te interface{ Timeout() bool }
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &te) && te.Timeout()) {
+		return classUnknown, 0
+	}
+	return classTransient, 0
+}
+
+// oneLine keeps an error fit for last_error and logs: one line, bounded.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 1000 {
+		s = s[:1000] + "…"
+	}
+	return s
+}

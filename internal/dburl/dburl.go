@@ -1,0 +1,186 @@
+// Package dburl opens the databases named by the CLI's --db URLs:
+// postgres://…, mysql://user:pass@host:3306/db (MariaDB too),
+// sqlite:///abs/path.db and sqlite://relative.db.
+package dburl
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "modernc.org/sqlite" // registers "sqlite"
+
+	"github.com/txoutbox/outbox/driver/outboxpgx"
+	"github.com/txoutbox/outbox/driver/outboxsql"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// DB is an open database with its outbox driver.
+type DB struct {
+	Dialect store.Dialect
+	// Pool is set for PostgreSQL.
+	Pool *pgxpool.Pool
+	// SQL is set for MySQL and SQLite.
+	SQL *sql.DB
+	// PGX is set for PostgreSQL, Std for the others.
+	PGX *outboxpgx.Driver
+	Std *outboxsql.Driver
+}
+
+// Backend is the driver's backend.
+func (db *DB) Backend() *store.Backend {
+	if db.PGX != nil {
+		return db.PGX.Backend()
+	}
+	return db.Std.Backend()
+}
+
+// Close closes the handles.
+func (db *DB) Close() {
+	if db.Pool != nil {
+		db.Pool.Close()
+	}
+	if db.SQL != nil {
+		_ = db.SQL.Close()
+	}
+}
+
+// Redact returns raw with any password replaced, for messages.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		if i := strings.Index(raw, "@"); i >= 0 {
+			if j := strings.Index(raw, "://"); j >= 0 && j < i {
+				return raw[:j+3] + "xxxxx" + raw[i:]
+			}
+		}
+		return raw
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// ErrBadURL wraps every URL validation error.
+var ErrBadURL = errors.New("bad database URL")
+
+// Parse checks raw and returns its dialect and the driver-level DSN.
+func Parse(raw string) (store.Dialect, string, error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return "", "", fmt.Errorf("%w %q: want postgres://, mysql:// or sqlite://", ErrBadURL, Redact(raw))
+	}
+	switch strings.ToLower(scheme) {
+	case "postgres", "postgresql":
+		if _, err := pgxpool.ParseConfig(raw); err != nil {
+			return "", "", fmt.Errorf("%w %q: %v", ErrBadURL, Redact(raw), redactErr(err, raw))
+		}
+		return store.Postgres, raw, nil
+	case "mysql", "mariadb":
+		u, err := url.Parse(raw)
+		if err != nil {
+			return "", "", fmt.Errorf("%w %q: %v", ErrBadURL, Redact(raw), redactErr(err, raw))
+		}
+		cfg := mysql.NewConfig()
+		if u.User != nil {
+			cfg.User = u.User.Username()
+			cfg.Passwd, _ = u.User.Password()
+		}
+		cfg.Net = "tcp"
+		cfg.Addr = u.Host
+		if u.Port() == "" {
+			cfg.Addr = u.Hostname() + ":3306"
+		}
+		cfg.DBName = strings.TrimPrefix(u.Path, "/")
+		if cfg.DBName == "" {
+			return "", "", fmt.Errorf("%w %q: no database name", ErrBadURL, Redact(raw))
+		}
+		cfg.ParseTime = true
+		for k, vs := range u.Query() {
+			if cfg.Params == nil {
+				cfg.Params = map[string]string{}
+			}
+			cfg.Params[k] = vs[0]
+		}
+		return store.MySQL, cfg.FormatDSN(), nil
+	case "sqlite", "sqlite3", "file":
+		path := rest
+		if q := strings.IndexByte(path, '?'); q >= 0 {
+			path = path[:q]
+		}
+		if path == "" || path == "/" {
+			return "", "", fmt.Errorf("%w %q: no file path", ErrBadURL, raw)
+		}
+		return store.SQLite, "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate", nil
+	}
+	return "", "", fmt.Errorf("%w %q: unknown scheme %q (want postgres, mysql or sqlite)", ErrBadURL, Redact(raw), scheme)
+}
+
+// redactErr strips the URL from a driver error that echoes it.
+func redactErr(err error, raw string) string {
+	return strings.ReplaceAll(err.Error(), raw, Redact(raw))
+}
+
+// Open opens raw and checks the connection.
+func Open(ctx context.Context, raw string) (*DB, error) {
+	d, dsn, err := Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{Dialect: d}
+	switch d {
+	case store.Postgres:
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.MaxConns < 8 {
+			cfg.MaxConns = 8
+		}
+		db.Pool, err = pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		db.PGX = outboxpgx.New(db.Pool)
+	default:
+		name := "mysql"
+		if d == store.SQLite {
+			name = "sqlite"
+		}
+		db.SQL, err = sql.Open(name, dsn)
+		if err != nil {
+			return nil, err
+		}
+		if d == store.MySQL {
+			db.SQL.SetMaxOpenConns(16)
+			db.SQL.SetMaxIdleConns(16)
+			db.SQL.SetConnMaxLifetime(time.Hour)
+		}
+		db.Std, err = outboxsql.New(db.SQL, outboxsql.Dialect(d))
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.ping(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to %s: %s", Redact(raw), redactErr(err, raw))
+	}
+	return db, nil
+}
+
+func (db *DB) ping(ctx context.Context) error {
+	if db.Pool != nil {
+		return db.Pool.Ping(ctx)
+	}
+	return db.SQL.PingContext(ctx)
+}

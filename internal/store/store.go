@@ -1,0 +1,157 @@
+// Package store holds every SQL statement of the outbox, per dialect, and
+// runs them over a pgx pool or a database/sql handle. Nothing outside this
+// package writes SQL.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Dialect names a SQL dialect.
+type Dialect string
+
+// The supported dialects.
+const (
+	Postgres Dialect = "postgres"
+	MySQL    Dialect = "mysql"
+	SQLite   Dialect = "sqlite"
+)
+
+// ParseDialect returns the dialect named s.
+func ParseDialect(s string) (Dialect, error) {
+	switch Dialect(s) {
+	case Postgres, MySQL, SQLite:
+		return Dialect(s), nil
+	case "postgresql", "pgx":
+		return Postgres, nil
+	case "mariadb":
+		return MySQL, nil
+	case "sqlite3":
+		return SQLite, nil
+	}
+	return "", errors.New("unknown dialect " + quote(s) + " (want postgres, mysql or sqlite)")
+}
+
+func quote(s string) string { return "\"" + s + "\"" }
+
+// Statuses of a message.
+const (
+	StatusPending  = "pending"
+	StatusSent     = "sent"
+	StatusConsumed = "consumed"
+	StatusDead     = "dead"
+)
+
+// ErrNotFound is returned when a statement addressed a row that is not there.
+var ErrNotFound = errors.New("not found")
+
+// Querier runs statements. Adapters exist for pgx pools, pgx transactions,
+// *sql.DB and *sql.Tx.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (int64, error)
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+}
+
+// Rows is the subset of pgx.Rows and *sql.Rows the store uses.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// NewMessage is one row to insert.
+type NewMessage struct {
+	MessageID   string
+	Topic       string
+	Key         string // "" stores NULL
+	Payload     string
+	Headers     string // JSON object
+	MaxAttempts int    // 0 keeps the column default
+	Delay       time.Duration
+	NotBefore   time.Time // zero: now() + Delay
+}
+
+// Row is a ready message as the relay reads it.
+type Row struct {
+	ID             int64
+	MessageID      string
+	Topic          string
+	Key            string
+	HasKey         bool
+	Payload        string
+	Headers        string
+	Attempts       int
+	MaxAttempts    int
+	Partition      int
+	UnknownOutcome bool
+	CreatedAt      time.Time
+}
+
+// Outcome is how one delivery attempt ended.
+type Outcome struct {
+	ID int64
+	// Status is StatusSent, StatusPending (retry) or StatusDead.
+	Status string
+	// Delay until the next attempt, for StatusPending.
+	Delay time.Duration
+	// Error is stored in last_error (ignored for StatusSent).
+	Error string
+	// CountAttempt adds one to attempts.
+	CountAttempt bool
+	// Unknown records that the attempt may have reached the destination.
+	Unknown bool
+}
+
+// Lease is a partition held by a relay.
+type Lease struct {
+	Partition int
+	// InflightMaxID is the highest id a previous owner may have published
+	// without settling (0 when unknown or clean).
+	InflightMaxID int64
+	// Taken is true when the partition was taken over from an owner whose
+	// lease expired, rather than found free.
+	Taken bool
+}
+
+// Stats is a snapshot of the table.
+type Stats struct {
+	Pending, Sent, Consumed, Dead int64
+	// OldestPendingAge is the age of the oldest pending message, 0 if none.
+	OldestPendingAge time.Duration
+	ByTopic          []TopicCount
+}
+
+// TopicCount is the number of messages of a topic in a status.
+type TopicCount struct {
+	Topic  string
+	Status string
+	Count  int64
+}
+
+// Message is a full row, for operators.
+type Message struct {
+	ID          int64
+	MessageID   string
+	Topic       string
+	Key         string
+	Payload     string
+	Headers     string
+	Status      string
+	Attempts    int
+	MaxAttempts int
+	AvailableAt time.Time
+	CreatedAt   time.Time
+	SentAt      *time.Time
+	LastError   string
+}
+
+// Filter selects messages for operator commands. Empty fields match all.
+type Filter struct {
+	Status     string
+	Topic      string
+	MessageIDs []string
+	Limit      int
+}

@@ -1,0 +1,505 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Store runs the outbox statements of one dialect over a database handle.
+type Store struct {
+	d  Dialect
+	db Querier
+	s  statements
+}
+
+// New returns a Store for dialect d over db, which must be a pool (the
+// relay's statements run outside any caller transaction).
+func New(d Dialect, db Querier) *Store {
+	return &Store{d: d, db: db, s: build(d)}
+}
+
+// Dialect is the store's dialect.
+func (st *Store) Dialect() Dialect { return st.d }
+
+// DB is the handle the store was built over.
+func (st *Store) DB() Querier { return st.db }
+
+// maxInsertChunkBytes bounds the argument of one insert statement (MySQL's
+// max_allowed_packet defaults to 16 MiB).
+const maxInsertChunkBytes = 4 << 20
+
+// DuplicateError reports message ids that already exist.
+type DuplicateError struct{ MessageIDs []string }
+
+func (e *DuplicateError) Error() string {
+	return "message_id already exists: " + strings.Join(e.MessageIDs, ", ")
+}
+
+// Insert writes msgs through q (the caller's transaction), in order.
+func (st *Store) Insert(ctx context.Context, q Querier, msgs []NewMessage) error {
+	for start := 0; start < len(msgs); {
+		end, size := start, 0
+		for end < len(msgs) && (end == start || size+len(msgs[end].Payload) < maxInsertChunkBytes) && end-start < 5000 {
+			size += len(msgs[end].Payload) + len(msgs[end].Headers) + 128
+			end++
+		}
+		if err := st.insertChunk(ctx, q, msgs[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+func (st *Store) insertChunk(ctx context.Context, q Querier, msgs []NewMessage) error {
+	if st.d == Postgres {
+		n := len(msgs)
+		ids, topics, keys, payloads, headers := make([]string, n), make([]string, n), make([]*string, n), make([]string, n), make([]string, n)
+		maxes, delays, notBefore := make([]*int32, n), make([]int64, n), make([]*time.Time, n)
+		for i, m := range msgs {
+			ids[i], topics[i], payloads[i], headers[i] = m.MessageID, m.Topic, m.Payload, m.Headers
+			if m.Key != "" {
+				keys[i] = &msgs[i].Key
+			}
+			if m.MaxAttempts > 0 {
+				v := int32(min(m.MaxAttempts, math.MaxInt32))
+				maxes[i] = &v
+			}
+			delays[i] = m.Delay.Microseconds()
+			if !m.NotBefore.IsZero() {
+				t := m.NotBefore
+				notBefore[i] = &t
+			}
+		}
+		rows, err := q.Query(ctx, st.s.insert, ids, topics, keys, payloads, headers, maxes, delays, notBefore)
+		if err != nil {
+			return err
+		}
+		inserted := make(map[string]bool, n)
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			inserted[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(inserted) != n {
+			var dup []string
+			for _, id := range ids {
+				if !inserted[id] {
+					dup = append(dup, id)
+				}
+			}
+			return &DuplicateError{MessageIDs: dup}
+		}
+		return nil
+	}
+	arr := make([][8]any, len(msgs))
+	for i, m := range msgs {
+		var key, maxAttempts, notBefore any
+		if m.Key != "" {
+			key = m.Key
+		}
+		if m.MaxAttempts > 0 {
+			maxAttempts = m.MaxAttempts
+		}
+		if !m.NotBefore.IsZero() {
+			notBefore = m.NotBefore.UnixMicro()
+		}
+		var id any
+		if m.MessageID != "" {
+			id = m.MessageID
+		}
+		arr[i] = [8]any{id, m.Topic, key, m.Payload, m.Headers, maxAttempts, m.Delay.Microseconds(), notBefore}
+	}
+	b, err := json.Marshal(arr)
+	if err != nil {
+		return err
+	}
+	_, err = q.Exec(ctx, st.s.insert, string(b))
+	if err != nil && isUniqueViolation(err) {
+		ids := make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i] = m.MessageID
+		}
+		return &DuplicateError{MessageIDs: ids}
+	}
+	return err
+}
+
+func isUniqueViolation(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Duplicate entry") || strings.Contains(s, "UNIQUE constraint failed") || strings.Contains(s, "1062")
+}
+
+// ints renders partition numbers as the dialect's list argument.
+func (st *Store) ints(v []int) any {
+	if st.d == Postgres {
+		out := make([]int32, len(v))
+		for i, x := range v {
+			out[i] = int32(x)
+		}
+		return out
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// Read returns up to limit ready messages of the given partitions.
+func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error) {
+	rows, err := st.db.Query(ctx, st.s.read, st.ints(parts), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]Row, 0, limit)
+	for rows.Next() {
+		var r Row
+		var key *string
+		var created float64
+		var unknown any
+		if err := rows.Scan(&r.ID, &r.MessageID, &r.Topic, &key, &r.Payload, &r.Headers, &r.Attempts, &r.MaxAttempts, &r.Partition, &unknown, &created); err != nil {
+			return nil, err
+		}
+		if key != nil {
+			r.Key, r.HasKey = *key, true
+		}
+		r.UnknownOutcome = truthy(unknown)
+		r.CreatedAt = fromEpoch(created)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case int64:
+		return x != 0
+	case []byte:
+		return len(x) > 0 && x[0] != '0'
+	}
+	return false
+}
+
+func fromEpoch(f float64) time.Time {
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9)).UTC()
+}
+
+// Settle applies outcomes for rows in partitions owner still holds; it
+// returns how many rows changed. Rows of partitions the owner lost are left
+// alone: their new owner will deliver them.
+func (st *Store) Settle(ctx context.Context, owner string, outs []Outcome) (int64, error) {
+	if len(outs) == 0 {
+		return 0, nil
+	}
+	if st.d == Postgres {
+		n := len(outs)
+		ids, statuses, delays, errs, incs, unknowns := make([]int64, n), make([]string, n), make([]int64, n), make([]*string, n), make([]int32, n), make([]bool, n)
+		for i, o := range outs {
+			ids[i], statuses[i], delays[i], unknowns[i] = o.ID, o.Status, o.Delay.Microseconds(), o.Unknown
+			if o.Error != "" {
+				errs[i] = &outs[i].Error
+			}
+			if o.CountAttempt {
+				incs[i] = 1
+			}
+		}
+		return st.db.Exec(ctx, st.s.settle, ids, statuses, delays, errs, incs, unknowns, owner)
+	}
+	arr := make([][6]any, len(outs))
+	for i, o := range outs {
+		var e any
+		if o.Error != "" {
+			e = o.Error
+		}
+		inc, unk := 0, 0
+		if o.CountAttempt {
+			inc = 1
+		}
+		if o.Unknown {
+			unk = 1
+		}
+		arr[i] = [6]any{o.ID, o.Status, o.Delay.Microseconds(), e, inc, unk}
+	}
+	b, err := json.Marshal(arr)
+	if err != nil {
+		return 0, err
+	}
+	return st.db.Exec(ctx, st.s.settle, string(b), owner)
+}
+
+// Heartbeat records that relay id is alive and returns the ids of all live
+// relays (seen within ttl), sorted.
+func (st *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration) ([]string, error) {
+	if _, err := st.db.Exec(ctx, st.s.registerRelay, id); err != nil {
+		return nil, err
+	}
+	rows, err := st.db.Query(ctx, st.s.liveRelays, ttl.Microseconds())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var live []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		live = append(live, s)
+	}
+	return live, rows.Err()
+}
+
+// PruneRelays forgets relays not seen for longer than age.
+func (st *Store) PruneRelays(ctx context.Context, age time.Duration) error {
+	_, err := st.db.Exec(ctx, st.s.pruneRelays, age.Microseconds())
+	return err
+}
+
+// DropRelay forgets relay id and releases its leases.
+func (st *Store) DropRelay(ctx context.Context, id string) error {
+	if _, err := st.db.Exec(ctx, st.s.releaseAll, id); err != nil {
+		return err
+	}
+	_, err := st.db.Exec(ctx, st.s.dropRelay, id)
+	return err
+}
+
+// Partitions is the number of partitions (lease rows).
+func (st *Store) Partitions(ctx context.Context) (int, error) {
+	rows, err := st.db.Query(ctx, st.s.partitions)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int
+	if rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+	}
+	return n, rows.Err()
+}
+
+// Acquire takes the free or expired partitions among parts for owner and
+// returns every partition owner holds afterwards.
+func (st *Store) Acquire(ctx context.Context, owner string, parts []int, ttl time.Duration) ([]Lease, error) {
+	if len(parts) > 0 {
+		if _, err := st.db.Exec(ctx, st.s.acquire, owner, ttl.Microseconds(), st.ints(parts), owner); err != nil {
+			return nil, err
+		}
+	}
+	return st.Held(ctx, owner)
+}
+
+// Held returns the partitions owner holds.
+func (st *Store) Held(ctx context.Context, owner string) ([]Lease, error) {
+	rows, err := st.db.Query(ctx, st.s.held, owner)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Lease
+	for rows.Next() {
+		var l Lease
+		var prev string
+		if err := rows.Scan(&l.Partition, &l.InflightMaxID, &prev); err != nil {
+			return nil, err
+		}
+		l.Taken = prev != "" && prev != owner
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// Renew extends owner's unexpired leases by ttl and returns how many.
+func (st *Store) Renew(ctx context.Context, owner string, ttl time.Duration) (int64, error) {
+	return st.db.Exec(ctx, st.s.renew, owner, ttl.Microseconds())
+}
+
+// Release gives up owner's leases on parts.
+func (st *Store) Release(ctx context.Context, owner string, parts []int) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	_, err := st.db.Exec(ctx, st.s.release, owner, st.ints(parts))
+	return err
+}
+
+// MarkInflight records, before publishing, the highest id being published
+// from parts, so a relay that takes them over after a crash knows which
+// messages may already be at their destination.
+func (st *Store) MarkInflight(ctx context.Context, owner string, parts []int, maxID int64) error {
+	_, err := st.db.Exec(ctx, st.s.markInflight, maxID, owner, st.ints(parts))
+	return err
+}
+
+// Now is the database's clock.
+func (st *Store) Now(ctx context.Context) (time.Time, error) {
+	rows, err := st.db.Query(ctx, st.s.now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer rows.Close()
+	var f float64
+	if rows.Next() {
+		if err := rows.Scan(&f); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return fromEpoch(f), rows.Err()
+}
+
+// Stats counts messages by status and topic and measures the oldest
+// pending message's age.
+func (st *Store) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	rows, err := st.db.Query(ctx, st.s.countByStatusTopic)
+	if err != nil {
+		return s, err
+	}
+	for rows.Next() {
+		var tc TopicCount
+		if err := rows.Scan(&tc.Status, &tc.Topic, &tc.Count); err != nil {
+			rows.Close()
+			return s, err
+		}
+		switch tc.Status {
+		case StatusPending:
+			s.Pending += tc.Count
+		case StatusSent:
+			s.Sent += tc.Count
+		case StatusConsumed:
+			s.Consumed += tc.Count
+		case StatusDead:
+			s.Dead += tc.Count
+		}
+		s.ByTopic = append(s.ByTopic, tc)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return s, err
+	}
+	rows, err = st.db.Query(ctx, st.s.oldestPending)
+	if err != nil {
+		return s, err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		var age float64
+		if err := rows.Scan(&age); err != nil {
+			return s, err
+		}
+		s.OldestPendingAge = time.Duration(max(age, 0) * float64(time.Second))
+	}
+	return s, rows.Err()
+}
+
+// where renders a Filter as a predicate and its arguments, numbering
+// placeholders from n.
+func (st *Store) where(f Filter, n int) (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, arg any) {
+		conds = append(conds, strings.ReplaceAll(cond, "{}", st.d.ph(n)))
+		args = append(args, arg)
+		n++
+	}
+	if f.Status != "" {
+		add("status = {}", f.Status)
+	}
+	if f.Topic != "" {
+		add("topic = {}", f.Topic)
+	}
+	if len(f.MessageIDs) > 0 {
+		switch st.d {
+		case Postgres:
+			add("message_id::text = ANY({}::text[])", f.MessageIDs)
+		case MySQL:
+			b, _ := json.Marshal(f.MessageIDs)
+			add("message_id IN (SELECT v FROM JSON_TABLE({}, '$[*]' COLUMNS (v VARCHAR(64) PATH '$')) AS jt)", string(b))
+		default:
+			b, _ := json.Marshal(f.MessageIDs)
+			add("message_id IN (SELECT value FROM json_each({}))", string(b))
+		}
+	}
+	if len(conds) == 0 {
+		return "1=1", nil
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// List returns messages matching f, oldest first.
+func (st *Store) List(ctx context.Context, f Filter) ([]Message, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	w, args := st.where(f, 1)
+	msgID := "message_id"
+	if st.d == Postgres {
+		msgID = "message_id::text"
+	}
+	headers := "headers"
+	if st.d == Postgres {
+		headers = "headers::text"
+	}
+	q := fmt.Sprintf(`SELECT id, %s, topic, coalesce(business_key, ''), payload, %s, status, attempts, max_attempts,
+  %s, %s, %s, coalesce(last_error, '')
+FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, msgID, headers,
+		st.d.epoch("available_at"), st.d.epoch("created_at"), st.d.epoch("sent_at"), w, st.d.ph(len(args)+1))
+	rows, err := st.db.Query(ctx, q, append(args, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		var m Message
+		var avail, created float64
+		var sent *float64
+		if err := rows.Scan(&m.ID, &m.MessageID, &m.Topic, &m.Key, &m.Payload, &m.Headers, &m.Status, &m.Attempts, &m.MaxAttempts, &avail, &created, &sent, &m.LastError); err != nil {
+			return nil, err
+		}
+		m.AvailableAt, m.CreatedAt = fromEpoch(avail), fromEpoch(created)
+		if sent != nil {
+			t := fromEpoch(*sent)
+			m.SentAt = &t
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Requeue moves dead messages matching f back to pending with attempts reset.
+func (st *Store) Requeue(ctx context.Context, f Filter) (int64, error) {
+	f.Status = StatusDead
+	w, args := st.where(f, 1)
+	return st.db.Exec(ctx, `UPDATE outbox_messages SET status = 'pending', attempts = 0, unknown_outcome = `+st.falseSQL()+`, available_at = `+st.d.nowSQL()+` WHERE `+w, args...)
+}
+
+// Discard deletes dead messages matching f.
+func (st *Store) Discard(ctx context.Context, f Filter) (int64, error) {
+	f.Status = StatusDead
+	w, args := st.where(f, 1)
+	return st.db.Exec(ctx, `DELETE FROM outbox_messages WHERE `+w, args...)
+}
+
+func (st *Store) falseSQL() string {
+	if st.d == Postgres {
+		return "false"
+	}
+	return "0"
+}

@@ -1,0 +1,231 @@
+// Package testdb gives each test its own empty, migrated database on the
+// real local services: a schema on PostgreSQL, a database on MariaDB, a
+// file on SQLite. A service that cannot be reached fails the test when
+// CI=true and skips it elsewhere, saying why.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/txoutbox/outbox/driver/outboxpgx"
+	"github.com/txoutbox/outbox/driver/outboxsql"
+	"github.com/txoutbox/outbox/internal/dburl"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// Service URLs, overridable by environment.
+var (
+	PostgresURL = env("OUTBOX_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	MySQLURL    = env("OUTBOX_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
+)
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// Unavailable fails the test in CI and skips it elsewhere.
+func Unavailable(t testing.TB, what string, err error) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is not reachable (CI=true, so this fails): %v", what, err)
+	}
+	t.Skipf("skipping outside CI: %s is not reachable: %v", what, err)
+}
+
+func randomName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// DB is a per-test database.
+type DB struct {
+	// URL opens this test's database in the CLI's --db form.
+	URL     string
+	Dialect store.Dialect
+	Pool    *pgxpool.Pool // PostgreSQL only
+	SQL     *sql.DB       // always set (for PostgreSQL: pgx stdlib over its own pool)
+	Std     *outboxsql.Driver
+	PGX     *outboxpgx.Driver
+}
+
+// Backend is the database/sql driver's backend (or pgx's on PostgreSQL).
+func (d *DB) Backend() *store.Backend {
+	if d.PGX != nil {
+		return d.PGX.Backend()
+	}
+	return d.Std.Backend()
+}
+
+// Store is the store over the database's pool.
+func (d *DB) Store() *store.Store { return d.Backend().Store }
+
+// Exec runs one statement, failing the test on error.
+func (d *DB) Exec(t testing.TB, q string, args ...any) int64 {
+	t.Helper()
+	res, err := d.SQL.ExecContext(context.Background(), q, args...)
+	if err != nil {
+		t.Fatalf("exec %q: %v", q, err)
+	}
+	n, _ := res.RowsAffected()
+	return n
+}
+
+// Count runs a count query.
+func (d *DB) Count(t testing.TB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := d.SQL.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("count %q: %v", q, err)
+	}
+	return n
+}
+
+// Dialects lists the dialects the conformance tests run on.
+var Dialects = []store.Dialect{store.Postgres, store.MySQL, store.SQLite}
+
+// New opens a fresh, migrated database of dialect d.
+func New(t testing.TB, d store.Dialect) *DB {
+	t.Helper()
+	db := Empty(t, d)
+	s, err := db.Backend().Session(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := store.Migrate(context.Background(), d, s); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return db
+}
+
+// Empty opens a fresh database of dialect d without the outbox schema.
+func Empty(t testing.TB, d store.Dialect) *DB {
+	t.Helper()
+	switch d {
+	case store.Postgres:
+		return postgres(t)
+	case store.MySQL:
+		return mysqlDB(t)
+	default:
+		return sqlite(t)
+	}
+}
+
+func postgres(t testing.TB) *DB {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	admin, err := pgxpool.New(ctx, PostgresURL)
+	if err == nil {
+		err = admin.Ping(ctx)
+	}
+	if err != nil {
+		Unavailable(t, "PostgreSQL at "+dburl.Redact(PostgresURL), err)
+	}
+	schema := randomName("t_")
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		admin.Close()
+	})
+	u := withQuery(PostgresURL, "search_path", schema)
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = sqlDB.Close(); pool.Close() })
+	std, err := outboxsql.New(sqlDB, outboxsql.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &DB{URL: u, Dialect: store.Postgres, Pool: pool, SQL: sqlDB, Std: std, PGX: outboxpgx.New(pool)}
+}
+
+func withQuery(raw, k, v string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	q.Set(k, v)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func mysqlDB(t testing.TB) *DB {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	admin, err := dburl.Open(ctx, MySQLURL)
+	if err != nil {
+		Unavailable(t, "MariaDB/MySQL at "+dburl.Redact(MySQLURL), err)
+	}
+	name := randomName("t_")
+	if _, err := admin.SQL.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.SQL.ExecContext(context.Background(), "DROP DATABASE "+name)
+		admin.Close()
+	})
+	u, _ := url.Parse(MySQLURL)
+	u.Path = "/" + name
+	db, err := dburl.Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return &DB{URL: u.String(), Dialect: store.MySQL, SQL: db.SQL, Std: db.Std}
+}
+
+func sqlite(t testing.TB) *DB {
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	u := "sqlite://" + path
+	db, err := dburl.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return &DB{URL: u, Dialect: store.SQLite, SQL: db.SQL, Std: db.Std}
+}
+
+// Placeholder rewrites "?" placeholders for d (PostgreSQL wants $n).
+func Placeholder(d store.Dialect, q string) string {
+	if d != store.Postgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

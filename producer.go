@@ -1,0 +1,149 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// Producer defaults.
+const (
+	// DefaultMaxPayloadBytes is the largest payload Enqueue accepts.
+	DefaultMaxPayloadBytes = 1 << 20
+	// DefaultNotifyInterval is the shortest gap between two wake-up
+	// signals a producer sends to relays in other processes.
+	DefaultNotifyInterval = 5 * time.Millisecond
+)
+
+// Config configures a Producer.
+type Config struct {
+	// MaxPayloadBytes is the largest payload Enqueue accepts. Defaults to
+	// DefaultMaxPayloadBytes (1 MiB).
+	MaxPayloadBytes int
+	// NotifyInterval is the shortest gap between two wake-up signals sent
+	// to relays in other processes (PostgreSQL NOTIFY, sent outside the
+	// caller's transaction so commits never queue behind it). Relays poll
+	// as well, so a lost signal only costs latency. Defaults to
+	// DefaultNotifyInterval (5 ms).
+	NotifyInterval time.Duration
+	// DisableNotify stops the producer from signalling relays in other
+	// processes; they find new messages by polling.
+	DisableNotify bool
+}
+
+func (c *Config) validate() error {
+	if c.MaxPayloadBytes < 0 {
+		return errors.New("outbox: Config.MaxPayloadBytes must not be negative")
+	}
+	if c.NotifyInterval < 0 {
+		return errors.New("outbox: Config.NotifyInterval must not be negative")
+	}
+	return nil
+}
+
+// Producer enqueues messages inside the caller's transactions.
+type Producer[TTx any] struct {
+	driver  Driver[TTx]
+	backend *store.Backend
+	cfg     Config
+
+	notifyMu      sync.Mutex
+	notifyPending bool
+	lastNotify    time.Time
+}
+
+// NewProducer returns a Producer writing through driver. cfg may be nil.
+func NewProducer[TTx any](driver Driver[TTx], cfg *Config) (*Producer[TTx], error) {
+	if driver == nil {
+		return nil, errors.New("outbox: NewProducer: nil driver")
+	}
+	c := Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.NotifyInterval == 0 {
+		c.NotifyInterval = DefaultNotifyInterval
+	}
+	return &Producer[TTx]{driver: driver, backend: driver.Backend(), cfg: c}, nil
+}
+
+// Enqueue writes msg in tx and returns its message id. The message becomes
+// deliverable when tx commits; if tx rolls back, it never existed.
+//
+// msg is validated before anything is written: a *ValidationError leaves tx
+// untouched and usable.
+func (p *Producer[TTx]) Enqueue(ctx context.Context, tx TTx, msg Message) (string, error) {
+	ids, err := p.EnqueueMany(ctx, tx, []Message{msg})
+	if err != nil {
+		return "", err
+	}
+	return ids[0], nil
+}
+
+// EnqueueMany writes msgs in tx with as few statements as their size
+// allows, in order (so messages with the same key are delivered in slice
+// order), and returns their message ids. Every message is validated before
+// any is written; one invalid message rejects the call.
+func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message) ([]string, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	rows := make([]store.NewMessage, len(msgs))
+	ids := make([]string, len(msgs))
+	trace := traceHeaders(ctx)
+	for i := range msgs {
+		r, err := msgs[i].prepare(i, p.cfg.MaxPayloadBytes, trace)
+		if err != nil {
+			return nil, err
+		}
+		rows[i], ids[i] = r, r.MessageID
+	}
+	if err := p.backend.Store.Insert(ctx, p.driver.TxQuerier(tx), rows); err != nil {
+		var dup *store.DuplicateError
+		if errors.As(err, &dup) {
+			return nil, fmt.Errorf("outbox: %w: %v", ErrDuplicateMessageID, dup.MessageIDs)
+		}
+		return nil, fmt.Errorf("outbox: enqueue: %w", err)
+	}
+	p.signal()
+	return ids, nil
+}
+
+// signal wakes relays: at once in this process, and through the database
+// at most once per NotifyInterval (trailing), outside the caller's
+// transaction.
+func (p *Producer[TTx]) signal() {
+	p.backend.Local.Wake()
+	if p.backend.Notify == nil || p.cfg.DisableNotify {
+		return
+	}
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	if p.notifyPending {
+		return
+	}
+	p.notifyPending = true
+	wait := p.cfg.NotifyInterval - time.Since(p.lastNotify)
+	// Give the caller's transaction a moment to commit before relays look.
+	wait = max(wait, time.Millisecond)
+	time.AfterFunc(wait, func() {
+		p.notifyMu.Lock()
+		p.notifyPending = false
+		p.lastNotify = time.Now()
+		p.notifyMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = p.backend.Notify(ctx)
+		p.backend.Local.Wake()
+	})
+}

@@ -1,0 +1,83 @@
+package outbox
+
+import (
+	"context"
+	"time"
+)
+
+// Envelope is a message on its way to a destination.
+type Envelope struct {
+	// ID is the message id (UUID). Consumers dedupe by it.
+	ID string
+	// Topic the message was enqueued with.
+	Topic string
+	// Key is the business key, "" when none.
+	Key string
+	// Destination is where the route sends it: the topic unless the route
+	// names another.
+	Destination string
+	// Payload is the body, decoded when it was stored base64.
+	Payload []byte
+	// Headers are the wire headers: the producer's own plus outbox-topic,
+	// outbox-business-key (when set), content-type and traceparent (when the
+	// producer had a trace).
+	Headers map[string]string
+	// Attempt is this attempt's number, starting at 1.
+	Attempt int
+	// CreatedAt is the database time the message was enqueued.
+	CreatedAt time.Time
+}
+
+// Publisher delivers envelopes to one kind of destination.
+//
+// Publish sends a batch and returns one result per envelope, in order: nil
+// when the destination confirmed the message durably, an error otherwise.
+// It must not return nil for a message whose delivery it cannot confirm.
+// Envelopes in one batch never share a business key, so they may be sent
+// concurrently. Classify errors with Permanent, RetryAfter, Unavailable and
+// Unknown; other errors are retried with backoff.
+//
+// Publish must return when ctx is done; results not confirmed by then are
+// errors.
+type Publisher interface {
+	Publish(ctx context.Context, batch []*Envelope) []error
+	Close() error
+}
+
+// Checker is the compensation step: before a message whose previous attempt
+// ended with an unknown outcome (a timeout, a relay crash) is sent again,
+// the relay asks whether the destination already has it. true marks the
+// message sent without sending it again.
+//
+// A Publisher may implement Checker itself, or a Route may name one.
+type Checker interface {
+	Delivered(ctx context.Context, env *Envelope) (bool, error)
+}
+
+// PublisherFunc delivers one envelope at a time by calling a function: the
+// in-process publisher for applications that embed the relay. The batch's
+// envelopes are handed to the function concurrently.
+type PublisherFunc func(ctx context.Context, env *Envelope) error
+
+// Publish calls f for every envelope of the batch concurrently.
+func (f PublisherFunc) Publish(ctx context.Context, batch []*Envelope) []error {
+	errs := make([]error, len(batch))
+	if len(batch) == 1 {
+		errs[0] = f(ctx, batch[0])
+		return errs
+	}
+	done := make(chan struct{}, len(batch))
+	for i, env := range batch {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			errs[i] = f(ctx, env)
+		}()
+	}
+	for range batch {
+		<-done
+	}
+	return errs
+}
+
+// Close does nothing.
+func (PublisherFunc) Close() error { return nil }

@@ -1,0 +1,308 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// Relay moves committed messages from the outbox table to their
+// destinations. Build one with NewRelay and call Run.
+type Relay struct {
+	cfg     RelayConfig
+	id      string
+	log     *slog.Logger
+	backend *store.Backend
+	store   *store.Store
+	router  router
+
+	own     ownership
+	wake    chan struct{}
+	bg      sync.WaitGroup
+	running atomic.Bool
+
+	batchSize int
+	checkers  bool // some route has a Checker: record in-flight ids
+}
+
+// routeState is a route with its circuit breaker.
+type routeState struct {
+	Route
+	name    string
+	checker Checker
+
+	mu        sync.Mutex
+	openUntil time.Time
+	pauses    int
+	lastErr   string
+}
+
+// NewRelay returns a relay reading through driver's database. The driver's
+// transaction type does not matter to the relay.
+func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
+	if driver == nil {
+		return nil, errors.New("outbox: NewRelay: nil driver")
+	}
+	if cfg == nil {
+		return nil, errors.New("outbox: NewRelay: nil config")
+	}
+	c := *cfg
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	c.setDefaults()
+	r := &Relay{
+		cfg:       c,
+		id:        c.ID,
+		log:       c.Logger,
+		backend:   driver.Backend(),
+		wake:      make(chan struct{}, 1),
+		batchSize: c.MinBatchSize,
+	}
+	r.store = r.backend.Store
+	if r.id == "" {
+		r.id = defaultRelayID()
+	}
+	r.router.cache = map[string]*routeState{}
+	for _, rt := range c.Routes {
+		rs := &routeState{Route: rt, name: rt.Name, checker: rt.Checker}
+		if rs.name == "" {
+			rs.name = rt.Pattern
+		}
+		if rs.checker == nil {
+			rs.checker, _ = rt.Publisher.(Checker)
+		}
+		if rs.checker != nil {
+			r.checkers = true
+		}
+		r.router.routes = append(r.router.routes, rs)
+	}
+	return r, nil
+}
+
+func defaultRelayID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "relay"
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// ID is the relay's instance id.
+func (r *Relay) ID() string { return r.id }
+
+func (r *Relay) wakeSelf() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run relays until ctx is cancelled, then finishes or releases its
+// in-flight batch (within ShutdownTimeout), gives up its partitions so
+// other relays take them at once, and returns nil. It returns an error
+// only when it cannot start (no schema) or is already running.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("outbox: Relay.Run: already running")
+	}
+	defer r.running.Store(false)
+	partitions, err := r.store.Partitions(ctx)
+	if err != nil {
+		return fmt.Errorf("outbox: relay start: %w (has `outbox migrate` been run?)", err)
+	}
+	if partitions == 0 {
+		return errors.New("outbox: relay start: outbox_leases is empty (has `outbox migrate` been run?)")
+	}
+	r.log.Info("outbox relay: started", "relay", r.id, "partitions", partitions, "routes", len(r.router.routes))
+
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	local, unsubscribe := r.backend.Local.Subscribe()
+	defer unsubscribe()
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		r.leaseLoop(loopCtx, partitions)
+	}()
+	if r.backend.Listen != nil {
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			r.listenLoop(loopCtx)
+		}()
+	}
+
+	r.work(ctx, local)
+
+	stopLoops()
+	r.bg.Wait()
+	finish, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.store.DropRelay(finish, r.id); err != nil {
+		r.log.Warn("outbox relay: releasing partitions on shutdown failed; they move when the leases expire", "relay", r.id, "err", err)
+	}
+	r.log.Info("outbox relay: stopped", "relay", r.id)
+	return nil
+}
+
+// listenLoop turns database notifications into wake-ups, reconnecting
+// with backoff.
+func (r *Relay) listenLoop(ctx context.Context) {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := r.backend.Listen(ctx, r.wakeSelf)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > time.Minute {
+			delay = 100 * time.Millisecond
+		}
+		r.log.Debug("outbox relay: listen connection lost; polling meanwhile", "relay", r.id, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}
+
+// work is the read-publish-settle loop.
+func (r *Relay) work(ctx context.Context, local <-chan struct{}) {
+	poll := r.cfg.MinPollInterval
+	errDelay := 100 * time.Millisecond
+	failing := false
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		wait := time.Duration(0)
+		n, err := r.round(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !failing {
+				r.log.Error("outbox relay: round failed; retrying", "relay", r.id, "err", err)
+				failing = true
+			}
+			wait, errDelay = errDelay, min(errDelay*2, 5*time.Second)
+		case n < 0: // nothing owned
+			failing, errDelay = false, 100*time.Millisecond
+			wait = r.cfg.LeaseTTL / 5
+		case n == 0:
+			failing, errDelay = false, 100*time.Millisecond
+			wait, poll = poll, min(poll*2, r.cfg.MaxPollInterval)
+		default:
+			failing, errDelay = false, 100*time.Millisecond
+			poll = r.cfg.MinPollInterval
+		}
+		if wait == 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-r.wake:
+			poll = r.cfg.MinPollInterval
+		case <-local:
+			poll = r.cfg.MinPollInterval
+		}
+	}
+}
+
+// round reads one batch, delivers it and settles it. It returns how many
+// messages it read, or -1 when the relay owns no partition.
+func (r *Relay) round(ctx context.Context) (int, error) {
+	r.own.round.Lock()
+	defer r.own.round.Unlock()
+	parts, ok := r.own.snapshot()
+	if !ok {
+		return -1, nil
+	}
+	rows, err := r.store.Read(ctx, parts, r.batchSize)
+	if err != nil {
+		return 0, fmt.Errorf("read: %w", err)
+	}
+	if len(rows) == 0 {
+		r.batchSize = max(r.cfg.MinBatchSize, r.batchSize/2)
+		return 0, nil
+	}
+	report := BatchReport{Read: len(rows), BatchSize: r.batchSize}
+	switch {
+	case len(rows) == r.batchSize:
+		r.batchSize = min(r.cfg.BatchSize, r.batchSize*2)
+	case len(rows) < r.batchSize/4:
+		r.batchSize = max(r.cfg.MinBatchSize, r.batchSize/2)
+	}
+	if r.checkers {
+		if err := r.markInflight(ctx, rows); err != nil {
+			return 0, fmt.Errorf("mark in-flight: %w", err)
+		}
+	}
+	outs := r.deliver(ctx, rows, &report)
+	if len(outs) > 0 {
+		settled, err := r.settle(ctx, outs)
+		report.Settled = settled
+		if err != nil {
+			return len(rows), fmt.Errorf("settle: %w (the batch will be delivered again)", err)
+		}
+		if want := int64(len(outs)); settled < want {
+			r.log.Warn("outbox relay: some outcomes were not recorded: partition moved to another relay", "relay", r.id, "expected", want, "settled", settled)
+		}
+	}
+	if r.cfg.OnBatch != nil {
+		r.cfg.OnBatch(report)
+	}
+	return len(rows), nil
+}
+
+// markInflight records the highest id about to be published per partition
+// so that an heir can ask the Checker about them after a crash.
+func (r *Relay) markInflight(ctx context.Context, rows []store.Row) error {
+	var maxID int64
+	parts := map[int]bool{}
+	for _, row := range rows {
+		maxID = max(maxID, row.ID)
+		parts[row.Partition] = true
+	}
+	list := make([]int, 0, len(parts))
+	for p := range parts {
+		list = append(list, p)
+	}
+	return r.store.MarkInflight(ctx, r.id, list, maxID)
+}
+
+// settle writes outcomes, retrying a failed statement while the leases
+// last: a batch that was published but not recorded is delivered again.
+func (r *Relay) settle(ctx context.Context, outs []store.Outcome) (int64, error) {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		var n int64
+		n, err = r.store.Settle(sctx, r.id, outs)
+		cancel()
+		if err == nil {
+			return n, nil
+		}
+		if !r.own.valid() {
+			break
+		}
+		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+	}
+	return 0, err
+}

@@ -1,0 +1,164 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Relay defaults.
+const (
+	// DefaultBatchSize is the most messages a relay reads in one round.
+	DefaultBatchSize = 1000
+	// DefaultMinBatchSize is where the adaptive batch size starts and the
+	// smallest it shrinks to.
+	DefaultMinBatchSize = 50
+	// DefaultMinPollInterval is the shortest wait between reads that found
+	// nothing.
+	DefaultMinPollInterval = 5 * time.Millisecond
+	// DefaultMaxPollInterval is the longest wait between reads when idle.
+	DefaultMaxPollInterval = time.Second
+	// DefaultPublishTimeout bounds one publish of a batch.
+	DefaultPublishTimeout = 15 * time.Second
+	// DefaultShutdownTimeout bounds the finishing of the in-flight batch
+	// after Run's context is cancelled.
+	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultLeaseTTL is how long a relay's ownership of a partition lasts
+	// without renewal; a relay that dies is replaced after at most this.
+	DefaultLeaseTTL = 5 * time.Second
+)
+
+// BatchReport describes one settled round of a relay.
+type BatchReport struct {
+	// Read is how many messages the round read.
+	Read int
+	// Sent, Retried, Dead and Deferred count the outcomes written; Skipped
+	// counts messages left untouched for a later round (held back behind
+	// an earlier message of their key, or cut off by shutdown).
+	Sent, Retried, Dead, Deferred, Skipped int
+	// Settled is how many rows the settle statement changed; less than
+	// Sent+Retried+Dead+Deferred when the relay lost a partition mid-round.
+	Settled int64
+	// BatchSize is the adaptive read limit used.
+	BatchSize int
+}
+
+// RelayConfig configures a Relay.
+type RelayConfig struct {
+	// Routes map topics to publishers; the first match wins. Required.
+	Routes []Route
+	// ID names this relay instance in the lease table and logs. Defaults
+	// to host-pid-random.
+	ID string
+	// Logger receives state changes (dead letters, partitions gained or
+	// lost, routes paused). Defaults to slog.Default().
+	Logger *slog.Logger
+	// BatchSize is the most messages read in one round; the relay adapts
+	// between MinBatchSize and BatchSize. Defaults to DefaultBatchSize.
+	BatchSize int
+	// MinBatchSize is where the batch size starts and the least it shrinks
+	// to. Defaults to DefaultMinBatchSize (or BatchSize if smaller).
+	MinBatchSize int
+	// MinPollInterval is the first wait after a read that found nothing;
+	// it doubles up to MaxPollInterval while the table stays empty, and any
+	// wake-up resets it. Defaults to DefaultMinPollInterval (5 ms).
+	MinPollInterval time.Duration
+	// MaxPollInterval is the longest idle wait. Defaults to
+	// DefaultMaxPollInterval (1 s).
+	MaxPollInterval time.Duration
+	// PublishTimeout bounds one publish call; results not confirmed by
+	// then are unknown outcomes. Defaults to DefaultPublishTimeout (15 s).
+	PublishTimeout time.Duration
+	// ShutdownTimeout bounds how long Run spends finishing its in-flight
+	// batch once its context is cancelled; messages still unconfirmed are
+	// left pending for the next owner. Defaults to DefaultShutdownTimeout
+	// (10 s).
+	ShutdownTimeout time.Duration
+	// LeaseTTL is how long partition ownership lasts without renewal
+	// (renewed every LeaseTTL/5). A relay that dies is replaced after at
+	// most LeaseTTL. Defaults to DefaultLeaseTTL (5 s).
+	LeaseTTL time.Duration
+	// Retry is the backoff between attempts, unless a route overrides it.
+	// Defaults to full-jitter exponential backoff from 1 s to 1 h.
+	Retry RetryPolicy
+	// MaxPayloadBytes: a message with a larger payload (inserted by plain
+	// SQL) goes dead instead of being published. Defaults to
+	// DefaultMaxPayloadBytes (1 MiB).
+	MaxPayloadBytes int
+	// OnBatch, when set, is called after every settled round, from the
+	// relay's goroutine. Keep it fast.
+	OnBatch func(BatchReport)
+}
+
+func (c *RelayConfig) validate() error {
+	if len(c.Routes) == 0 {
+		return errors.New("outbox: RelayConfig.Routes: at least one route is required")
+	}
+	for i, r := range c.Routes {
+		if err := ValidatePattern(r.Pattern); err != nil {
+			return fmt.Errorf("outbox: RelayConfig.Routes[%d]: %w", i, err)
+		}
+		if r.Publisher == nil {
+			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): nil Publisher", i, r.Pattern)
+		}
+		if r.Destination != "" && !validTopic(r.Destination) {
+			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): invalid Destination %q", i, r.Pattern, r.Destination)
+		}
+		if r.Retry != nil {
+			if err := r.Retry.validate(); err != nil {
+				return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): %w", i, r.Pattern, err)
+			}
+		}
+	}
+	switch {
+	case c.BatchSize < 0:
+		return errors.New("outbox: RelayConfig.BatchSize must not be negative")
+	case c.MinBatchSize < 0:
+		return errors.New("outbox: RelayConfig.MinBatchSize must not be negative")
+	case c.MinPollInterval < 0 || c.MaxPollInterval < 0:
+		return errors.New("outbox: RelayConfig poll intervals must not be negative")
+	case c.PublishTimeout < 0, c.ShutdownTimeout < 0:
+		return errors.New("outbox: RelayConfig timeouts must not be negative")
+	case c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < 500*time.Millisecond):
+		return errors.New("outbox: RelayConfig.LeaseTTL must be at least 500ms")
+	case c.MaxPayloadBytes < 0:
+		return errors.New("outbox: RelayConfig.MaxPayloadBytes must not be negative")
+	}
+	if err := c.Retry.validate(); err != nil {
+		return fmt.Errorf("outbox: RelayConfig.%w", err)
+	}
+	return nil
+}
+
+func (c *RelayConfig) setDefaults() {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.MinBatchSize == 0 {
+		c.MinBatchSize = DefaultMinBatchSize
+	}
+	c.MinBatchSize = min(c.MinBatchSize, c.BatchSize)
+	if c.MinPollInterval == 0 {
+		c.MinPollInterval = DefaultMinPollInterval
+	}
+	if c.MaxPollInterval == 0 {
+		c.MaxPollInterval = DefaultMaxPollInterval
+	}
+	c.MaxPollInterval = max(c.MaxPollInterval, c.MinPollInterval)
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = DefaultPublishTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}

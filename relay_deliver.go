@@ -1,0 +1,341 @@
+package outbox
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// item is one message through a round.
+type item struct {
+	row   *store.Row
+	env   *Envelope
+	route *routeState
+	out   store.Outcome
+	// decided: out holds the outcome. Undecided items after the round are
+	// left untouched (held back, or cut off by shutdown).
+	decided bool
+}
+
+// deliver publishes a batch and returns the outcomes to record.
+func (r *Relay) deliver(ctx context.Context, rows []store.Row, rep *BatchReport) []store.Outcome {
+	items := make([]*item, len(rows))
+	for i := range rows {
+		items[i] = r.prepare(&rows[i])
+	}
+
+	// The publish outlives a cancelled ctx by up to ShutdownTimeout.
+	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
+	defer cancel()
+	var aborted atomic.Bool
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-finished:
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(r.cfg.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-finished:
+		case <-t.C:
+			aborted.Store(true)
+			cancel()
+		}
+	}()
+
+	// Messages of one key go out one per wave, in id order; a key whose
+	// message failed sits out the rest of the round.
+	blocked := map[string]bool{}
+	var waves [][]*item
+	seen := map[string]int{}
+	for _, it := range items {
+		if it.decided {
+			continue
+		}
+		w := 0
+		if it.row.HasKey {
+			w = seen[it.row.Key]
+			seen[it.row.Key] = w + 1
+		}
+		for len(waves) <= w {
+			waves = append(waves, nil)
+		}
+		waves[w] = append(waves[w], it)
+	}
+	for _, wave := range waves {
+		if aborted.Load() || !r.own.valid() {
+			break
+		}
+		var todo []*item
+		for _, it := range wave {
+			if it.row.HasKey && blocked[it.row.Key] {
+				continue
+			}
+			todo = append(todo, it)
+		}
+		r.check(pubCtx, todo)
+		r.publishWave(pubCtx, todo, &aborted)
+		for _, it := range todo {
+			if it.row.HasKey && (!it.decided || it.out.Status == store.StatusPending) {
+				blocked[it.row.Key] = true
+			}
+		}
+	}
+
+	outs := make([]store.Outcome, 0, len(items))
+	for _, it := range items {
+		if !it.decided {
+			rep.Skipped++
+			continue
+		}
+		switch {
+		case it.out.Status == store.StatusSent:
+			rep.Sent++
+		case it.out.Status == store.StatusDead:
+			rep.Dead++
+			r.log.Warn("outbox relay: message dead", "message_id", it.row.MessageID, "topic", it.row.Topic, "attempts", it.row.Attempts+btoi(it.out.CountAttempt), "error", it.out.Error)
+		case it.out.CountAttempt:
+			rep.Retried++
+		default:
+			rep.Deferred++
+		}
+		outs = append(outs, it.out)
+	}
+	return outs
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// prepare routes and decodes a row; rows that can never be delivered are
+// decided dead here.
+func (r *Relay) prepare(row *store.Row) *item {
+	it := &item{row: row}
+	dead := func(msg string) *item {
+		it.decided = true
+		it.out = store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}
+		return it
+	}
+	it.route = r.router.lookup(row.Topic)
+	if it.route == nil {
+		return dead(ErrNoRoute.Error() + " for topic " + strconv.Quote(row.Topic))
+	}
+	headers := map[string]string{}
+	if row.Headers != "" {
+		if err := json.Unmarshal([]byte(row.Headers), &headers); err != nil {
+			return dead("headers are not a JSON object of strings: " + oneLine(err.Error()))
+		}
+	}
+	payload := []byte(row.Payload)
+	if headers[HeaderTransferEncode] == "base64" {
+		b, err := base64.StdEncoding.DecodeString(row.Payload)
+		if err != nil {
+			return dead("payload is not valid base64: " + oneLine(err.Error()))
+		}
+		payload = b
+		delete(headers, HeaderTransferEncode)
+	}
+	if len(payload) > r.cfg.MaxPayloadBytes {
+		return dead(ErrPayloadTooLarge.Error() + ": " + strconv.Itoa(len(payload)) + " bytes, limit " + strconv.Itoa(r.cfg.MaxPayloadBytes))
+	}
+	headers[HeaderTopic] = row.Topic
+	if row.HasKey {
+		headers[HeaderBusinessKey] = row.Key
+	}
+	if headers[HeaderContentType] == "" {
+		headers[HeaderContentType] = DefaultContentType
+	}
+	dest := it.route.Destination
+	if dest == "" {
+		dest = row.Topic
+	}
+	it.env = &Envelope{
+		ID:          row.MessageID,
+		Topic:       row.Topic,
+		Key:         row.Key,
+		Destination: dest,
+		Payload:     payload,
+		Headers:     headers,
+		Attempt:     row.Attempts + 1,
+		CreatedAt:   row.CreatedAt,
+	}
+	return it
+}
+
+// check asks the route's Checker about messages whose last attempt may
+// have reached the destination; those it confirms are decided sent.
+func (r *Relay) check(ctx context.Context, todo []*item) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, it := range todo {
+		suspect := it.row.UnknownOutcome || it.row.ID <= r.own.suspectUpTo(it.row.Partition)
+		if !suspect || it.route.checker == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ok, err := it.route.checker.Delivered(ctx, it.env)
+			if err != nil {
+				r.log.Debug("outbox relay: checker failed; sending again", "message_id", it.row.MessageID, "err", err)
+				return
+			}
+			if ok {
+				it.decided = true
+				it.out = store.Outcome{ID: it.row.ID, Status: store.StatusSent, CountAttempt: true}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// publishWave publishes undecided items, grouped by route, concurrently.
+func (r *Relay) publishWave(ctx context.Context, todo []*item, aborted *atomic.Bool) {
+	groups := map[*routeState][]*item{}
+	for _, it := range todo {
+		if !it.decided {
+			groups[it.route] = append(groups[it.route], it)
+		}
+	}
+	var wg sync.WaitGroup
+	for rs, group := range groups {
+		if wait, lastErr := rs.paused(); wait > 0 {
+			for _, it := range group {
+				it.decided = true
+				it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: wait, Error: "route " + rs.name + " paused: " + lastErr}
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.publishGroup(ctx, rs, group, aborted)
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item, aborted *atomic.Bool) {
+	batch := make([]*Envelope, len(group))
+	for i, it := range group {
+		batch[i] = it.env
+	}
+	errs := rs.Publisher.Publish(ctx, batch)
+	if len(errs) != len(batch) {
+		bad := Unknown(errors.New("publisher returned " + strconv.Itoa(len(errs)) + " results for " + strconv.Itoa(len(batch)) + " messages"))
+		errs = make([]error, len(batch))
+		for i := range errs {
+			errs[i] = bad
+		}
+	}
+	var unavailable error
+	anyOK := false
+	for i, it := range group {
+		err := errs[i]
+		if err == nil {
+			anyOK = true
+			it.decided = true
+			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusSent, CountAttempt: true}
+			continue
+		}
+		if aborted.Load() {
+			continue // shutdown cut the publish short: leave it for the next owner
+		}
+		it.decided = true
+		it.out = r.failure(rs, it.row, err)
+		if cls, _ := classify(err); cls == classUnavailable {
+			unavailable = err
+		}
+	}
+	switch {
+	case unavailable != nil && !anyOK:
+		if rs.trip(unavailable) {
+			r.log.Warn("outbox relay: route paused: destination unavailable", "route", rs.name, "err", oneLine(unavailable.Error()))
+		}
+	case anyOK:
+		if rs.reset() {
+			r.log.Info("outbox relay: route resumed", "route", rs.name)
+		}
+	}
+}
+
+// failure turns a publish error into an outcome.
+func (r *Relay) failure(rs *routeState, row *store.Row, err error) store.Outcome {
+	cls, after := classify(err)
+	msg := oneLine(err.Error())
+	attempt := row.Attempts + 1
+	switch cls {
+	case classPermanent:
+		return store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}
+	case classUnavailable:
+		return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: rs.pauseFor(), Error: "destination unavailable: " + msg}
+	}
+	if attempt >= row.MaxAttempts {
+		return store.Outcome{ID: row.ID, Status: store.StatusDead, CountAttempt: true,
+			Error: "max attempts (" + strconv.Itoa(row.MaxAttempts) + ") reached: " + msg}
+	}
+	policy := r.cfg.Retry
+	if rs.Retry != nil {
+		policy = *rs.Retry
+	}
+	delay := max(policy.Delay(attempt), after)
+	return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: delay, Error: msg, CountAttempt: true, Unknown: cls == classUnknown}
+}
+
+// Circuit breaker: a route whose destination is unavailable pauses for a
+// growing interval (1 s doubling to 30 s); the first batch after the pause
+// is the probe.
+const (
+	pauseBase = time.Second
+	pauseMax  = 30 * time.Second
+)
+
+func (rs *routeState) paused() (time.Duration, string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return time.Until(rs.openUntil), rs.lastErr
+}
+
+// pauseFor is how long the route will stay paused once tripped.
+func (rs *routeState) pauseFor() time.Duration {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	d := pauseBase << min(rs.pauses, 5)
+	return min(d, pauseMax)
+}
+
+// trip pauses the route and reports whether it was running before.
+func (rs *routeState) trip(err error) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	d := min(pauseBase<<min(rs.pauses, 5), pauseMax)
+	rs.openUntil = time.Now().Add(d)
+	rs.lastErr = oneLine(err.Error())
+	rs.pauses++
+	return rs.pauses == 1
+}
+
+// reset closes the breaker and reports whether it was open.
+func (rs *routeState) reset() bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	was := rs.pauses > 0
+	rs.pauses = 0
+	rs.openUntil = time.Time{}
+	return was
+}

@@ -1,0 +1,204 @@
+package outbox
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// ownership tracks the partitions this relay holds and until when its
+// leases are surely valid by the local monotonic clock.
+type ownership struct {
+	mu         sync.Mutex
+	parts      []int
+	validUntil time.Time
+	// suspect[p] is the highest id a crashed previous owner of p may have
+	// published without settling.
+	suspect map[int]int64
+	// releasing holds partitions given up but not yet released: they wait
+	// for the in-flight round to settle.
+	releasing map[int]bool
+
+	// round is held by the worker for a whole read-publish-settle round,
+	// and by the lease loop while it releases partitions, so a partition is
+	// never released under an in-flight batch.
+	round sync.Mutex
+}
+
+// snapshot returns the owned partitions if the leases are still valid.
+func (o *ownership) snapshot() ([]int, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.parts, len(o.parts) > 0 && time.Now().Before(o.validUntil)
+}
+
+func (o *ownership) valid() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return time.Now().Before(o.validUntil)
+}
+
+func (o *ownership) suspectUpTo(p int) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.suspect[p]
+}
+
+// assigned is this relay's share: partition p goes to live[p % len(live)].
+func assigned(id string, live []string, n int) []int {
+	idx := slices.Index(live, id)
+	if idx < 0 {
+		return nil
+	}
+	var out []int
+	for p := idx; p < n; p += len(live) {
+		out = append(out, p)
+	}
+	return out
+}
+
+// leaseLoop keeps this relay registered, renews its leases and moves
+// partitions so every live relay holds its share.
+func (r *Relay) leaseLoop(ctx context.Context, partitions int) {
+	interval := r.cfg.LeaseTTL / 5
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	failing := false
+	for tick := 0; ; tick++ {
+		err := r.balance(ctx, partitions, tick%50 == 0)
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			failing = true
+			r.log.Error("outbox relay: lease renewal failing; publishing stops when the leases lapse", "relay", r.id, "err", err)
+		case err == nil && failing:
+			failing = false
+			r.log.Info("outbox relay: lease renewal recovered", "relay", r.id)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Relay) balance(ctx context.Context, partitions int, prune bool) error {
+	st := r.store
+	ttl := r.cfg.LeaseTTL
+	start := time.Now()
+	live, err := st.Heartbeat(ctx, r.id, ttl)
+	if err != nil {
+		return err
+	}
+	if prune {
+		if err := st.PruneRelays(ctx, 20*ttl); err != nil {
+			return err
+		}
+	}
+	if _, err := st.Renew(ctx, r.id, ttl); err != nil {
+		return err
+	}
+	want := assigned(r.id, live, partitions)
+	current, _ := r.own.snapshot()
+	var drop, take []int
+	for _, p := range current {
+		if !slices.Contains(want, p) {
+			drop = append(drop, p)
+		}
+	}
+	for _, p := range want {
+		if !slices.Contains(current, p) {
+			take = append(take, p)
+		}
+	}
+	if len(drop) > 0 {
+		r.release(ctx, drop)
+	}
+	var leases []store.Lease
+	if len(take) > 0 {
+		leases, err = st.Acquire(ctx, r.id, take, ttl)
+	} else {
+		leases, err = st.Held(ctx, r.id)
+	}
+	if err != nil {
+		return err
+	}
+	held := make([]int, 0, len(leases))
+	r.own.mu.Lock()
+	before := r.own.parts
+	if r.own.suspect == nil {
+		r.own.suspect = map[int]int64{}
+	}
+	for _, l := range leases {
+		if r.own.releasing[l.Partition] {
+			continue
+		}
+		held = append(held, l.Partition)
+		if !slices.Contains(before, l.Partition) {
+			delete(r.own.suspect, l.Partition)
+			if l.Taken && l.InflightMaxID > 0 {
+				r.own.suspect[l.Partition] = l.InflightMaxID
+			}
+		}
+	}
+	r.own.parts = held
+	r.own.validUntil = start.Add(ttl - ttl/10)
+	r.own.mu.Unlock()
+	if !slices.Equal(before, held) {
+		gained, lost := diff(held, before), diff(before, held)
+		r.log.Info("outbox relay: partitions changed", "relay", r.id, "held", len(held), "gained", len(gained), "lost", len(lost), "live_relays", len(live))
+		r.wakeSelf()
+	}
+	return nil
+}
+
+// diff is a minus b.
+func diff(a, b []int) []int {
+	var out []int
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// release gives up parts: they leave the worker's view at once and are
+// released in the database once the in-flight round has settled, without
+// holding up lease renewal.
+func (r *Relay) release(ctx context.Context, parts []int) {
+	r.own.mu.Lock()
+	if r.own.releasing == nil {
+		r.own.releasing = map[int]bool{}
+	}
+	var fresh []int
+	for _, p := range parts {
+		if !r.own.releasing[p] {
+			r.own.releasing[p] = true
+			fresh = append(fresh, p)
+		}
+	}
+	r.own.parts = slices.DeleteFunc(slices.Clone(r.own.parts), func(p int) bool { return r.own.releasing[p] })
+	r.own.mu.Unlock()
+	if len(fresh) == 0 {
+		return
+	}
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		r.own.round.Lock()
+		err := r.store.Release(context.WithoutCancel(ctx), r.id, fresh)
+		r.own.round.Unlock()
+		if err != nil {
+			r.log.Warn("outbox relay: releasing partitions failed; they move when the lease expires", "relay", r.id, "err", err)
+		}
+		r.own.mu.Lock()
+		for _, p := range fresh {
+			delete(r.own.releasing, p)
+		}
+		r.own.mu.Unlock()
+	}()
+}

@@ -1,0 +1,38 @@
+package outbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox"
+)
+
+func TestRelayDeliversEverything(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		s := newSink()
+		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for i := 0; i < 5; i++ {
+			ids, err := h.enqueue(ctx, msgs(100, "order.created", func(j int) string { return []string{"a", "b", "c", ""}[j%4] }), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, ids...)
+		}
+		runRelay(t, r)
+		waitFor(t, 30*time.Second, "500 deliveries", func() bool { return s.distinct() == 500 })
+		for _, id := range want {
+			if s.count[id] != 1 {
+				t.Fatalf("message %s delivered %d times", id, s.count[id])
+			}
+		}
+		waitFor(t, 10*time.Second, "rows marked sent", func() bool {
+			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 500
+		})
+	})
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Makes sure the local services the tests need are running, starting any
+# that is not. Usage: scripts/services.sh [postgres] [mariadb] [redis] [rabbitmq] [mosquitto] [nats]
+# With no arguments it checks them all.
+set -u
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start() {
+  case "$1" in
+    postgres) pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start ;;
+    mariadb) start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd ;;
+    redis) redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log ;;
+    rabbitmq) rabbitmq-server -detached ;;
+    mosquitto) mosquitto -d -c /etc/mosquitto/mosquitto.conf ;;
+    nats) start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log ;;
+  esac
+}
+
+port_of() {
+  case "$1" in
+    postgres) echo 5432 ;; mariadb) echo 3306 ;; redis) echo 6379 ;;
+    rabbitmq) echo 5672 ;; mosquitto) echo 1883 ;; nats) echo 4222 ;;
+    *) echo "services.sh: unknown service $1" >&2; exit 2 ;;
+  esac
+}
+
+[ $# -gt 0 ] || set -- postgres mariadb redis rabbitmq mosquitto nats
+failed=0
+for svc in "$@"; do
+  port=$(port_of "$svc")
+  port_open "$port" && continue
+  echo "services.sh: $svc is not listening on 127.0.0.1:$port; starting it" >&2
+  start "$svc" >/dev/null 2>&1 || true
+  for _ in $(seq 1 60); do
+    port_open "$port" && break
+    sleep 1
+  done
+  if ! port_open "$port"; then
+    echo "services.sh: could not start $svc (nothing on 127.0.0.1:$port after 60 s)" >&2
+    failed=1
+  fi
+done
+exit $failed
