@@ -55,19 +55,52 @@ func (e *ValidationError) Error() string {
 // Unwrap returns the sentinel error.
 func (e *ValidationError) Unwrap() error { return e.Err }
 
-// class is how the relay treats a failed publish.
-type class int
+// ErrorClass is how the relay treats a failed publish.
+type ErrorClass int
 
+// The error classes.
 const (
-	classTransient   class = iota // retry with backoff
-	classPermanent                // dead at once
-	classUnavailable              // the destination is down: pause the route, keep attempts
-	classUnknown                  // may have been delivered: retry, ask the Checker first
+	// ClassTransient: retry with backoff, counting the attempt.
+	ClassTransient ErrorClass = iota
+	// ClassPermanent: dead at once.
+	ClassPermanent
+	// ClassUnavailable: the destination is down; pause the route, keep the
+	// attempt count.
+	ClassUnavailable
+	// ClassUnknown: the message may have been delivered; retry, asking the
+	// route's Checker first.
+	ClassUnknown
 )
+
+func (c ErrorClass) String() string {
+	switch c {
+	case ClassPermanent:
+		return "permanent"
+	case ClassUnavailable:
+		return "unavailable"
+	case ClassUnknown:
+		return "unknown"
+	}
+	return "transient"
+}
+
+// Classify returns the class of a publish error (see Permanent,
+// Unavailable, Unknown, RetryAfter); unmarked errors are transient, except
+// deadlines and timeouts, which are unknown.
+func Classify(err error) ErrorClass {
+	c, _ := classify(err)
+	return c
+}
+
+// RetryAfterOf returns the wait requested with RetryAfter, 0 if none.
+func RetryAfterOf(err error) time.Duration {
+	_, d := classify(err)
+	return d
+}
 
 type classified struct {
 	err        error
-	class      class
+	class      ErrorClass
 	retryAfter time.Duration
 }
 
@@ -81,7 +114,7 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &classified{err: err, class: classPermanent}
+	return &classified{err: err, class: ClassPermanent}
 }
 
 // RetryAfter marks err as transient and asks for the next attempt no sooner
@@ -90,7 +123,7 @@ func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil
 	}
-	return &classified{err: err, class: classTransient, retryAfter: d}
+	return &classified{err: err, class: ClassTransient, retryAfter: d}
 }
 
 // Unavailable marks err as "the destination cannot be reached at all"
@@ -100,7 +133,7 @@ func Unavailable(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &classified{err: err, class: classUnavailable}
+	return &classified{err: err, class: ClassUnavailable}
 }
 
 // Unknown marks err as "the message may or may not have been delivered"
@@ -111,19 +144,19 @@ func Unknown(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &classified{err: err, class: classUnknown}
+	return &classified{err: err, class: ClassUnknown}
 }
 
-func classify(err error) (class, time.Duration) {
+func classify(err error) (ErrorClass, time.Duration) {
 	var c *classified
 	if errors.As(err, &c) {
 		return c.class, c.retryAfter
 	}
 	var te interface{ Timeout() bool }
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &te) && te.Timeout()) {
-		return classUnknown, 0
+		return ClassUnknown, 0
 	}
-	return classTransient, 0
+	return ClassTransient, 0
 }
 
 // oneLine keeps an error fit for last_error and logs: one line, bounded.

@@ -258,7 +258,7 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 		}
 		it.decided = true
 		it.out = r.failure(rs, it.row, err)
-		if cls, _ := classify(err); cls == classUnavailable {
+		if cls, _ := classify(err); cls == ClassUnavailable {
 			unavailable = err
 		}
 	}
@@ -280,9 +280,9 @@ func (r *Relay) failure(rs *routeState, row *store.Row, err error) store.Outcome
 	msg := oneLine(err.Error())
 	attempt := row.Attempts + 1
 	switch cls {
-	case classPermanent:
+	case ClassPermanent:
 		return store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}
-	case classUnavailable:
+	case ClassUnavailable:
 		return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: rs.pauseFor(), Error: "destination unavailable: " + msg}
 	}
 	if attempt >= row.MaxAttempts {
@@ -294,7 +294,7 @@ func (r *Relay) failure(rs *routeState, row *store.Row, err error) store.Outcome
 		policy = *rs.Retry
 	}
 	delay := max(policy.Delay(attempt), after)
-	return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: delay, Error: msg, CountAttempt: true, Unknown: cls == classUnknown}
+	return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: delay, Error: msg, CountAttempt: true, Unknown: cls == ClassUnknown}
 }
 
 // Circuit breaker: a route whose destination is unavailable pauses for a
