@@ -1,0 +1,395 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+// conformance runs fn against every store: PostgreSQL through pgx and
+// through database/sql, MariaDB and SQLite.
+func conformance(t *testing.T, fn func(t *testing.T, db *testdb.DB, st *store.Store)) {
+	cases := []struct {
+		name string
+		d    store.Dialect
+		std  bool
+	}{{"pgx", store.Postgres, false}, {"sql-postgres", store.Postgres, true}, {"mysql", store.MySQL, true}, {"sqlite", store.SQLite, true}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			db := testdb.New(t, c.d)
+			st := db.Store()
+			if c.std {
+				st = db.Std.Backend().Store
+			}
+			fn(t, db, st)
+		})
+	}
+}
+
+func newMsg(topic, key string) store.NewMessage {
+	return store.NewMessage{MessageID: uuid.NewString(), Topic: topic, Key: key, Payload: `{"a":1}`, Headers: `{"content-type":"application/json"}`}
+}
+
+func insert(t *testing.T, db *testdb.DB, st *store.Store, msgs ...store.NewMessage) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.SQL.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Insert(ctx, store.SQL(tx), msgs); err != nil {
+		_ = tx.Rollback()
+		t.Fatalf("insert: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func allParts(t *testing.T, st *store.Store) []int {
+	n, err := st.Partitions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := make([]int, n)
+	for i := range parts {
+		parts[i] = i
+	}
+	return parts
+}
+
+func acquireAll(t *testing.T, st *store.Store, owner string) []int {
+	t.Helper()
+	parts := allParts(t, st)
+	leases, err := st.Acquire(context.Background(), owner, parts, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != len(parts) {
+		t.Fatalf("acquired %d of %d partitions", len(leases), len(parts))
+	}
+	return parts
+}
+
+func TestForeignInsertFillsDefaults(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES ('order.created', 'order-42', '{"order_id":42}')`)
+		ms, err := st.List(context.Background(), store.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) != 1 {
+			t.Fatalf("got %d rows", len(ms))
+		}
+		m := ms[0]
+		if _, err := uuid.Parse(m.MessageID); err != nil || m.MessageID != strings.ToLower(m.MessageID) || len(m.MessageID) != 36 {
+			t.Errorf("message_id %q is not a lowercase UUID", m.MessageID)
+		}
+		if m.Status != "pending" || m.Attempts != 0 || m.MaxAttempts != 10 || m.Headers == "" || m.Key != "order-42" {
+			t.Errorf("defaults wrong: %+v", m)
+		}
+		if m.CreatedAt.IsZero() || time.Since(m.CreatedAt) > time.Minute || time.Since(m.CreatedAt) < -time.Minute {
+			t.Errorf("created_at %v is not the database's now", m.CreatedAt)
+		}
+		parts := acquireAll(t, st, "r1")
+		rows, err := st.Read(context.Background(), parts, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 1 || rows[0].Payload != `{"order_id":42}` || !rows[0].HasKey {
+			t.Fatalf("read %+v", rows)
+		}
+	})
+}
+
+func TestReadOrderAndSettle(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		var in []store.NewMessage
+		for i := 0; i < 20; i++ {
+			in = append(in, newMsg("t.x", fmt.Sprintf("k%d", i%3)))
+		}
+		in = append(in, newMsg("t.nokey", ""))
+		insert(t, db, st, in...)
+		parts := acquireAll(t, st, "r1")
+		rows, err := st.Read(ctx, parts, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != len(in) {
+			t.Fatalf("read %d rows, want %d", len(rows), len(in))
+		}
+		for i, r := range rows {
+			if r.MessageID != in[i].MessageID {
+				t.Fatalf("row %d is %s, want %s (id order = insert order)", i, r.MessageID, in[i].MessageID)
+			}
+			if i > 0 && r.ID <= rows[i-1].ID {
+				t.Fatal("rows not in id order")
+			}
+		}
+		// k0's first message fails and waits; k0's later messages are held
+		// back, the others stay ready.
+		outs := []store.Outcome{{ID: rows[0].ID, Status: store.StatusPending, Delay: time.Hour, Error: "boom", CountAttempt: true}}
+		for _, r := range rows[1:5] {
+			if r.Key != "k0" {
+				outs = append(outs, store.Outcome{ID: r.ID, Status: store.StatusSent, CountAttempt: true})
+			}
+		}
+		n, err := st.Settle(ctx, "r1", outs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != int64(len(outs)) {
+			t.Fatalf("settled %d, want %d", n, len(outs))
+		}
+		rows2, err := st.Read(ctx, parts, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows2 {
+			if r.Key == "k0" {
+				t.Fatalf("k0 message %d read while an earlier k0 message waits", r.ID)
+			}
+		}
+		if want := len(in) - len(outs) - 6; len(rows2) != want { // 7 k0 messages, 1 waiting
+			t.Fatalf("read %d ready rows, want %d", len(rows2), want)
+		}
+		ms, err := st.List(ctx, store.Filter{MessageIDs: []string{rows[0].MessageID}})
+		if err != nil || len(ms) != 1 {
+			t.Fatal(err, ms)
+		}
+		if ms[0].Attempts != 1 || ms[0].LastError != "boom" || ms[0].Status != "pending" || time.Until(ms[0].AvailableAt) < 50*time.Minute {
+			t.Fatalf("retry not recorded: %+v", ms[0])
+		}
+		// Dead unblocks the key.
+		if _, err := st.Settle(ctx, "r1", []store.Outcome{{ID: rows[0].ID, Status: store.StatusDead, Error: "gone", CountAttempt: true}}); err != nil {
+			t.Fatal(err)
+		}
+		rows3, _ := st.Read(ctx, parts, 100)
+		k0 := 0
+		for _, r := range rows3 {
+			if r.Key == "k0" {
+				k0++
+			}
+		}
+		if k0 != 6 {
+			t.Fatalf("after dead, %d k0 rows ready, want 6", k0)
+		}
+	})
+}
+
+func TestSettleIsFencedByLease(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		insert(t, db, st, newMsg("t.x", "a"), newMsg("t.x", ""))
+		parts := acquireAll(t, st, "old")
+		rows, err := st.Read(ctx, parts, 10)
+		if err != nil || len(rows) != 2 {
+			t.Fatal(err, len(rows))
+		}
+		// The lease lapses and another relay takes over.
+		db.Exec(t, testdb.Placeholder(db.Dialect, "UPDATE outbox_leases SET expires_at = ? WHERE owner = 'old'"), expired(db.Dialect))
+		leases, err := st.Acquire(ctx, "new", parts, time.Minute)
+		if err != nil || len(leases) != len(parts) {
+			t.Fatalf("takeover: %v %d", err, len(leases))
+		}
+		if !leases[0].Taken {
+			t.Error("lease taken from an expired owner is not reported as taken")
+		}
+		n, err := st.Settle(ctx, "old", []store.Outcome{{ID: rows[0].ID, Status: store.StatusSent, CountAttempt: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("a stale owner settled %d rows", n)
+		}
+		if c := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'"); c != 2 {
+			t.Fatalf("%d pending, want 2", c)
+		}
+		if renewed, _ := st.Renew(ctx, "old", time.Minute); renewed != 0 {
+			t.Fatalf("stale owner renewed %d leases", renewed)
+		}
+		// A clean release hands partitions over without suspicion.
+		if err := st.Release(ctx, "new", parts); err != nil {
+			t.Fatal(err)
+		}
+		leases, _ = st.Acquire(ctx, "third", parts, time.Minute)
+		for _, l := range leases {
+			if l.Taken || l.InflightMaxID != 0 {
+				t.Fatalf("released partition looks taken over: %+v", l)
+			}
+		}
+	})
+}
+
+func expired(d store.Dialect) any {
+	if d == store.SQLite {
+		return "2000-01-01 00:00:00.000"
+	}
+	return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+}
+
+func TestInflightMarkSurvivesCrashTakeover(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		parts := acquireAll(t, st, "old")
+		if err := st.MarkInflight(ctx, "old", parts[:1], 1234); err != nil {
+			t.Fatal(err)
+		}
+		db.Exec(t, testdb.Placeholder(db.Dialect, "UPDATE outbox_leases SET expires_at = ? WHERE owner = 'old'"), expired(db.Dialect))
+		leases, err := st.Acquire(ctx, "new", parts[:1], time.Minute)
+		if err != nil || len(leases) != 1 {
+			t.Fatal(err, leases)
+		}
+		if !leases[0].Taken || leases[0].InflightMaxID != 1234 {
+			t.Fatalf("lease after crash takeover: %+v", leases[0])
+		}
+	})
+}
+
+func TestHeartbeatAndPartitions(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		for _, id := range []string{"b", "a", "c"} {
+			if _, err := st.Heartbeat(ctx, id, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		live, err := st.Heartbeat(ctx, "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(live, ",") != "a,b,c" {
+			t.Fatalf("live = %v", live)
+		}
+		if err := st.DropRelay(ctx, "b"); err != nil {
+			t.Fatal(err)
+		}
+		live, _ = st.Heartbeat(ctx, "a", time.Minute)
+		if strings.Join(live, ",") != "a,c" {
+			t.Fatalf("after drop live = %v", live)
+		}
+		n, _ := st.Partitions(ctx)
+		want := 64
+		if db.Dialect == store.SQLite {
+			want = 1
+		}
+		if n != want {
+			t.Fatalf("%d partitions, want %d", n, want)
+		}
+	})
+}
+
+func TestPartitionIsStableForKey(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		var in []store.NewMessage
+		for i := 0; i < 50; i++ {
+			in = append(in, newMsg("t.x", fmt.Sprintf("key-%d", i%5)))
+		}
+		insert(t, db, st, in...)
+		n := db.Count(t, "SELECT count(*) FROM (SELECT business_key FROM outbox_messages GROUP BY business_key HAVING count(DISTINCT partition_no) > 1) AS x")
+		if n != 0 {
+			t.Fatalf("%d keys span several partitions", n)
+		}
+		spread := db.Count(t, "SELECT count(DISTINCT partition_no) FROM outbox_messages")
+		if db.Dialect != store.SQLite && spread < 2 {
+			t.Fatalf("5 keys all in one partition")
+		}
+	})
+}
+
+func TestStatsListRequeueDiscard(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		in := []store.NewMessage{newMsg("a.one", ""), newMsg("a.one", ""), newMsg("b.two", "k"), newMsg("b.two", "")}
+		insert(t, db, st, in...)
+		db.Exec(t, testdb.Placeholder(db.Dialect, "UPDATE outbox_messages SET status = 'dead', last_error = 'boom', attempts = 3 WHERE message_id IN (?, ?, ?)"), in[0].MessageID, in[2].MessageID, in[3].MessageID)
+		s, err := st.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Pending != 1 || s.Dead != 3 || s.Sent != 0 {
+			t.Fatalf("stats %+v", s)
+		}
+		if s.OldestPendingAge < 0 || s.OldestPendingAge > time.Minute {
+			t.Fatalf("oldest pending age %v", s.OldestPendingAge)
+		}
+		dead, err := st.List(ctx, store.Filter{Status: "dead", Topic: "b.two"})
+		if err != nil || len(dead) != 2 || dead[0].LastError != "boom" || dead[0].Key != "k" {
+			t.Fatalf("list dead b.two: %v %+v", err, dead)
+		}
+		n, err := st.Requeue(ctx, store.Filter{MessageIDs: []string{in[2].MessageID, in[1].MessageID}})
+		if err != nil || n != 1 { // in[1] is pending, not dead
+			t.Fatalf("requeue: %v %d", err, n)
+		}
+		n, err = st.Discard(ctx, store.Filter{Topic: "a.one"})
+		if err != nil || n != 1 {
+			t.Fatalf("discard: %v %d", err, n)
+		}
+		s, _ = st.Stats(ctx)
+		if s.Pending != 2 || s.Dead != 1 {
+			t.Fatalf("after requeue/discard %+v", s)
+		}
+		ms, _ := st.List(ctx, store.Filter{MessageIDs: []string{in[2].MessageID}})
+		if ms[0].Attempts != 0 || ms[0].Status != "pending" {
+			t.Fatalf("requeued row %+v", ms[0])
+		}
+	})
+}
+
+func TestInsertDuplicateAndDelays(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		a := newMsg("t.x", "")
+		insert(t, db, st, a)
+		tx, err := db.SQL.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		err = st.Insert(ctx, store.SQL(tx), []store.NewMessage{a})
+		if _, ok := err.(*store.DuplicateError); !ok {
+			t.Fatalf("duplicate insert: %v", err)
+		}
+		_ = tx.Rollback()
+		later := newMsg("t.later", "")
+		later.Delay = time.Hour
+		nb := newMsg("t.nb", "")
+		nb.NotBefore = time.Now().Add(2 * time.Hour)
+		big := newMsg("t.big", "")
+		big.Payload = `"` + strings.Repeat("x", 5<<20) + `"`
+		big.MaxAttempts = 3
+		insert(t, db, st, later, nb, big)
+		parts := acquireAll(t, st, "r")
+		rows, err := st.Read(ctx, parts, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 || rows[1].MaxAttempts != 3 || len(rows[1].Payload) != len(big.Payload) {
+			t.Fatalf("ready rows: %d", len(rows))
+		}
+		ms, _ := st.List(ctx, store.Filter{MessageIDs: []string{nb.MessageID, later.MessageID}})
+		for _, m := range ms {
+			want := time.Hour
+			if m.MessageID == nb.MessageID {
+				want = 2 * time.Hour
+			}
+			if d := time.Until(m.AvailableAt); d < want-time.Minute || d > want+time.Minute {
+				t.Errorf("%s available in %v, want ~%v", m.Topic, d, want)
+			}
+		}
+		var headers map[string]string
+		if err := json.Unmarshal([]byte(rows[0].Headers), &headers); err != nil || headers["content-type"] != "application/json" {
+			t.Fatalf("headers %q: %v", rows[0].Headers, err)
+		}
+	})
+}
