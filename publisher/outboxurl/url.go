@@ -1,0 +1,100 @@
+// Package outboxurl opens a destination publisher from a URL, the form the
+// outbox command line and configuration file use (--to, --route).
+//
+// Supported now: stdout:// (one JSON line per message, see outboxstdout)
+// and http:// or https:// (signed webhooks, see outboxwebhook). The broker
+// schemes of the contract (kafka, amqp, nats, redis, mqtt) are recognised
+// and refused with an error saying so until their adapters exist.
+package outboxurl
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxstdout"
+	"github.com/txoutbox/outbox/publisher/outboxwebhook"
+)
+
+// Options carries what a URL does not: secrets and timeouts from the
+// command line's configuration. A nil *Options is the zero value.
+type Options struct {
+	// WebhookSecret signs http and https deliveries (see
+	// outboxwebhook.Config.Secret). The caller resolves
+	// OUTBOX_WEBHOOK_SECRET; Open reads no environment. Defaults to "",
+	// unsigned.
+	WebhookSecret string
+	// Timeout bounds each HTTP request. Defaults to
+	// outboxwebhook.DefaultTimeout (10 s).
+	Timeout time.Duration
+	// Stdout receives stdout:// output. Defaults to os.Stdout.
+	Stdout io.Writer
+}
+
+// Supported lists the schemes Open accepts.
+var Supported = []string{"stdout", "http", "https"}
+
+// planned are the contract's schemes whose adapters do not exist yet.
+var planned = map[string]bool{"kafka": true, "amqp": true, "amqps": true, "nats": true, "redis": true, "rediss": true, "mqtt": true, "mqtts": true}
+
+// Open returns the publisher for a destination URL. Errors are one line,
+// name what is wrong and never contain credentials.
+func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("destination %s: timeout must not be negative", Redact(rawURL))
+	}
+	if strings.TrimSpace(rawURL) == "" {
+		return nil, fmt.Errorf("destination URL is empty: want one of %s (e.g. stdout:// or https://host/path)", list())
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("destination %q is not a valid URL", Redact(rawURL))
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("destination %q has no scheme: want one of %s (e.g. stdout:// or https://host/path)", Redact(rawURL), list())
+	}
+	switch s := strings.ToLower(u.Scheme); {
+	case s == "stdout":
+		if u.Host != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, fmt.Errorf("destination %s: stdout takes no host, path or options: write stdout://", Redact(rawURL))
+		}
+		w := opts.Stdout
+		if w == nil {
+			w = os.Stdout
+		}
+		return outboxstdout.New(w), nil
+	case s == "http" || s == "https":
+		if u.Host == "" || u.Hostname() == "" {
+			return nil, fmt.Errorf("destination %s has no host", Redact(rawURL))
+		}
+		p, err := outboxwebhook.New(rawURL, &outboxwebhook.Config{Secret: opts.WebhookSecret, Timeout: opts.Timeout})
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return p, nil
+	case planned[s]:
+		return nil, fmt.Errorf("destination %s: scheme %q is not supported yet (supported: %s)", Redact(rawURL), s, list())
+	default:
+		return nil, fmt.Errorf("destination %s: unknown scheme %q (supported: %s)", Redact(rawURL), s, list())
+	}
+}
+
+func list() string {
+	return strings.Join(Supported, ", ")
+}
+
+// Redact returns rawURL with its userinfo (user:password@ keeps the user,
+// a lone user@ is hidden whole) and the values of secret-looking query
+// parameters (password, token, secret, key, auth, sig, …) replaced by
+// "xxxxx", for logs and errors. It also works on strings that are not
+// valid URLs.
+func Redact(rawURL string) string {
+	return outboxwebhook.Redact(rawURL)
+}

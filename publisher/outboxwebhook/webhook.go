@@ -1,0 +1,476 @@
+// Package outboxwebhook is the http:// and https:// destination: it POSTs
+// every message to one endpoint, signed per the Standard Webhooks scheme.
+//
+// The request body is the payload, byte for byte. The message's headers
+// travel as HTTP headers (outbox-topic, outbox-business-key, content-type,
+// traceparent and the producer's own), plus:
+//
+//	webhook-id: <message id>            the same on every attempt
+//	webhook-timestamp: <unix seconds>   fresh on every attempt
+//	webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">
+//
+// The signature is sent only when Config.Secret is set. Receivers check it
+// with Verify and dedupe on webhook-id.
+//
+// # Results
+//
+// A 2xx response means delivered. 408, 429 and 5xx are retried, no sooner
+// than the response's Retry-After (capped at MaxRetryAfter). Every other
+// status, redirects included, is permanent: redirects are never followed,
+// since a moved endpoint is a configuration error, not something to chase
+// with signed payloads. A connection that cannot be made (refused, no such
+// host, unreachable) marks the destination unavailable; a failure after the
+// request went out (timeout, reset) is an unknown outcome, because the
+// receiver may have processed it.
+package outboxwebhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/txoutbox/outbox"
+)
+
+// Config defaults and limits.
+const (
+	// DefaultTimeout bounds one request, connection included.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxConcurrency is how many requests of one batch are in
+	// flight at once.
+	DefaultMaxConcurrency = 32
+	// MaxRetryAfter caps the wait a Retry-After header can ask for.
+	MaxRetryAfter = time.Hour
+	// SecretPrefix marks a Standard Webhooks secret: the rest is base64 and
+	// its decoded bytes are the HMAC key.
+	SecretPrefix = "whsec_"
+	// UserAgent is sent unless Config.Headers names another.
+	UserAgent = "outbox-relay"
+)
+
+// Header names of the Standard Webhooks scheme.
+const (
+	HeaderID        = "webhook-id"
+	HeaderTimestamp = "webhook-timestamp"
+	HeaderSignature = "webhook-signature"
+)
+
+// maxErrorBody is how much of a failed response's body an error quotes.
+const maxErrorBody = 200
+
+// maxDrain is how much of a response body is read so that the connection
+// can be reused.
+const maxDrain = 64 << 10
+
+// Config configures a Publisher. The zero value (or nil) is valid.
+type Config struct {
+	// Secret signs every request. A value starting with "whsec_" is a
+	// Standard Webhooks secret: the rest is base64 and the decoded bytes
+	// are the HMAC key; any other value is used as raw bytes. Defaults to
+	// "", no signature.
+	Secret string
+	// Client sends the requests. It is copied and the copy never follows
+	// redirects. Defaults to a client with its own connection pool.
+	Client *http.Client
+	// Timeout bounds each request, from connecting to reading the response
+	// headers. Defaults to DefaultTimeout (10 s).
+	Timeout time.Duration
+	// MaxConcurrency is how many requests of one batch are in flight at
+	// once. Defaults to DefaultMaxConcurrency (32).
+	MaxConcurrency int
+	// Headers are added to every request; they win over the message's own
+	// headers but not over the webhook-* headers. Defaults to none.
+	Headers map[string]string
+}
+
+// Publisher POSTs messages to one webhook endpoint. It is safe for
+// concurrent use.
+type Publisher struct {
+	endpoint    *url.URL
+	redacted    string
+	key         []byte
+	client      *http.Client
+	timeout     time.Duration
+	concurrency int
+	headers     http.Header
+	closed      atomic.Bool
+	now         func() time.Time
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// New returns a Publisher that POSTs to endpoint, an absolute http or https
+// URL. A userinfo in the URL is sent as basic authentication. Errors name
+// the bad field and never contain the secret or URL credentials.
+func New(endpoint string, cfg *Config) (*Publisher, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("outboxwebhook: endpoint %s is not a URL", Redact(endpoint))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("outboxwebhook: endpoint %s: scheme must be http or https", Redact(endpoint))
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("outboxwebhook: endpoint %s has no host", Redact(endpoint))
+	}
+	if cfg.Timeout < 0 {
+		return nil, errors.New("outboxwebhook: Timeout must not be negative")
+	}
+	if cfg.MaxConcurrency < 0 {
+		return nil, errors.New("outboxwebhook: MaxConcurrency must not be negative")
+	}
+	key, err := secretKey(cfg.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("outboxwebhook: Secret: %w", err)
+	}
+	p := &Publisher{
+		endpoint:    u,
+		redacted:    Redact(endpoint),
+		key:         key,
+		timeout:     cmp(cfg.Timeout, DefaultTimeout),
+		concurrency: cmp(cfg.MaxConcurrency, DefaultMaxConcurrency),
+		headers:     http.Header{},
+		now:         time.Now,
+	}
+	p.headers.Set("User-Agent", UserAgent)
+	for k, v := range cfg.Headers {
+		if !validHeaderName(k) || !validHeaderValue(v) {
+			return nil, fmt.Errorf("outboxwebhook: Headers: invalid header %q", k)
+		}
+		p.headers.Set(k, v)
+	}
+	if cfg.Client != nil {
+		c := *cfg.Client
+		p.client = &c
+	} else {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = p.concurrency
+		p.client = &http.Client{Transport: t, Timeout: p.timeout}
+	}
+	p.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return p, nil
+}
+
+func cmp[T int | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Publish POSTs every envelope of the batch, at most MaxConcurrency at a
+// time, and returns the results in batch order.
+func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+	errs := make([]error, len(batch))
+	if p.closed.Load() {
+		for i := range errs {
+			errs[i] = errors.New("outboxwebhook: publisher is closed")
+		}
+		return errs
+	}
+	workers := min(p.concurrency, len(batch))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(batch) {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[i] = fmt.Errorf("POST %s: not sent: %w", p.redacted, err)
+					continue
+				}
+				errs[i] = p.send(ctx, batch[i])
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// Close closes idle connections; later Publish calls fail.
+func (p *Publisher) Close() error {
+	p.closed.Store(true)
+	p.client.CloseIdleConnections()
+	return nil
+}
+
+// send delivers one envelope and classifies the result.
+func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
+	if env == nil {
+		return outbox.Permanent(errors.New("outboxwebhook: nil envelope"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaderField: func(string, []string) { wrote.Store(true) },
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint.String(), bytes.NewReader(env.Payload))
+	if err != nil {
+		return outbox.Permanent(fmt.Errorf("POST %s: %v", p.redacted, err))
+	}
+	for k, v := range env.Headers {
+		if !validHeaderName(k) || !validHeaderValue(v) {
+			return outbox.Permanent(fmt.Errorf("POST %s: message header %q cannot be sent over HTTP", p.redacted, k))
+		}
+		req.Header.Set(k, v)
+	}
+	for k, v := range p.headers {
+		req.Header[k] = v
+	}
+	ts := strconv.FormatInt(p.now().Unix(), 10)
+	req.Header.Set(HeaderID, env.ID)
+	req.Header.Set(HeaderTimestamp, ts)
+	req.Header.Del(HeaderSignature)
+	if p.key != nil {
+		req.Header.Set(HeaderSignature, "v1,"+sign(p.key, env.ID, ts, env.Payload))
+	}
+
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return p.transportError(err, wrote.Load())
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+		return nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+utf8.UTFMax))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	herr := &HTTPError{StatusCode: resp.StatusCode, Status: resp.Status, URL: p.redacted, Body: snippet(body)}
+	if !Retryable(resp.StatusCode) {
+		return outbox.Permanent(herr)
+	}
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), p.now()); ok {
+		herr.RetryAfter = d
+		return outbox.RetryAfter(herr, d)
+	}
+	return herr
+}
+
+// transportError classifies a failed round trip: nothing sent means the
+// destination could not be reached; something sent means the outcome is
+// unknown.
+func (p *Publisher) transportError(err error, wrote bool) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // its message repeats the URL, unredacted query included
+	}
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		err = &timeoutError{after: p.timeout, err: err}
+	}
+	e := fmt.Errorf("POST %s: %w", p.redacted, err)
+	if !wrote {
+		if errors.Is(err, context.Canceled) {
+			return e // the relay is stopping; nothing went out
+		}
+		return outbox.Unavailable(e)
+	}
+	return outbox.Unknown(e)
+}
+
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
+}
+
+// timeoutError replaces the opaque "context deadline exceeded".
+type timeoutError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *timeoutError) Error() string {
+	return "no response within " + e.after.String() + " (" + e.err.Error() + ")"
+}
+func (e *timeoutError) Unwrap() error { return e.err }
+func (e *timeoutError) Timeout() bool { return true }
+
+// HTTPError is a response with a status other than 2xx. Publish returns it
+// wrapped in the class the status calls for; errors.As finds it.
+type HTTPError struct {
+	// StatusCode is the response status, e.g. 404.
+	StatusCode int
+	// Status is the status line, e.g. "404 Not Found".
+	Status string
+	// URL is the endpoint with its credentials redacted.
+	URL string
+	// Body is the start of the response body, on one line.
+	Body string
+	// RetryAfter is the response's Retry-After, capped at MaxRetryAfter;
+	// 0 when there was none.
+	RetryAfter time.Duration
+}
+
+func (e *HTTPError) Error() string {
+	status := e.Status
+	if status == "" {
+		status = strconv.Itoa(e.StatusCode) + " " + http.StatusText(e.StatusCode)
+	}
+	s := "HTTP " + strings.TrimSpace(status) + " from " + e.URL
+	if e.RetryAfter > 0 {
+		s += " (retry after " + e.RetryAfter.String() + ")"
+	}
+	if e.Body != "" {
+		s += ": " + e.Body
+	}
+	return s
+}
+
+// Retryable reports whether a response status is worth retrying: 408, 429
+// and 5xx.
+func Retryable(status int) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || (status >= 500 && status <= 599)
+}
+
+// parseRetryAfter reads a Retry-After value, delay-seconds or an HTTP
+// date, capped at MaxRetryAfter.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	var d time.Duration
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		if n > int64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter, true
+		}
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = max(t.Sub(now), 0)
+	} else {
+		return 0, false
+	}
+	return min(d, MaxRetryAfter), true
+}
+
+// snippet renders the start of a body as one printable line.
+func snippet(b []byte) string {
+	if len(b) > maxErrorBody {
+		b = b[:maxErrorBody]
+		for len(b) > 0 && !utf8.Valid(b) {
+			b = b[:len(b)-1] // don't split a rune
+		}
+		b = append(b, "…"...)
+	}
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// validHeaderName reports whether n is an HTTP token.
+func validHeaderName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether v can be an HTTP header value: no
+// control characters but tab.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// Redact returns rawURL with its userinfo and secret-looking query values
+// replaced by "xxxxx", fit for logs and errors. It works on strings that
+// do not parse as URLs too. It is outboxurl.Redact; it lives here so that
+// this package's errors can use it.
+func Redact(rawURL string) string {
+	s := rawURL
+	var b strings.Builder
+	if i := strings.Index(s, "://"); i >= 0 {
+		b.WriteString(s[:i+3])
+		s = s[i+3:]
+		end := strings.IndexAny(s, "/?#")
+		if end < 0 {
+			end = len(s)
+		}
+		auth := s[:end]
+		if at := strings.LastIndexByte(auth, '@'); at >= 0 {
+			if user, _, ok := strings.Cut(auth[:at], ":"); ok && user != "" {
+				b.WriteString(user + ":xxxxx")
+			} else {
+				b.WriteString("xxxxx")
+			}
+			auth = auth[at:]
+		}
+		b.WriteString(auth)
+		s = s[end:]
+	}
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		b.WriteString(s)
+		return b.String()
+	}
+	b.WriteString(s[:q+1])
+	s = s[q+1:]
+	frag := ""
+	if h := strings.IndexByte(s, '#'); h >= 0 {
+		s, frag = s[:h], s[h:]
+	}
+	for i, pair := range strings.Split(s, "&") {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		name, _, hasValue := strings.Cut(pair, "=")
+		if hasValue && secretParam(name) {
+			b.WriteString(name + "=xxxxx")
+		} else {
+			b.WriteString(pair)
+		}
+	}
+	b.WriteString(frag)
+	return b.String()
+}
+
+// secretParam reports whether a query parameter name looks like it holds
+// a secret.
+func secretParam(name string) bool {
+	if n, err := url.QueryUnescape(name); err == nil {
+		name = n
+	}
+	name = strings.ToLower(name)
+	for _, w := range []string{"pass", "pwd", "secret", "token", "key", "auth", "sig", "cred", "session"} {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}
