@@ -194,8 +194,8 @@ LIMIT ` + d.ph(2)
     expires_at = ` + d.plusMicros(d.ph(2)) + `
 WHERE ` + d.inInts("partition_no", 3) + ` AND (owner IS NULL OR owner = ` + d.ph(4) + ` OR expires_at <= ` + now + `)`
 	s.held = `SELECT partition_no, inflight_max_id, coalesce(prev_owner, '') FROM outbox_leases WHERE owner = ` + d.ph(1) + ` AND expires_at > ` + now + ` ORDER BY partition_no`
-	s.renew = `UPDATE outbox_leases SET expires_at = ` + d.plusMicros(d.ph(2)) + `
-WHERE owner = ` + d.ph(1) + ` AND expires_at > ` + now
+	s.renew = `UPDATE outbox_leases SET expires_at = ` + d.plusMicros(d.ph(1)) + `
+WHERE owner = ` + d.ph(2) + ` AND expires_at > ` + now
 	s.release = `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = ` + now + `
 WHERE owner = ` + d.ph(1) + ` AND ` + d.inInts("partition_no", 2)
 	s.releaseAll = `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = ` + now + `

@@ -326,7 +326,7 @@ func (st *Store) Held(ctx context.Context, owner string) ([]Lease, error) {
 
 // Renew extends owner's unexpired leases by ttl and returns how many.
 func (st *Store) Renew(ctx context.Context, owner string, ttl time.Duration) (int64, error) {
-	return st.db.Exec(ctx, st.s.renew, owner, ttl.Microseconds())
+	return st.db.Exec(ctx, st.s.renew, ttl.Microseconds(), owner)
 }
 
 // Release gives up owner's leases on parts.

@@ -215,6 +215,12 @@ func TestSettleIsFencedByLease(t *testing.T) {
 		if c := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'"); c != 2 {
 			t.Fatalf("%d pending, want 2", c)
 		}
+		if renewed, err := st.Renew(ctx, "new", time.Hour); err != nil || renewed != int64(len(parts)) {
+			t.Fatalf("owner renewed %d of %d leases: %v", renewed, len(parts), err)
+		}
+		if c := db.Count(t, testdb.Placeholder(db.Dialect, "SELECT count(*) FROM outbox_leases WHERE owner = 'new' AND expires_at > ?"), later(db.Dialect, 50*time.Minute)); c != len(parts) {
+			t.Fatalf("%d leases extended by the renewal, want %d", c, len(parts))
+		}
 		if renewed, _ := st.Renew(ctx, "old", time.Minute); renewed != 0 {
 			t.Fatalf("stale owner renewed %d leases", renewed)
 		}
@@ -229,6 +235,17 @@ func TestSettleIsFencedByLease(t *testing.T) {
 			}
 		}
 	})
+}
+
+func later(d store.Dialect, after time.Duration) any {
+	t := time.Now().UTC().Add(after)
+	if d == store.SQLite {
+		return t.Format("2006-01-02 15:04:05.000")
+	}
+	if d == store.MySQL {
+		return t.Format("2006-01-02 15:04:05.000000")
+	}
+	return t
 }
 
 func expired(d store.Dialect) any {

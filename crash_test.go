@@ -1,0 +1,277 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// recorder is a destination that remembers what arrived: how often each
+// message id, and per key the order in which sequence numbers first arrived.
+type recorder struct {
+	mu       sync.Mutex
+	seen     map[string]int
+	order    map[string][]int
+	total    int
+	failRate float64 // share of requests answered with a failure
+}
+
+type orderedPayload struct {
+	Key string `json:"k"`
+	Seq int    `json:"seq"`
+}
+
+func newRecorder() *recorder {
+	return &recorder{seen: map[string]int{}, order: map[string][]int{}}
+}
+
+// accept records a delivery, or refuses it (returning false) at failRate.
+func (r *recorder) accept(id string, payload []byte) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failRate > 0 && rand.Float64() < r.failRate {
+		return false
+	}
+	r.total++
+	r.seen[id]++
+	if r.seen[id] == 1 {
+		var p orderedPayload
+		if json.Unmarshal(payload, &p) == nil && p.Key != "" {
+			r.order[p.Key] = append(r.order[p.Key], p.Seq)
+		}
+	}
+	return true
+}
+
+func (r *recorder) counts() (distinct, total int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen), r.total
+}
+
+// checkOrder fails the test if any key's messages first arrived out of
+// sequence.
+func (r *recorder) checkOrder(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, seqs := range r.order {
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] <= seqs[i-1] {
+				t.Fatalf("key %s: seq %d arrived after %d (%v…)", k, seqs[i], seqs[i-1], seqs[max(0, i-5):min(len(seqs), i+5)])
+			}
+		}
+	}
+}
+
+func (r *recorder) publisher() outbox.Publisher {
+	return outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
+		if !r.accept(env.ID, env.Payload) {
+			return fmt.Errorf("destination refused")
+		}
+		return nil
+	})
+}
+
+func (r *recorder) server(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if !r.accept(req.Header.Get("webhook-id"), body) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// enqueueOrdered enqueues n messages spread over keys, each payload
+// carrying its key and its sequence within the key.
+func enqueueOrdered(t *testing.T, h *harness, n, keys int) {
+	t.Helper()
+	seq := map[string]int{}
+	const chunk = 1000
+	for start := 0; start < n; start += chunk {
+		batch := make([]outbox.Message, 0, chunk)
+		for i := start; i < min(n, start+chunk); i++ {
+			k := fmt.Sprintf("key-%d", i%keys)
+			seq[k]++
+			batch = append(batch, outbox.Message{Topic: "order.created", Key: k, Payload: fmt.Appendf(nil, `{"k":%q,"seq":%d}`, k, seq[k])})
+		}
+		if _, err := h.enqueue(context.Background(), batch, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// child is a relay in its own process.
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startChild(t *testing.T, dbURL, sinkURL, id string, batch int) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		"OUTBOX_TEST_CHILD_DB="+dbURL,
+		"OUTBOX_TEST_CHILD_SINK="+sinkURL,
+		"OUTBOX_TEST_CHILD_ID="+id,
+		fmt.Sprintf("OUTBOX_TEST_CHILD_BATCH=%d", batch),
+	)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() { c.kill() })
+	return c
+}
+
+func (c *child) kill() {
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.done
+}
+
+func (c *child) term(t *testing.T) {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+		if code := c.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("relay exited with %d after SIGTERM", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("relay did not exit within 30s of SIGTERM")
+		c.kill()
+	}
+}
+
+// TestCrashRedeliversNeverLoses kills a relay process again and again
+// while it drains 50k messages: everything arrives, per-key order holds
+// after dedupe, and each kill costs at most one batch of duplicates.
+func TestCrashRedeliversNeverLoses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test: -short")
+	}
+	for _, c := range []driverCase{{"pgx", store.Postgres, true}, {"mysql", store.MySQL, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, c)
+			const n, batch = 50000, 500
+			enqueueOrdered(t, h, n, 200)
+			rec := newRecorder()
+			srv := rec.server(t)
+			kills := 0
+			deadline := time.Now().Add(5 * time.Minute)
+			for {
+				ch := startChild(t, h.db.URL, srv.URL, fmt.Sprintf("crash-%d", kills), batch)
+				time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
+				if d, _ := rec.counts(); d == n || kills >= 12 || time.Now().After(deadline) {
+					// Let the last one finish in peace.
+					waitFor(t, time.Until(deadline)+time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
+					waitFor(t, 30*time.Second, "all rows sent", func() bool {
+						return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status <> 'sent'") == 0
+					})
+					ch.term(t)
+					break
+				}
+				ch.kill()
+				kills++
+			}
+			distinct, total := rec.counts()
+			if distinct != n {
+				t.Fatalf("delivered %d distinct of %d", distinct, n)
+			}
+			dups := total - distinct
+			t.Logf("%d kills, %d duplicates (bound %d)", kills, dups, kills*batch)
+			if kills == 0 {
+				t.Fatal("the relay was never killed: the test proved nothing")
+			}
+			if dups > kills*batch {
+				t.Fatalf("%d duplicates after %d kills exceeds one batch (%d) per kill", dups, kills, batch)
+			}
+			rec.checkOrder(t)
+		})
+	}
+}
+
+// TestSeveralRelaysShareWithoutDuplicates runs three relay processes over
+// one database with a destination that refuses 20% of deliveries, kills
+// one of them midway, and checks per-key order and the duplicate bound.
+func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test: -short")
+	}
+	h := newHarness(t, driverCase{"pgx", store.Postgres, true})
+	const n, batch = 20000, 200
+	enqueueOrdered(t, h, n, 100)
+	rec := newRecorder()
+	rec.failRate = 0.2
+	srv := rec.server(t)
+	var children []*child
+	for i := 0; i < 3; i++ {
+		children = append(children, startChild(t, h.db.URL, srv.URL, fmt.Sprintf("relay-%d", i), batch))
+	}
+	waitFor(t, time.Minute, "three relays sharing the partitions", func() bool {
+		return h.db.Count(t, "SELECT count(DISTINCT owner) FROM outbox_leases WHERE owner IS NOT NULL") == 3
+	})
+	waitFor(t, time.Minute, "a quarter delivered", func() bool { d, _ := rec.counts(); return d >= n/4 })
+	children[0].kill()
+	waitFor(t, 3*time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
+	distinct, total := rec.counts()
+	t.Logf("%d delivered, %d duplicates", distinct, total-distinct)
+	if total-distinct > batch {
+		t.Fatalf("%d duplicates with one kill, bound %d", total-distinct, batch)
+	}
+	rec.checkOrder(t)
+	for _, c := range children[1:] {
+		c.term(t)
+	}
+	if owners := h.db.Count(t, "SELECT count(*) FROM outbox_leases WHERE owner IS NOT NULL AND owner <> 'relay-0'"); owners != 0 {
+		t.Fatalf("%d partitions still owned after both survivors stopped", owners)
+	}
+}
+
+// TestRelaysNoDuplicatesWithoutCrash: three in-process relays, random
+// failures, no crash → every message exactly once, in key order.
+func TestRelaysNoDuplicatesWithoutCrash(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		const n = 3000
+		enqueueOrdered(t, h, n, 40)
+		rec := newRecorder()
+		rec.failRate = 0.1
+		for i := 0; i < 3; i++ {
+			cfg := fastRelayConfig(outbox.Route{Pattern: "order.>", Publisher: rec.publisher()})
+			cfg.ID = fmt.Sprintf("r%d", i)
+			cfg.BatchSize = 100
+			r, err := h.newRelay(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runRelay(t, r)
+		}
+		waitFor(t, 2*time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
+		if d, tot := rec.counts(); tot != d {
+			t.Fatalf("%d duplicates without any crash", tot-d)
+		}
+		rec.checkOrder(t)
+	})
+}

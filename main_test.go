@@ -1,0 +1,86 @@
+package outbox_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/dburl"
+)
+
+// TestMain doubles as a relay process for the crash tests: with
+// OUTBOX_TEST_CHILD_DB set, the test binary runs a relay that posts every
+// message to OUTBOX_TEST_CHILD_SINK, until it is killed or signalled.
+func TestMain(m *testing.M) {
+	if url := os.Getenv("OUTBOX_TEST_CHILD_DB"); url != "" {
+		os.Exit(childRelay(url, os.Getenv("OUTBOX_TEST_CHILD_SINK")))
+	}
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+func childRelay(url, sink string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	db, err := dburl.Open(ctx, url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	defer db.Close()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	pub := outbox.PublisherFunc(func(ctx context.Context, env *outbox.Envelope) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, sink, bytes.NewReader(env.Payload))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("webhook-id", env.ID)
+		req.Header.Set("outbox-business-key", env.Key)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("sink answered %d", resp.StatusCode)
+		}
+		return nil
+	})
+	batch, _ := strconv.Atoi(os.Getenv("OUTBOX_TEST_CHILD_BATCH"))
+	cfg := &outbox.RelayConfig{
+		Routes:          []outbox.Route{{Pattern: "*", Publisher: pub}},
+		ID:              os.Getenv("OUTBOX_TEST_CHILD_ID"),
+		Logger:          quietLogger(),
+		BatchSize:       batch,
+		LeaseTTL:        time.Second,
+		MaxPollInterval: 50 * time.Millisecond,
+		Retry:           outbox.RetryPolicy{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond},
+	}
+	var r *outbox.Relay
+	if db.PGX != nil {
+		r, err = outbox.NewRelay(db.PGX, cfg)
+	} else {
+		r, err = outbox.NewRelay(db.Std, cfg)
+	}
+	if err == nil {
+		err = r.Run(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	return 0
+}
