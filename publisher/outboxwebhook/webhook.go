@@ -422,6 +422,13 @@ func Redact(rawURL string) string {
 		if end < 0 {
 			end = len(s)
 		}
+		if _, err := url.Parse(rawURL); err != nil {
+			// A password with an unescaped '/', '?' or '#' breaks the
+			// URL: hide everything up to the last '@'.
+			if at := strings.LastIndexByte(s, '@'); at >= end {
+				end = at + 1
+			}
+		}
 		auth := s[:end]
 		if at := strings.LastIndexByte(auth, '@'); at >= 0 {
 			if user, _, ok := strings.Cut(auth[:at], ":"); ok && user != "" {
