@@ -2,15 +2,12 @@ package outbox_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/store"
@@ -201,6 +198,3 @@ func msgs(n int, topic string, key func(i int) string) []outbox.Message {
 	}
 	return out
 }
-
-var _ = pgx.ErrNoRows
-var _ = sql.ErrNoRows

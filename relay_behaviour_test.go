@@ -1,0 +1,359 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+func listOne(t *testing.T, h *harness, id string) store.Message {
+	t.Helper()
+	ms, err := h.db.Store().List(context.Background(), store.Filter{MessageIDs: []string{id}})
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("list %s: %v (%d rows)", id, err, len(ms))
+	}
+	return ms[0]
+}
+
+func TestRelayBackoffScheduleDeadAndRequeue(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		schedule := []time.Duration{150 * time.Millisecond, 300 * time.Millisecond, 450 * time.Millisecond}
+		var mu sync.Mutex
+		var attempts []time.Time
+		var healthy atomic.Bool
+		delivered := make(chan string, 1)
+		pub := outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
+			if healthy.Load() {
+				delivered <- env.ID
+				return nil
+			}
+			mu.Lock()
+			attempts = append(attempts, time.Now())
+			mu.Unlock()
+			return errors.New("downstream said no")
+		})
+		cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub, Retry: &outbox.RetryPolicy{Schedule: schedule}})
+		r, err := h.newRelay(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := outbox.Message{Topic: "pay.done", Payload: []byte(`{}`), MaxAttempts: 4}
+		ids, err := h.enqueue(context.Background(), []outbox.Message{m}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runRelay(t, r)
+		waitFor(t, 20*time.Second, "message dead", func() bool { return listOne(t, h, ids[0]).Status == "dead" })
+		row := listOne(t, h, ids[0])
+		if row.Attempts != 4 || !strings.Contains(row.LastError, "max attempts (4)") || !strings.Contains(row.LastError, "downstream said no") {
+			t.Fatalf("dead row: attempts %d, last_error %q", row.Attempts, row.LastError)
+		}
+		mu.Lock()
+		got := append([]time.Time(nil), attempts...)
+		mu.Unlock()
+		if len(got) != 4 {
+			t.Fatalf("%d attempts, want 4", len(got))
+		}
+		for i := 1; i < len(got); i++ {
+			// Database-time scheduling: the next attempt never comes before
+			// the schedule allows (2 ms for SQLite's millisecond clock).
+			if gap := got[i].Sub(got[i-1]); gap < schedule[i-1]-2*time.Millisecond {
+				t.Errorf("gap %d = %v, schedule says %v", i, gap, schedule[i-1])
+			}
+		}
+		healthy.Store(true)
+		n, err := h.db.Store().Requeue(context.Background(), store.Filter{MessageIDs: ids})
+		if err != nil || n != 1 {
+			t.Fatalf("requeue: %d %v", n, err)
+		}
+		select {
+		case id := <-delivered:
+			if id != ids[0] {
+				t.Fatalf("delivered %s", id)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("requeued message not delivered")
+		}
+		waitFor(t, 10*time.Second, "sent", func() bool { return listOne(t, h, ids[0]).Status == "sent" })
+	})
+}
+
+func TestRelayJitterStaysUnderCeiling(t *testing.T) {
+	h := newHarness(t, driverCases[0])
+	policy := outbox.RetryPolicy{Base: 10 * time.Second, Cap: time.Minute}
+	pub := outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error {
+		return errors.New("nope")
+	})
+	r, err := h.newRelay(&outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: pub}}, Retry: policy, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.enqueue(context.Background(), msgs(20, "a.b", nil), false); err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, r)
+	waitFor(t, 20*time.Second, "20 first attempts recorded", func() bool {
+		return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE attempts = 1") == 20
+	})
+	// Delays are drawn from [0, 10 s): the next attempts must be spread
+	// over that window, all within it, from the database's clock.
+	var lo, hi float64
+	if err := h.db.SQL.QueryRow(`SELECT min(extract(epoch from available_at - now())), max(extract(epoch from available_at - now())) FROM outbox_messages`).Scan(&lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	if hi > 10 || lo < -1 || hi-lo < 0.5 {
+		t.Fatalf("next attempts in [%.2f s, %.2f s]: want spread within [0, 10 s)", lo, hi)
+	}
+}
+
+func TestRelayPermanentNoRouteAndOversizedGoDead(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		s := newSink()
+		refuse := outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error {
+			return outbox.Permanent(errors.New("HTTP 400: bad order"))
+		})
+		r, err := h.newRelay(fastRelayConfig(
+			outbox.Route{Pattern: "bad.*", Publisher: refuse},
+			outbox.Route{Pattern: "good.>", Publisher: outbox.PublisherFunc(s.publish)},
+		))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		bad, err := h.enqueue(ctx, []outbox.Message{{Topic: "bad.order", Payload: []byte(`1`)}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost, err := h.enqueue(ctx, []outbox.Message{{Topic: "nowhere", Payload: []byte(`1`)}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A foreign producer writes a 2 MiB payload past the limit.
+		h.db.Exec(t, testdb.Placeholder(h.db.Dialect, "INSERT INTO outbox_messages (topic, payload) VALUES ('good.big', ?)"), `"`+strings.Repeat("x", 2<<20)+`"`)
+		good, err := h.enqueue(ctx, msgs(50, "good.one", nil), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runRelay(t, r)
+		waitFor(t, 20*time.Second, "good messages", func() bool { return s.distinct() == len(good) })
+		waitFor(t, 20*time.Second, "three dead", func() bool {
+			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'") == 3
+		})
+		if row := listOne(t, h, bad[0]); row.Attempts != 1 || !strings.Contains(row.LastError, "bad order") {
+			t.Errorf("permanent failure: %+v", row)
+		}
+		if row := listOne(t, h, lost[0]); !strings.Contains(row.LastError, "no route") {
+			t.Errorf("no route: %q", row.LastError)
+		}
+		var big string
+		if err := h.db.SQL.QueryRow("SELECT last_error FROM outbox_messages WHERE topic = 'good.big'").Scan(&big); err != nil || !strings.Contains(big, "payload too large") {
+			t.Errorf("oversized: %q %v", big, err)
+		}
+	})
+}
+
+func TestRelayCommitOrderDiffersFromIDOrder(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		if h.db.Dialect == store.SQLite {
+			t.Skip("SQLite has one writer: a transaction cannot hold an id while another commits")
+		}
+		s := newSink()
+		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runRelay(t, r)
+		ctx := context.Background()
+		p, err := outbox.NewProducer(h.db.Std, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow, err := h.db.SQL.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = slow.Rollback() }()
+		slowID, err := p.Enqueue(ctx, slow, outbox.Message{Topic: "late.commit", Payload: []byte(`1`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, err := h.enqueue(ctx, msgs(10, "early.commit", nil), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rolled, err := h.enqueue(ctx, msgs(5, "rolled.back", nil), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "later ids delivered", func() bool { return s.distinct() == len(fast) })
+		if err := slow.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the lower id committed late", func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.count[slowID] == 1
+		})
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, id := range rolled {
+			if s.count[id] > 0 {
+				t.Fatalf("rolled-back message %s delivered", id)
+			}
+		}
+	})
+}
+
+func TestRelayCheckerSkipsWhatArrived(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		var mu sync.Mutex
+		arrived := map[string]int{}
+		var asked atomic.Int32
+		pub := outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
+			mu.Lock()
+			defer mu.Unlock()
+			arrived[env.ID]++
+			if env.Attempt == 1 {
+				// The destination got it, but the confirmation was lost.
+				return outbox.Unknown(errors.New("timeout waiting for ack"))
+			}
+			return nil
+		})
+		checker := checkerFunc(func(_ context.Context, env *outbox.Envelope) (bool, error) {
+			asked.Add(1)
+			mu.Lock()
+			defer mu.Unlock()
+			return arrived[env.ID] > 0, nil
+		})
+		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub, Checker: checker}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := h.enqueue(context.Background(), msgs(20, "x.y", nil), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runRelay(t, r)
+		waitFor(t, 20*time.Second, "all sent", func() bool {
+			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == len(ids)
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if arrived[id] != 1 {
+				t.Fatalf("message %s published %d times; the checker should have stopped the resend", id, arrived[id])
+			}
+		}
+		if asked.Load() < int32(len(ids)) {
+			t.Fatalf("checker asked %d times for %d uncertain messages", asked.Load(), len(ids))
+		}
+	})
+}
+
+type checkerFunc func(context.Context, *outbox.Envelope) (bool, error)
+
+func (f checkerFunc) Delivered(ctx context.Context, env *outbox.Envelope) (bool, error) {
+	return f(ctx, env)
+}
+
+func TestRelayUnavailablePausesWithoutBurningAttempts(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		var down atomic.Bool
+		down.Store(true)
+		var calls atomic.Int32
+		s := newSink()
+		pub := outbox.PublisherFunc(func(ctx context.Context, env *outbox.Envelope) error {
+			calls.Add(1)
+			if down.Load() {
+				return outbox.Unavailable(errors.New("connection refused"))
+			}
+			return s.publish(ctx, env)
+		})
+		cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
+		r, err := h.newRelay(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := h.enqueue(context.Background(), msgs(30, "a.b", nil), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runRelay(t, r)
+		waitFor(t, 10*time.Second, "a failed probe", func() bool { return calls.Load() >= 30 })
+		time.Sleep(1500 * time.Millisecond) // the route stays paused; no attempt is burnt
+		if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE attempts > 0 OR status <> 'pending'"); n != 0 {
+			t.Fatalf("%d messages burnt attempts while the destination was down", n)
+		}
+		before := calls.Load()
+		if before > 30*4 {
+			t.Fatalf("%d publish calls in 1.5 s: the route was not paused", before)
+		}
+		down.Store(false)
+		waitFor(t, 30*time.Second, "delivery after recovery", func() bool { return s.distinct() == len(ids) })
+	})
+}
+
+func TestRelayShutdownFinishesInFlightBatch(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		release := make(chan struct{})
+		started := make(chan struct{}, 100)
+		s := newSink()
+		pub := outbox.PublisherFunc(func(ctx context.Context, env *outbox.Envelope) error {
+			started <- struct{}{}
+			<-release
+			return s.publish(ctx, env)
+		})
+		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := h.enqueue(context.Background(), msgs(10, "a.b", nil), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runRelay(t, r)
+		<-started
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		time.Sleep(100 * time.Millisecond)
+		close(release)
+		<-stopped
+		if got := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'"); got != len(ids) {
+			t.Fatalf("%d of %d in-flight messages recorded as sent after shutdown", got, len(ids))
+		}
+		if n := h.db.Count(t, "SELECT count(*) FROM outbox_leases WHERE owner IS NOT NULL"); n != 0 {
+			t.Fatalf("%d partitions still owned after shutdown", n)
+		}
+	})
+}
+
+func TestRelayShutdownTimeoutReleasesUnfinished(t *testing.T) {
+	h := newHarness(t, driverCases[0])
+	pub := outbox.PublisherFunc(func(ctx context.Context, env *outbox.Envelope) error {
+		<-ctx.Done() // a destination that never answers
+		return ctx.Err()
+	})
+	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
+	cfg.ShutdownTimeout = 300 * time.Millisecond
+	r, err := h.newRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.enqueue(context.Background(), msgs(5, "a.b", nil), false); err != nil {
+		t.Fatal(err)
+	}
+	stop := runRelay(t, r)
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND attempts = 0"); n != 5 {
+		t.Fatalf("%d messages left untouched for the next relay, want 5", n)
+	}
+}
