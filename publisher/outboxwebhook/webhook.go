@@ -415,9 +415,15 @@ func validHeaderValue(v string) bool {
 func Redact(rawURL string) string {
 	s := rawURL
 	var b strings.Builder
+	start := -1
 	if i := strings.Index(s, "://"); i >= 0 {
-		b.WriteString(s[:i+3])
-		s = s[i+3:]
+		start = i + 3
+	} else if strings.HasPrefix(s, "//") {
+		start = 2
+	}
+	if start >= 0 {
+		b.WriteString(s[:start])
+		s = s[start:]
 		end := strings.IndexAny(s, "/?#")
 		if end < 0 {
 			end = len(s)
@@ -431,9 +437,10 @@ func Redact(rawURL string) string {
 		}
 		auth := s[:end]
 		if at := strings.LastIndexByte(auth, '@'); at >= 0 {
-			if user, _, ok := strings.Cut(auth[:at], ":"); ok && user != "" {
+			switch user, _, ok := strings.Cut(auth[:at], ":"); {
+			case ok && user != "":
 				b.WriteString(user + ":xxxxx")
-			} else {
+			case at > 0:
 				b.WriteString("xxxxx")
 			}
 			auth = auth[at:]
