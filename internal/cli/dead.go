@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// deadJSON is one element of 'outbox dead list --json'.
+type deadJSON struct {
+	MessageID   string    `json:"message_id"`
+	Topic       string    `json:"topic"`
+	BusinessKey string    `json:"business_key"`
+	Attempts    int       `json:"attempts"`
+	MaxAttempts int       `json:"max_attempts"`
+	LastError   string    `json:"last_error"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// defaultDeadLimit is how many dead messages 'dead list' shows by default.
+const defaultDeadLimit = 100
+
+func deadListCommand() *command {
+	return &command{
+		name:     "dead list",
+		synopsis: "[--topic T] [--limit N] [--json]",
+		summary:  "list dead messages with their last error",
+		about: `Lists dead messages, oldest first, with their last error. --json prints an
+array of objects with "message_id", "topic", "business_key", "attempts",
+"max_attempts", "last_error" and "created_at".`,
+		setup: func(fs *flag.FlagSet) func(*env, []string) error {
+			var df dbFlags
+			df.register(fs)
+			topic := fs.String("topic", "", "only messages of `TOPIC`")
+			limit := fs.Int("limit", defaultDeadLimit, "show at most `N` messages")
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(e *env, pos []string) error {
+				if err := noArgs("dead list", pos); err != nil {
+					return err
+				}
+				if *limit < 1 {
+					return usagef("dead list: --limit must be at least 1")
+				}
+				db, _, err := e.openDB(df)
+				if err != nil {
+					return err
+				}
+				defer db.Close()
+				// One more than asked tells whether the list was cut.
+				msgs, err := db.Backend().Store.List(e.ctx, store.Filter{Status: store.StatusDead, Topic: *topic, Limit: *limit + 1})
+				if err != nil {
+					return e.schemaHint(db, "dead list", err)
+				}
+				more := len(msgs) > *limit
+				if more {
+					msgs = msgs[:*limit]
+				}
+				if *asJSON {
+					out := make([]deadJSON, 0, len(msgs))
+					for _, m := range msgs {
+						out = append(out, deadJSON{
+							MessageID: m.MessageID, Topic: m.Topic, BusinessKey: m.Key,
+							Attempts: m.Attempts, MaxAttempts: m.MaxAttempts,
+							LastError: m.LastError, CreatedAt: m.CreatedAt.UTC(),
+						})
+					}
+					enc := json.NewEncoder(e.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(out)
+				}
+				e.printDead(msgs, more)
+				return nil
+			}
+		},
+	}
+}
+
+func (e *env) printDead(msgs []store.Message, more bool) {
+	if len(msgs) == 0 {
+		fmt.Fprintln(e.stdout, "no dead messages")
+		return
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MESSAGE ID\tTOPIC\tKEY\tATTEMPTS\tCREATED\tLAST ERROR")
+	for _, m := range msgs {
+		key := m.Key
+		if key == "" {
+			key = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", m.MessageID, m.Topic, truncate(key, 40),
+			m.Attempts, m.MaxAttempts, m.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"), truncate(m.LastError, 100))
+	}
+	_ = tw.Flush()
+	if more {
+		fmt.Fprintf(e.stdout, "(first %d shown; raise --limit to see more)\n", len(msgs))
+	}
+}
+
+// truncate makes s one line of at most n characters.
+func truncate(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// deadAction is requeue or discard.
+type deadAction struct {
+	name    string // "requeue"
+	past    string // "requeued"
+	summary string
+	about   string
+	apply   func(st *store.Store, ctx context.Context, f store.Filter) (int64, error)
+}
+
+func deadRequeueCommand() *command {
+	return deadAction{
+		name: "requeue", past: "requeued",
+		summary: "move dead messages back to pending, attempts reset",
+		about: `Moves dead messages back to pending with their attempts reset; the relay
+delivers them again. Select them with --id (repeatable), --topic or --all.`,
+		apply: (*store.Store).Requeue,
+	}.command()
+}
+
+func deadDiscardCommand() *command {
+	return deadAction{
+		name: "discard", past: "discarded",
+		summary: "delete dead messages",
+		about: `Deletes dead messages for good. Select them with --id (repeatable),
+--topic or --all.`,
+		apply: (*store.Store).Discard,
+	}.command()
+}
+
+func (a deadAction) command() *command {
+	full := "dead " + a.name
+	return &command{
+		name:     full,
+		synopsis: "(--id ID … | --topic T | --all)",
+		summary:  a.summary,
+		about:    a.about,
+		setup: func(fs *flag.FlagSet) func(*env, []string) error {
+			var df dbFlags
+			df.register(fs)
+			var ids listFlag
+			fs.Var(&ids, "id", "the dead message with this message `ID` (repeatable)")
+			topic := fs.String("topic", "", "every dead message of `TOPIC`")
+			all := fs.Bool("all", false, "every dead message")
+			return func(e *env, pos []string) error {
+				if err := noArgs(full, pos); err != nil {
+					return err
+				}
+				set := setFlags(fs)
+				kinds := 0
+				for _, k := range []string{"id", "topic", "all"} {
+					if set[k] {
+						kinds++
+					}
+				}
+				if kinds != 1 {
+					return usagef("%s: give exactly one of --id, --topic or --all", full)
+				}
+				if set["all"] && !*all {
+					return usagef("%s: --all=false selects nothing; give --id, --topic or --all", full)
+				}
+				if set["topic"] && *topic == "" {
+					return usagef("%s: --topic must not be empty", full)
+				}
+				f := store.Filter{Topic: *topic}
+				seen := map[string]bool{}
+				for _, id := range ids {
+					u, err := uuid.Parse(id)
+					if err != nil || len(id) != 36 {
+						return usagef("%s: --id %q is not a message id (a UUID like 0190a6e4-…)", full, id)
+					}
+					if s := u.String(); !seen[s] {
+						seen[s] = true
+						f.MessageIDs = append(f.MessageIDs, s)
+					}
+				}
+				db, _, err := e.openDB(df)
+				if err != nil {
+					return err
+				}
+				defer db.Close()
+				n, err := a.apply(db.Backend().Store, e.ctx, f)
+				if err != nil {
+					return e.schemaHint(db, full, err)
+				}
+				if len(f.MessageIDs) > 0 && n == 0 {
+					noun := "id"
+					if len(f.MessageIDs) > 1 {
+						noun = "ids"
+					}
+					return fmt.Errorf("%s: no dead message with %s %s", full, noun, strings.Join(f.MessageIDs, ", "))
+				}
+				fmt.Fprintf(e.stdout, "%s %d dead %s", a.past, n, plural(n, "message", "messages"))
+				if len(f.MessageIDs) > 0 && int(n) < len(f.MessageIDs) {
+					fmt.Fprintf(e.stdout, " (%d of %d ids matched a dead message)", n, len(f.MessageIDs))
+				}
+				fmt.Fprintln(e.stdout)
+				return nil
+			}
+		},
+	}
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,425 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher/outboxurl"
+)
+
+func relayCommand() *command {
+	return &command{
+		name:     "relay",
+		synopsis: "[--to URL] [--route 'PATTERN=URL' …] [--config FILE] [flags]",
+		summary:  "deliver messages until SIGINT/SIGTERM",
+		about: `Delivers committed messages to their destinations until SIGINT or SIGTERM,
+then finishes or releases its in-flight batch and exits 0. Run as many
+relays as you like over one database; they share the work.
+
+Routes map topic patterns to destination URLs: "order.*" matches one
+segment, "order.>" the rest, "*" anything. The first matching route wins:
+--route flags in the order given, then the config file's routes, then --to
+(or OUTBOX_TO, or the config's "to") as the route of last resort. A topic
+no route matches goes dead with "no route". At least one route is needed.
+
+Destinations: ` + strings.Join(outboxurl.Supported, ", ") + `. Webhooks are signed with
+the route's "secret" from the config file, else OUTBOX_WEBHOOK_SECRET, else
+the config's "webhook_secret".`,
+		setup: relaySetup,
+	}
+}
+
+// relayFlags holds the relay command's flags.
+type relayFlags struct {
+	db              dbFlags
+	to              string
+	routes          listFlag
+	id              string
+	batchSize       int
+	maxPayloadBytes int
+	leaseTTL        time.Duration
+	publishTimeout  time.Duration
+	shutdownTimeout time.Duration
+	minPoll         time.Duration
+	maxPoll         time.Duration
+	retryBase       time.Duration
+	retryCap        time.Duration
+	retrySchedule   string
+	logLevel        string
+	logFormat       string
+}
+
+func relaySetup(fs *flag.FlagSet) func(*env, []string) error {
+	f := newRelayFlags(fs)
+	return func(e *env, pos []string) error {
+		if err := noArgs("relay", pos); err != nil {
+			return err
+		}
+		return e.relay(fs, f)
+	}
+}
+
+// newRelayFlags declares the relay's flags on fs.
+func newRelayFlags(fs *flag.FlagSet) *relayFlags {
+	f := &relayFlags{}
+	f.db.register(fs)
+	fs.StringVar(&f.to, "to", "", "route of last resort: destination `URL` for topics no other route matches (default $OUTBOX_TO)")
+	fs.Var(&f.routes, "route", "route `PATTERN=URL`, e.g. 'order.*=https://example.com/hooks' (repeatable; first match wins)")
+	fs.StringVar(&f.id, "id", "", "relay instance `ID` in logs and the lease table (default host-pid-random)")
+	fs.IntVar(&f.batchSize, "batch-size", 0, fmt.Sprintf("most messages read per round (default $OUTBOX_BATCH_SIZE, else %d)", outbox.DefaultBatchSize))
+	fs.IntVar(&f.maxPayloadBytes, "max-payload-bytes", 0, fmt.Sprintf("larger payloads go dead instead of being published (default %d)", outbox.DefaultMaxPayloadBytes))
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", 0, fmt.Sprintf("partition lease `DURATION`; a dead relay is replaced after this (default %s)", outbox.DefaultLeaseTTL))
+	fs.DurationVar(&f.publishTimeout, "publish-timeout", 0, fmt.Sprintf("bound on one publish (default %s)", outbox.DefaultPublishTimeout))
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, fmt.Sprintf("time to finish the in-flight batch on shutdown (default %s)", outbox.DefaultShutdownTimeout))
+	fs.DurationVar(&f.minPoll, "min-poll", 0, fmt.Sprintf("first wait after an empty read (default %s)", outbox.DefaultMinPollInterval))
+	fs.DurationVar(&f.maxPoll, "max-poll", 0, fmt.Sprintf("longest wait between reads when idle (default %s)", outbox.DefaultMaxPollInterval))
+	fs.DurationVar(&f.retryBase, "retry-base", 0, fmt.Sprintf("first backoff ceiling; doubles per failure (default %s)", outbox.DefaultRetryBase))
+	fs.DurationVar(&f.retryCap, "retry-cap", 0, fmt.Sprintf("largest backoff (default %s)", outbox.DefaultRetryCap))
+	fs.StringVar(&f.retrySchedule, "retry-schedule", "", "fixed backoff `LIST` instead of exponential, e.g. 10s,30s,1m (the last repeats)")
+	fs.StringVar(&f.logLevel, "log-level", "", "`LEVEL`: debug, info, warn or error (default $OUTBOX_LOG_LEVEL, else info)")
+	fs.StringVar(&f.logFormat, "log-format", "", "`FORMAT`: text or json (default $OUTBOX_LOG_FORMAT, else text)")
+	return f
+}
+
+// resolver picks each setting from its flag, then its OUTBOX_ variable,
+// then the config file.
+type resolver struct {
+	e   *env
+	set map[string]bool
+	cfg *fileConfig
+}
+
+func (r *resolver) duration(flagName string, flagVal time.Duration, envName, cfgKey, cfgVal string) (time.Duration, error) {
+	if r.set[flagName] {
+		if flagVal < 0 {
+			return 0, usagef("relay: --%s must not be negative", flagName)
+		}
+		return flagVal, nil
+	}
+	if v := r.env(envName); v != "" {
+		return parseDuration(envName, v)
+	}
+	if cfgVal != "" {
+		return parseDuration(r.cfg.field(cfgKey), cfgVal)
+	}
+	return 0, nil
+}
+
+func (r *resolver) count(flagName string, flagVal int, envName, cfgKey, cfgVal string) (int, error) {
+	if r.set[flagName] {
+		if flagVal < 0 {
+			return 0, usagef("relay: --%s must not be negative", flagName)
+		}
+		return flagVal, nil
+	}
+	if v := r.env(envName); v != "" {
+		return parseCount(envName, v)
+	}
+	if cfgVal != "" {
+		return parseCount(r.cfg.field(cfgKey), cfgVal)
+	}
+	return 0, nil
+}
+
+func (r *resolver) text(flagName, flagVal, envName, cfgVal string) string {
+	if r.set[flagName] {
+		return flagVal
+	}
+	if v := r.env(envName); v != "" {
+		return v
+	}
+	return cfgVal
+}
+
+func (r *resolver) env(name string) string {
+	if name == "" {
+		return ""
+	}
+	return r.e.getenv(name)
+}
+
+// routeSpec is a route before its publisher is opened.
+type routeSpec struct {
+	source      string // where it was given, for messages
+	pattern     string
+	url         string
+	destination string
+	name        string
+	secret      string
+	retry       *outbox.RetryPolicy
+}
+
+// relay builds the relay from flags, environment and config, and runs it
+// until the context is cancelled or a signal arrives.
+func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
+	cfg, err := e.loadConfig(f.db.config)
+	if err != nil {
+		return err
+	}
+	r := &resolver{e: e, set: setFlags(fs), cfg: cfg}
+
+	logger, err := e.relayLogger(r, f)
+	if err != nil {
+		return err
+	}
+	rc, err := resolveRelayConfig(r, f)
+	if err != nil {
+		return err
+	}
+	specs, err := routeSpecs(r, f)
+	if err != nil {
+		return err
+	}
+	pubs := map[string]outbox.Publisher{} // by URL and secret: routes to one place share it
+	defer func() {
+		for _, p := range pubs {
+			_ = p.Close()
+		}
+	}()
+	for _, s := range specs {
+		key := s.url + "\x00" + s.secret
+		p, ok := pubs[key]
+		if !ok {
+			p, err = outboxurl.Open(s.url, &outboxurl.Options{WebhookSecret: s.secret, Timeout: rc.PublishTimeout, Stdout: e.stdout})
+			if err != nil {
+				err = fmt.Errorf("relay: %s: %s", s.source, strings.TrimPrefix(errorLine(err), "outbox: "))
+				var ne net.Error
+				if errors.As(err, &ne) {
+					return err // could not reach it: a failure at run time
+				}
+				return asUsage(err)
+			}
+			pubs[key] = p
+		}
+		rc.Routes = append(rc.Routes, outbox.Route{
+			Pattern: s.pattern, Publisher: p, Destination: s.destination, Name: s.name, Retry: s.retry,
+		})
+	}
+	rc.Logger = logger
+
+	raw, err := e.databaseURL(f.db, cfg)
+	if err != nil {
+		return err
+	}
+	db, err := e.dial(raw)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if v, err := store.SchemaVersion(e.ctx, db.Backend().Store.DB()); err != nil || v == 0 {
+		return e.schemaHint(db, "relay", err)
+	}
+	var relay *outbox.Relay
+	if db.PGX != nil {
+		relay, err = outbox.NewRelay(db.PGX, rc)
+	} else {
+		relay, err = outbox.NewRelay(db.Std, rc)
+	}
+	if err != nil {
+		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
+	}
+	for _, s := range specs {
+		logger.Info("outbox relay: route", "pattern", s.pattern, "to", outboxurl.Redact(s.url), "from", s.source)
+	}
+
+	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// After the first signal, restore the default handling so a second
+	// one ends a shutdown that takes too long.
+	stopAfter := context.AfterFunc(ctx, stop)
+	defer stopAfter()
+	if err := relay.Run(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// resolveRelayConfig resolves the tuning settings.
+func resolveRelayConfig(r *resolver, f *relayFlags) (*outbox.RelayConfig, error) {
+	c := r.cfg.Relay
+	rc := &outbox.RelayConfig{ID: r.text("id", f.id, "", c.ID)}
+	var err error
+	if rc.BatchSize, err = r.count("batch-size", f.batchSize, "OUTBOX_BATCH_SIZE", "relay.batch_size", c.BatchSize); err != nil {
+		return nil, err
+	}
+	if rc.MaxPayloadBytes, err = r.count("max-payload-bytes", f.maxPayloadBytes, "", "relay.max_payload_bytes", c.MaxPayloadBytes); err != nil {
+		return nil, err
+	}
+	durations := []struct {
+		flag   string
+		val    time.Duration
+		key    string
+		cfgVal string
+		dst    *time.Duration
+	}{
+		{"lease-ttl", f.leaseTTL, "relay.lease_ttl", c.LeaseTTL, &rc.LeaseTTL},
+		{"publish-timeout", f.publishTimeout, "relay.publish_timeout", c.PublishTimeout, &rc.PublishTimeout},
+		{"shutdown-timeout", f.shutdownTimeout, "relay.shutdown_timeout", c.ShutdownTimeout, &rc.ShutdownTimeout},
+		{"min-poll", f.minPoll, "relay.min_poll", c.MinPoll, &rc.MinPollInterval},
+		{"max-poll", f.maxPoll, "relay.max_poll", c.MaxPoll, &rc.MaxPollInterval},
+	}
+	for _, d := range durations {
+		if *d.dst, err = r.duration(d.flag, d.val, "", d.key, d.cfgVal); err != nil {
+			return nil, err
+		}
+	}
+	if rc.LeaseTTL > 0 && rc.LeaseTTL < 500*time.Millisecond {
+		return nil, usagef("relay: lease TTL %s is too short (at least 500ms)", rc.LeaseTTL)
+	}
+	var base, capD string
+	var list []string
+	if r.cfg.Retry != nil {
+		base, capD, list = r.cfg.Retry.Base, r.cfg.Retry.Cap, r.cfg.Retry.Schedule
+	}
+	if rc.Retry.Base, err = r.duration("retry-base", f.retryBase, "", "retry.base", base); err != nil {
+		return nil, err
+	}
+	if rc.Retry.Cap, err = r.duration("retry-cap", f.retryCap, "", "retry.cap", capD); err != nil {
+		return nil, err
+	}
+	field := r.cfg.field("retry.schedule")
+	if r.set["retry-schedule"] {
+		field, list = "--retry-schedule", []string{f.retrySchedule}
+	}
+	if rc.Retry.Schedule, err = parseSchedule(field, list); err != nil {
+		return nil, err
+	}
+	return rc, nil
+}
+
+// routeSpecs collects the routes in matching order: --route flags, the
+// config file's routes, then the route of last resort.
+func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
+	defaultSecret := r.e.getenv("OUTBOX_WEBHOOK_SECRET")
+	if defaultSecret == "" {
+		defaultSecret = r.cfg.WebhookSecret
+	}
+	r.e.addSecret(defaultSecret)
+	var specs []routeSpec
+	for _, arg := range f.routes {
+		pattern, u, ok := strings.Cut(arg, "=")
+		pattern = strings.TrimSpace(pattern)
+		if !ok || pattern == "" || strings.TrimSpace(u) == "" {
+			return nil, usagef("relay: --route %q: want PATTERN=URL, e.g. 'order.*=https://example.com/hooks'", outboxurl.Redact(arg))
+		}
+		specs = append(specs, routeSpec{
+			source:  fmt.Sprintf("--route %q", pattern+"="+outboxurl.Redact(u)),
+			pattern: pattern, url: strings.TrimSpace(u), secret: defaultSecret,
+		})
+	}
+	for i, rc := range r.cfg.Routes {
+		at := fmt.Sprintf("routes[%d]", i)
+		s := routeSpec{
+			source:  r.cfg.field(at),
+			pattern: rc.Pattern, url: rc.To, destination: rc.Destination, name: rc.Name, secret: rc.Secret,
+		}
+		if s.secret == "" {
+			s.secret = defaultSecret
+		}
+		if rc.Retry != nil {
+			p, err := retryPolicy(r.cfg, at+".retry", rc.Retry)
+			if err != nil {
+				return nil, err
+			}
+			s.retry = p
+		}
+		if s.destination != "" && (strings.ContainsAny(s.destination, "*>") || outbox.ValidatePattern(s.destination) != nil) {
+			return nil, usagef("%s.destination: %q is not a topic-like name (dot-separated letters, digits, '_', '-', ':')", s.source, s.destination)
+		}
+		specs = append(specs, s)
+	}
+	if to := r.text("to", f.to, "OUTBOX_TO", r.cfg.To); to != "" {
+		source := "--to"
+		switch {
+		case r.set["to"]:
+		case r.e.getenv("OUTBOX_TO") != "":
+			source = "OUTBOX_TO"
+		default:
+			source = r.cfg.field("to")
+		}
+		r.e.addSecret(passwordOf(to))
+		specs = append(specs, routeSpec{source: source, pattern: "*", url: to, secret: defaultSecret})
+	}
+	if len(specs) == 0 {
+		return nil, usagef("relay: no routes: give --to URL, --route 'PATTERN=URL' or routes in the config file (--config)")
+	}
+	for _, s := range specs {
+		r.e.addSecret(passwordOf(s.url))
+		if err := outbox.ValidatePattern(s.pattern); err != nil {
+			return nil, usagef("relay: %s: %v", s.source, err)
+		}
+	}
+	return specs, nil
+}
+
+// retryPolicy converts a config retry block.
+func retryPolicy(cfg *fileConfig, at string, rc *retryConfig) (*outbox.RetryPolicy, error) {
+	p := &outbox.RetryPolicy{}
+	var err error
+	if rc.Base != "" {
+		if p.Base, err = parseDuration(cfg.field(at+".base"), rc.Base); err != nil {
+			return nil, err
+		}
+	}
+	if rc.Cap != "" {
+		if p.Cap, err = parseDuration(cfg.field(at+".cap"), rc.Cap); err != nil {
+			return nil, err
+		}
+	}
+	if p.Schedule, err = parseSchedule(cfg.field(at+".schedule"), rc.Schedule); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// relayLogger builds the relay's logger on stderr, with secrets scrubbed.
+func (e *env) relayLogger(r *resolver, f *relayFlags) (*slog.Logger, error) {
+	var level slog.Level
+	switch lv := strings.ToLower(r.text("log-level", f.logLevel, "OUTBOX_LOG_LEVEL", r.cfg.Log.Level)); lv {
+	case "debug":
+		level = slog.LevelDebug
+	case "", "info":
+		level = slog.LevelInfo
+	case "warn", "warning":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	default:
+		return nil, usagef("relay: log level %q: want debug, info, warn or error", lv)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	w := &redactWriter{e: e, w: e.stderr}
+	switch lf := strings.ToLower(r.text("log-format", f.logFormat, "OUTBOX_LOG_FORMAT", r.cfg.Log.Format)); lf {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, usagef("relay: log format %q: want text or json", lf)
+	}
+}
+
+// redactWriter scrubs the run's secrets from each log record it writes.
+type redactWriter struct {
+	e *env
+	w io.Writer
+}
+
+func (w *redactWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(w.w, w.e.redact(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
