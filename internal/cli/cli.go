@@ -266,6 +266,9 @@ func (e *env) dispatch(args []string) error {
 		if isHelpFlag(args[1]) {
 			return e.help(args[:1])
 		}
+		if strings.HasPrefix(args[1], "-") {
+			return usagef("%s: put the subcommand (%s) before the flags; run 'outbox help %s'", name, strings.Join(subcommands(name), ", "), name)
+		}
 		return usagef("%s: unknown subcommand %q; run 'outbox help %s'", name, args[1], name)
 	}
 	if x, ok := lookupExtra(name); ok {

@@ -169,6 +169,8 @@ func TestUsageErrors(t *testing.T) {
 		{"unexpected argument", nil, []string{"status", "extra"}, []string{`unexpected argument "extra"`}},
 		{"unknown subcommand", nil, []string{"dead", "revive"}, []string{`unknown subcommand "revive"`}},
 		{"missing subcommand", nil, []string{"dead"}, []string{"missing subcommand", "list"}},
+		{"flags before subcommand", nil, []string{"dead", "--json", "list"}, []string{"put the subcommand", "before the flags"}},
+		{"migrate flags before sql", nil, []string{"migrate", "--db", "sqlite://x.db", "sql"}, []string{"outbox migrate sql"}},
 		{"help unknown", nil, []string{"help", "frob"}, []string{`unknown command "frob"`}},
 		{"no db", nil, []string{"status"}, []string{"OUTBOX_DATABASE_URL", "--db"}},
 		{"no db migrate", nil, []string{"migrate"}, []string{"OUTBOX_DATABASE_URL"}},

@@ -23,6 +23,9 @@ schema is up to date. Safe to run again and from several processes at once.`,
 			var df dbFlags
 			df.register(fs)
 			return func(e *env, pos []string) error {
+				if len(pos) > 0 && pos[0] == "sql" {
+					return usagef("migrate: put 'sql' right after 'migrate': outbox migrate sql --dialect …")
+				}
 				if err := noArgs("migrate", pos); err != nil {
 					return err
 				}

@@ -194,9 +194,10 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 		if !ok {
 			p, err = outboxurl.Open(s.url, &outboxurl.Options{WebhookSecret: s.secret, Timeout: rc.PublishTimeout, Stdout: e.stdout})
 			if err != nil {
-				err = fmt.Errorf("relay: %s: %s", s.source, strings.TrimPrefix(errorLine(err), "outbox: "))
 				var ne net.Error
-				if errors.As(err, &ne) {
+				reach := errors.As(err, &ne)
+				err = fmt.Errorf("relay: %s: %s", s.source, errorLine(err))
+				if reach {
 					return err // could not reach it: a failure at run time
 				}
 				return asUsage(err)
