@@ -37,7 +37,7 @@ reads it from standard input.`,
 			fs.StringVar(&payloadFile, "payload-file", "", "read the body from `FILE` (- for standard input)")
 			fs.StringVar(&contentType, "content-type", "", "payload media `TYPE` (default application/json, which must be valid JSON)")
 			fs.Var(&headers, "header", "header `NAME=VALUE` (repeatable)")
-			fs.DurationVar(&delay, "delay", 0, "hold the message back this `LONG` (e.g. 30s)")
+			fs.DurationVar(&delay, "delay", 0, "hold the message back for `DURATION` (e.g. 30s)")
 			fs.IntVar(&maxAttempts, "max-attempts", 0, "publish attempts before the message goes dead (default 10)")
 			fs.StringVar(&id, "id", "", "message id `UUID` (default a new one); an id already in the outbox is refused")
 			return func(e *env, pos []string) error {
