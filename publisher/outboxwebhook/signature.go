@@ -70,7 +70,8 @@ func Verify(secret string, header http.Header, body []byte, tolerance time.Durat
 	if err != nil || key == nil {
 		return ErrInvalidSecret
 	}
-	id, ts, sigs := header.Get(HeaderID), header.Get(HeaderTimestamp), header.Get(HeaderSignature)
+	id, ts := header.Get(HeaderID), header.Get(HeaderTimestamp)
+	sigs := strings.Join(header.Values(HeaderSignature), " ")
 	if id == "" || ts == "" || sigs == "" {
 		return ErrMissingHeaders
 	}

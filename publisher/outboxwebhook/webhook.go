@@ -104,6 +104,7 @@ type Publisher struct {
 	timeout     time.Duration
 	concurrency int
 	headers     http.Header
+	ownClient   bool // Close may close its idle connections
 	closed      atomic.Bool
 	now         func() time.Time
 }
@@ -141,8 +142,8 @@ func New(endpoint string, cfg *Config) (*Publisher, error) {
 		endpoint:    u,
 		redacted:    Redact(endpoint),
 		key:         key,
-		timeout:     cmp(cfg.Timeout, DefaultTimeout),
-		concurrency: cmp(cfg.MaxConcurrency, DefaultMaxConcurrency),
+		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
+		concurrency: orDefault(cfg.MaxConcurrency, DefaultMaxConcurrency),
 		headers:     http.Header{},
 		now:         time.Now,
 	}
@@ -160,12 +161,13 @@ func New(endpoint string, cfg *Config) (*Publisher, error) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = p.concurrency
 		p.client = &http.Client{Transport: t, Timeout: p.timeout}
+		p.ownClient = true
 	}
 	p.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return p, nil
 }
 
-func cmp[T int | time.Duration](v, def T) T {
+func orDefault[T int | time.Duration](v, def T) T {
 	if v == 0 {
 		return def
 	}
@@ -204,10 +206,14 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 	return errs
 }
 
-// Close closes idle connections; later Publish calls fail.
+// Close makes later Publish calls fail and closes idle connections,
+// unless the client was the caller's (Config.Client), whose pool may serve
+// others.
 func (p *Publisher) Close() error {
 	p.closed.Store(true)
-	p.client.CloseIdleConnections()
+	if p.ownClient {
+		p.client.CloseIdleConnections()
+	}
 	return nil
 }
 
@@ -255,6 +261,11 @@ func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+utf8.UTFMax))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	herr := &HTTPError{StatusCode: resp.StatusCode, Status: resp.Status, URL: p.redacted, Body: snippet(body)}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		if loc := resp.Header.Get("Location"); loc != "" {
+			herr.Location = Redact(snippet([]byte(loc)))
+		}
+	}
 	if !Retryable(resp.StatusCode) {
 		return outbox.Permanent(herr)
 	}
@@ -314,6 +325,9 @@ type HTTPError struct {
 	URL string
 	// Body is the start of the response body, on one line.
 	Body string
+	// Location is a redirect's target, redacted; redirects are not
+	// followed.
+	Location string
 	// RetryAfter is the response's Retry-After, capped at MaxRetryAfter;
 	// 0 when there was none.
 	RetryAfter time.Duration
@@ -327,6 +341,9 @@ func (e *HTTPError) Error() string {
 	s := "HTTP " + strings.TrimSpace(status) + " from " + e.URL
 	if e.RetryAfter > 0 {
 		s += " (retry after " + e.RetryAfter.String() + ")"
+	}
+	if e.Location != "" {
+		s += " (redirect to " + e.Location + " not followed)"
 	}
 	if e.Body != "" {
 		s += ": " + e.Body

@@ -333,8 +333,8 @@ func TestRedirectsArePermanentAndNotFollowed(t *testing.T) {
 			if c := outbox.Classify(err); err == nil || c != outbox.ClassPermanent {
 				t.Fatalf("Publish = %v (class %v), want a permanent error", err, c)
 			}
-			if !strings.Contains(err.Error(), "HTTP "+strconv.Itoa(status)) {
-				t.Errorf("error %q does not name the status", err)
+			if !strings.Contains(err.Error(), "HTTP "+strconv.Itoa(status)) || !strings.Contains(err.Error(), target.URL+"/elsewhere not followed") {
+				t.Errorf("error %q does not name the status and the target", err)
 			}
 			if n := targetHits.Load(); n != 0 {
 				t.Errorf("redirect target was hit %d times, want 0", n)
