@@ -1,0 +1,352 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/txoutbox/outbox/internal/dburl"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// benchRun runs the command and returns its exit status and outputs.
+func benchRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// mustJSON runs a workload with --json and decodes its report.
+func mustJSON(t *testing.T, args ...string) *result {
+	t.Helper()
+	code, out, errOut := benchRun(t, append(args, "--json")...)
+	if code != 0 {
+		t.Fatalf("outbox bench %s: exit %d\nstderr:\n%s", strings.Join(args, " "), code, errOut)
+	}
+	var r result
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("report is not one JSON object: %v\n%s", err, out)
+	}
+	if dec.More() {
+		t.Fatalf("more than one JSON value on stdout:\n%s", out)
+	}
+	return &r
+}
+
+func sqliteURL(t *testing.T) string {
+	return "sqlite://" + filepath.Join(t.TempDir(), "bench.db")
+}
+
+// leftovers counts what a run should have removed: messages with the
+// bench's topic prefix and business tables.
+func leftovers(t *testing.T, url string) (msgs, tables int64) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := dburl.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q := db.Backend().Store.DB()
+	count := func(sql string) int64 {
+		rows, err := q.Query(ctx, sql)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		defer rows.Close()
+		var n int64
+		if rows.Next() {
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n
+	}
+	msgs = count("SELECT count(*) FROM outbox_messages WHERE topic LIKE 'outbox-bench.%'")
+	switch db.Dialect {
+	case store.Postgres:
+		tables = count("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'outbox_bench_orders%' AND schemaname = current_schema()")
+	case store.SQLite:
+		tables = count("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'outbox_bench_orders%'")
+	default:
+		tables = count("SELECT count(*) FROM information_schema.tables WHERE table_name LIKE 'outbox_bench_orders%' AND table_schema = DATABASE()")
+	}
+	return msgs, tables
+}
+
+func assertClean(t *testing.T, url string) {
+	t.Helper()
+	if msgs, tables := leftovers(t, url); msgs != 0 || tables != 0 {
+		t.Errorf("the run left %d messages and %d business tables behind", msgs, tables)
+	}
+}
+
+// workloads runs every workload with tiny sizes against url.
+func workloadsAgainst(t *testing.T, url string, dialect store.Dialect) {
+	t.Run("produce", func(t *testing.T) {
+		r := mustJSON(t, "produce", "--db", url, "--clients", "1,2", "--duration", "300ms", "--keys", "3")
+		if r.Workload != "produce" || r.Dialect != string(dialect) || r.Produce == nil {
+			t.Fatalf("report: %+v", r)
+		}
+		if len(r.Produce.Runs) != 2 || r.Produce.Runs[0].Clients != 1 || r.Produce.Runs[1].Clients != 2 {
+			t.Fatalf("runs: %+v", r.Produce.Runs)
+		}
+		wantVariants := []string{vBusiness, vOutbox}
+		if dialect == store.Postgres {
+			wantVariants = append(wantVariants, vNotify, vRowNotify)
+		} else if len(r.Produce.Skipped) != 2 {
+			t.Errorf("skipped = %v, want the two notify variants", r.Produce.Skipped)
+		}
+		for _, run := range r.Produce.Runs {
+			if len(run.Variants) != len(wantVariants) {
+				t.Fatalf("%d clients: variants %+v, want %v", run.Clients, run.Variants, wantVariants)
+			}
+			for i, v := range run.Variants {
+				if v.Variant != wantVariants[i] || v.Transactions <= 0 || v.TxPerSecond <= 0 || v.Seconds <= 0 {
+					t.Errorf("%d clients: variant %+v", run.Clients, v)
+				}
+			}
+			if run.OutboxVsBusiness <= 0 || run.Variants[0].VsBusiness != 1 {
+				t.Errorf("%d clients: ratios %+v", run.Clients, run)
+			}
+		}
+		assertClean(t, url)
+	})
+	t.Run("drain", func(t *testing.T) {
+		r := mustJSON(t, "drain", "--db", url, "--messages", "300", "--relays", "2", "--batch-size", "100", "--sent-rows", "250", "--payload-bytes", "64")
+		d := r.Drain
+		if d == nil || d.Messages != 300 || d.Delivered != 300 || d.VerifiedSent != 300 {
+			t.Fatalf("drain: %+v", d)
+		}
+		if d.Batches.Sent != 300 || d.Batches.Rounds < 3 || d.Batches.MaxRead > 100 || d.Batches.Dead != 0 {
+			t.Errorf("batches: %+v", d.Batches)
+		}
+		if d.WallSeconds <= 0 || d.MessagesPerSecond <= 0 || d.PrefillSeconds <= 0 {
+			t.Errorf("timings: %+v", d)
+		}
+		if r.Settings.Relays != 2 || r.Settings.BatchSize != 100 || r.Settings.SentRows != 250 || r.Settings.PayloadBytes != 64 {
+			t.Errorf("settings: %+v", r.Settings)
+		}
+		assertClean(t, url)
+	})
+	t.Run("steady", func(t *testing.T) {
+		r := mustJSON(t, "steady", "--db", url, "--rate", "100", "--duration", "1s", "--warmup", "200ms", "--clients", "2")
+		s := r.Steady
+		if s == nil || s.Count <= 0 || s.Committed <= 0 || s.AchievedRate <= 0 {
+			t.Fatalf("steady: %+v", s)
+		}
+		if s.Count+s.Unconfirmed != s.Committed {
+			t.Errorf("count %d + unconfirmed %d != committed %d", s.Count, s.Unconfirmed, s.Committed)
+		}
+		if s.Latency.Count != s.Count || s.CommitToConfirm.Count != s.Count {
+			t.Errorf("histogram counts %d and %d, want %d", s.Latency.Count, s.CommitToConfirm.Count, s.Count)
+		}
+		if !(s.Latency.P50 > 0 && s.Latency.P50 <= s.Latency.P99 && s.Latency.P99 <= s.Latency.Max) {
+			t.Errorf("latency percentiles out of order: %+v", s.Latency)
+		}
+		assertClean(t, url)
+	})
+	t.Run("ceiling", func(t *testing.T) {
+		r := mustJSON(t, "ceiling", "--db", url, "--messages", "250", "--relays", "2", "--keys", "0")
+		c := r.Ceiling
+		if c == nil || c.Delivered != 250 || c.VerifiedSent != 250 {
+			t.Fatalf("ceiling: %+v", c)
+		}
+		assertClean(t, url)
+	})
+}
+
+func TestWorkloadsSQLite(t *testing.T) {
+	t.Parallel()
+	workloadsAgainst(t, sqliteURL(t), store.SQLite)
+}
+
+func TestWorkloadsPostgres(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.Postgres)
+	workloadsAgainst(t, db.URL, store.Postgres)
+}
+
+func TestWorkloadsMySQL(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.MySQL)
+	workloadsAgainst(t, db.URL, store.MySQL)
+}
+
+func TestTableOutput(t *testing.T) {
+	t.Parallel()
+	url := sqliteURL(t)
+	code, out, errOut := benchRun(t, "drain", "--db", url, "--messages", "50")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"outbox bench drain", "database", url, "destination", "null://", "settings", "50 messages", "throughput", "msg/s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestStdoutDestination: the messages take stdout, so the report moves to
+// stderr.
+func TestStdoutDestination(t *testing.T) {
+	t.Parallel()
+	url := sqliteURL(t)
+	code, out, errOut := benchRun(t, "drain", "--db", url, "--messages", "40", "--to", "stdout://", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := 0
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m struct {
+			MessageID string `json:"message_id"`
+			Topic     string `json:"topic"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil || m.MessageID == "" || !strings.HasPrefix(m.Topic, "outbox-bench.") {
+			t.Fatalf("stdout line %q: %v", sc.Text(), err)
+		}
+		lines++
+	}
+	if lines != 40 {
+		t.Errorf("%d lines on stdout, want 40", lines)
+	}
+	i := strings.Index(errOut, "{\n")
+	if i < 0 {
+		t.Fatalf("no report on stderr:\n%s", errOut)
+	}
+	var r result
+	if err := json.NewDecoder(strings.NewReader(errOut[i:])).Decode(&r); err != nil || r.Drain == nil || r.Drain.Delivered != 40 {
+		t.Fatalf("report on stderr: %v %+v", err, r.Drain)
+	}
+}
+
+func TestSink(t *testing.T) {
+	t.Parallel()
+	r := mustJSON(t, "drain", "--db", sqliteURL(t), "--messages", "60", "--sink")
+	if r.Drain.Delivered != 60 || r.Drain.SinkRequests != 60 || !strings.HasPrefix(r.Destination, "http://127.0.0.1:") {
+		t.Fatalf("sink drain: destination %q, %+v", r.Destination, r.Drain)
+	}
+}
+
+// TestRefusesBusyDatabase: the bench's relays must not take other
+// messages, so it refuses to start them while any are pending, and leaves
+// them alone.
+func TestRefusesBusyDatabase(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.SQLite)
+	db.Exec(t, "INSERT INTO outbox_messages (topic, payload) VALUES ('order.created', '{}')")
+	code, _, errOut := benchRun(t, "drain", "--db", db.URL, "--messages", "10")
+	if code != 1 || !strings.Contains(errOut, "1 pending messages on this database are not the bench's") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND topic = 'order.created' AND attempts = 0"); n != 1 {
+		t.Errorf("the other message was touched")
+	}
+	db.Exec(t, "INSERT INTO outbox_relays (relay_id, seen_at) VALUES ('prod-relay-1', strftime('%Y-%m-%d %H:%M:%f', 'now'))")
+	code, _, errOut = benchRun(t, "produce", "--db", db.URL, "--clients", "1", "--duration", "100ms")
+	if code != 1 || !strings.Contains(errOut, "prod-relay-1") {
+		t.Fatalf("produce beside a live relay: exit %d, stderr %q", code, errOut)
+	}
+	assertClean(t, db.URL)
+}
+
+func TestUsage(t *testing.T) {
+	t.Setenv("OUTBOX_DATABASE_URL", "")
+	db := "sqlite://" + filepath.Join(t.TempDir(), "never.db")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no workload", nil, "name a workload"},
+		{"unknown workload", []string{"fast", "--db", db}, `unknown workload "fast"`},
+		{"flag first", []string{"--db", db, "drain"}, "name the workload before the flags"},
+		{"unknown flag", []string{"drain", "--db", db, "--rate", "5"}, "unknown flag --rate"},
+		{"zero rate", []string{"steady", "--db", db, "--rate", "0"}, "--rate must be above 0"},
+		{"negative rate", []string{"steady", "--db", db, "--rate", "-5"}, "--rate must be above 0"},
+		{"bad clients", []string{"produce", "--db", db, "--clients", "1,x"}, "--clients"},
+		{"steady with client list", []string{"steady", "--db", db, "--clients", "1,2"}, "--clients takes one number"},
+		{"zero messages", []string{"drain", "--db", db, "--messages", "0"}, "--messages"},
+		{"zero relays", []string{"drain", "--db", db, "--relays", "0"}, "--relays"},
+		{"tiny payload", []string{"drain", "--db", db, "--payload-bytes", "1"}, "--payload-bytes"},
+		{"no database", []string{"drain"}, "no database"},
+		{"bad database URL", []string{"drain", "--db", "oracle://x"}, "bad database URL"},
+		{"unsupported destination", []string{"drain", "--db", db, "--to", "kafka://broker:9092"}, "not supported yet"},
+		{"unknown destination", []string{"drain", "--db", db, "--to", "ftp://host/x"}, "--to"},
+		{"destination without scheme", []string{"steady", "--db", db, "--to", "localhost:8080"}, "--to"},
+		{"sink and to", []string{"drain", "--db", db, "--sink", "--to", "stdout://"}, "--sink"},
+		{"positional", []string{"drain", "--db", db, "extra"}, `unexpected argument "extra"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := benchRun(t, tc.args...)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want 2; stderr %q", code, errOut)
+			}
+			if out != "" || !strings.HasPrefix(errOut, "outbox: ") || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, tc.want) {
+				t.Errorf("stdout %q, stderr %q: want one line with %q", out, errOut, tc.want)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"drain", "--help"}, {"steady", "-h"}} {
+		code, out, errOut := benchRun(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "Usage: outbox bench") || errOut != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	_, out, _ := benchRun(t, "steady", "--help")
+	for _, flag := range []string{"--rate", "--duration", "--warmup", "--clients", "--to", "--sink", "--relays", "--json"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("steady --help lacks %s", flag)
+		}
+	}
+}
+
+func TestSecretsNeverPrinted(t *testing.T) {
+	code, _, errOut := benchRun(t, "drain", "--db", "postgres://app:s3cretpw@127.0.0.1:1/db?connect_timeout=1")
+	if code != exitFailure {
+		t.Errorf("exit %d, want 1 (connection refused)", code)
+	}
+	if strings.Contains(errOut, "s3cretpw") || !strings.HasPrefix(errOut, "outbox: bench: ") {
+		t.Errorf("stderr %q", errOut)
+	}
+}
+
+func TestMakePayload(t *testing.T) {
+	for _, n := range []int{2, 3, 7, 8, 9, 100, 180, 500, 4096} {
+		p := makePayload(n)
+		if len(p) != n || !json.Valid(p) {
+			t.Errorf("makePayload(%d) = %d bytes, valid %v: %s", n, len(p), json.Valid(p), p)
+		}
+	}
+}
+
+func TestCommas(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", -1234567: "-1,234,567", 100000: "100,000"} {
+		if got := commas(n); got != want {
+			t.Errorf("commas(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/driver/outboxpgx"
+	"github.com/txoutbox/outbox/driver/outboxsql"
+)
+
+// conn runs the bench's transactions the way an application would: pgx
+// transactions on PostgreSQL, *sql.Tx elsewhere.
+type conn interface {
+	// inTx runs fn in a transaction and commits it; it returns once the
+	// commit has returned.
+	inTx(ctx context.Context, fn func(tx txn) error) error
+	migrate(ctx context.Context) error
+	newRelay(cfg *outbox.RelayConfig) (*outbox.Relay, error)
+}
+
+// txn is one open transaction.
+type txn interface {
+	exec(ctx context.Context, sql string, args ...any) error
+	// enqueue writes msgs with the producer that signals other processes
+	// (notify) or the one that does not.
+	enqueue(ctx context.Context, notify bool, msgs []outbox.Message) ([]string, error)
+}
+
+// producers are the two producers every conn holds.
+type producers[TTx any] struct {
+	quiet *outbox.Producer[TTx] // DisableNotify
+	loud  *outbox.Producer[TTx] // default Config
+}
+
+func newProducers[TTx any](drv outbox.Driver[TTx]) (producers[TTx], error) {
+	quiet, err := outbox.NewProducer(drv, &outbox.Config{DisableNotify: true})
+	if err != nil {
+		return producers[TTx]{}, err
+	}
+	loud, err := outbox.NewProducer(drv, nil)
+	if err != nil {
+		return producers[TTx]{}, err
+	}
+	return producers[TTx]{quiet: quiet, loud: loud}, nil
+}
+
+func (p producers[TTx]) pick(notify bool) *outbox.Producer[TTx] {
+	if notify {
+		return p.loud
+	}
+	return p.quiet
+}
+
+// pgConn is PostgreSQL through pgx.
+type pgConn struct {
+	pool *pgxpool.Pool
+	drv  *outboxpgx.Driver
+	p    producers[pgx.Tx]
+}
+
+func newPGConn(pool *pgxpool.Pool, drv *outboxpgx.Driver) (*pgConn, error) {
+	p, err := newProducers[pgx.Tx](drv)
+	if err != nil {
+		return nil, err
+	}
+	return &pgConn{pool: pool, drv: drv, p: p}, nil
+}
+
+func (c *pgConn) inTx(ctx context.Context, fn func(tx txn) error) error {
+	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return fn(pgTx{c, tx}) })
+}
+
+func (c *pgConn) migrate(ctx context.Context) error {
+	_, err := outbox.Migrate(ctx, c.drv)
+	return err
+}
+
+func (c *pgConn) newRelay(cfg *outbox.RelayConfig) (*outbox.Relay, error) {
+	return outbox.NewRelay(c.drv, cfg)
+}
+
+type pgTx struct {
+	c  *pgConn
+	tx pgx.Tx
+}
+
+func (t pgTx) exec(ctx context.Context, sql string, args ...any) error {
+	_, err := t.tx.Exec(ctx, sql, args...)
+	return err
+}
+
+func (t pgTx) enqueue(ctx context.Context, notify bool, msgs []outbox.Message) ([]string, error) {
+	return t.c.p.pick(notify).EnqueueMany(ctx, t.tx, msgs)
+}
+
+// sqlConn is MySQL/MariaDB and SQLite through database/sql.
+type sqlConn struct {
+	db  *sql.DB
+	drv *outboxsql.Driver
+	p   producers[*sql.Tx]
+}
+
+func newSQLConn(db *sql.DB, drv *outboxsql.Driver) (*sqlConn, error) {
+	p, err := newProducers[*sql.Tx](drv)
+	if err != nil {
+		return nil, err
+	}
+	return &sqlConn{db: db, drv: drv, p: p}, nil
+}
+
+func (c *sqlConn) inTx(ctx context.Context, fn func(tx txn) error) error {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(sqlTx{c, tx}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func (c *sqlConn) migrate(ctx context.Context) error {
+	_, err := outbox.Migrate(ctx, c.drv)
+	return err
+}
+
+func (c *sqlConn) newRelay(cfg *outbox.RelayConfig) (*outbox.Relay, error) {
+	return outbox.NewRelay(c.drv, cfg)
+}
+
+type sqlTx struct {
+	c  *sqlConn
+	tx *sql.Tx
+}
+
+func (t sqlTx) exec(ctx context.Context, sql string, args ...any) error {
+	_, err := t.tx.ExecContext(ctx, sql, args...)
+	return err
+}
+
+func (t sqlTx) enqueue(ctx context.Context, notify bool, msgs []outbox.Message) ([]string, error) {
+	return t.c.p.pick(notify).EnqueueMany(ctx, t.tx, msgs)
+}

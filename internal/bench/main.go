@@ -1,0 +1,390 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/dburl"
+)
+
+// Exit statuses, as the outbox command defines them.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// Workload names.
+const (
+	wProduce = "produce"
+	wDrain   = "drain"
+	wSteady  = "steady"
+	wCeiling = "ceiling"
+)
+
+var workloads = []struct{ name, summary string }{
+	{wProduce, "producer transactions per second: business row alone, + outbox message, + wake-ups"},
+	{wDrain, "pre-fill N messages, then time the relays delivering all of them"},
+	{wSteady, "open-loop producers at a fixed rate; latency from intended send time to confirm"},
+	{wCeiling, "read and settle pre-filled rows without publishing: the database's upper bound"},
+}
+
+// Summary is the one line 'outbox help' shows for the command.
+const Summary = "measure producer throughput, relay drain rate and end-to-end latency"
+
+// options are the parsed command line.
+type options struct {
+	workload     string
+	dbURL        string
+	to           string
+	sink         bool
+	json         bool
+	payloadBytes int
+	keys         int
+	batchSize    int
+	relays       int
+	clients      string // produce: a list; steady: one number
+	clientList   []int
+	duration     time.Duration
+	warmup       time.Duration
+	messages     int
+	sentRows     int
+	rate         float64
+	cpuprofile   string
+	stall        time.Duration
+	analyze      bool
+}
+
+// errHelp ends a run that printed its usage.
+var errHelp = errors.New("help")
+
+// usageError marks bad usage: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// Main runs `outbox bench` with the arguments after "bench" and returns
+// the exit status: 0 success, 1 failure at run time, 2 bad usage. The
+// report goes to stdout (to stderr when the destination is stdout://, which
+// takes stdout for the messages), progress and the one-line error to
+// stderr. It handles SIGINT and SIGTERM itself so that an interrupted run
+// still removes what it created.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var secrets []string
+	err := run(ctx, args, stdout, stderr, os.Getenv, &secrets)
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return exitOK
+	}
+	line := errorLine(err)
+	for _, s := range secrets {
+		if len(s) >= 3 {
+			line = strings.ReplaceAll(line, s, "xxxxx")
+		}
+	}
+	fmt.Fprintf(stderr, "outbox: bench: %s\n", line)
+	var u *usageError
+	if errors.As(err, &u) || errors.Is(err, dburl.ErrBadURL) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// errorLine renders err as one line without the "outbox: " prefixes that
+// library errors carry.
+func errorLine(err error) string {
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	for strings.HasPrefix(s, "outbox: ") {
+		s = strings.TrimPrefix(s, "outbox: ")
+	}
+	return s
+}
+
+func isHelp(s string) bool {
+	switch s {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// run parses args, runs the workload and prints the report.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, secrets *[]string) error {
+	if len(args) == 0 {
+		return usagef("name a workload (%s); run 'outbox bench --help'", workloadNames())
+	}
+	if isHelp(args[0]) {
+		printUsage(stdout)
+		return errHelp
+	}
+	o := &options{workload: args[0]}
+	if !knownWorkload(o.workload) {
+		if strings.HasPrefix(o.workload, "-") {
+			return usagef("name the workload before the flags: outbox bench WORKLOAD [flags] (workloads: %s)", workloadNames())
+		}
+		return usagef("unknown workload %q (want %s); run 'outbox bench --help'", o.workload, workloadNames())
+	}
+	fs := flagSet(o)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printWorkloadUsage(stdout, o.workload, fs)
+			return errHelp
+		}
+		return usagef("%s: %s; run 'outbox bench %s --help'", o.workload, flagError(err), o.workload)
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q; run 'outbox bench %s --help'", o.workload, fs.Arg(0), o.workload)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.dbURL == "" {
+		o.dbURL = getenv("OUTBOX_DATABASE_URL")
+	}
+	if err := o.validate(set); err != nil {
+		return err
+	}
+	if u, err := url.Parse(o.dbURL); err == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok {
+			*secrets = append(*secrets, p)
+		}
+	}
+	if _, _, err := dburl.Parse(o.dbURL); err != nil {
+		return err
+	}
+
+	secret := getenv("OUTBOX_WEBHOOK_SECRET")
+	*secrets = append(*secrets, secret)
+	report := stdout
+	var dest *destination
+	if o.workload != wProduce && o.workload != wCeiling {
+		var err error
+		dest, err = openDestination(o, secret, stdout)
+		if err != nil {
+			return err
+		}
+		defer dest.close()
+		if dest.takesStdout {
+			report = stderr
+		}
+	}
+
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	b, err := open(ctx, o, dest, stderr)
+	if err != nil {
+		return err
+	}
+	res, runErr := b.run(ctx)
+	cleanErr := b.close()
+	if runErr != nil {
+		if ctx.Err() != nil {
+			return errors.New("interrupted; the run's rows were removed")
+		}
+		return runErr
+	}
+	if cleanErr != nil {
+		return cleanErr
+	}
+	if o.json {
+		return writeJSON(report, res)
+	}
+	writeTable(report, res)
+	return nil
+}
+
+func knownWorkload(w string) bool {
+	for _, x := range workloads {
+		if x.name == w {
+			return true
+		}
+	}
+	return false
+}
+
+func workloadNames() string {
+	names := make([]string, len(workloads))
+	for i, w := range workloads {
+		names[i] = w.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// flagSet declares the flags of o.workload.
+func flagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("outbox bench "+o.workload, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.dbURL, "db", "", "database URL: postgres://…, mysql://…, sqlite:///path.db (default $OUTBOX_DATABASE_URL)")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object with every figure instead of the table")
+	fs.IntVar(&o.payloadBytes, "payload-bytes", 500, "size of each message's JSON payload in bytes")
+	fs.IntVar(&o.keys, "keys", 1000, "distinct business keys, used round robin (0: no key)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
+	relayFlags := func() {
+		fs.IntVar(&o.batchSize, "batch-size", 0, fmt.Sprintf("relay's largest batch (default %d, the library's)", outbox.DefaultBatchSize))
+		fs.IntVar(&o.relays, "relays", 1, "relays in this process, each with its own id")
+	}
+	destFlags := func() {
+		fs.StringVar(&o.to, "to", "null://", "destination: null:// (confirms at once, in process), stdout://, http(s)://…")
+		fs.BoolVar(&o.sink, "sink", false, "start an in-process HTTP sink answering 200 and publish to it as a webhook")
+	}
+	switch o.workload {
+	case wProduce:
+		fs.StringVar(&o.clients, "clients", "1,16,64", "comma-separated client counts; each is run in turn")
+		fs.DurationVar(&o.duration, "duration", 5*time.Second, "time per client count and variant")
+	case wDrain:
+		destFlags()
+		relayFlags()
+		fs.IntVar(&o.messages, "messages", 100000, "messages to pre-fill and drain")
+		fs.IntVar(&o.sentRows, "sent-rows", 0, "already-sent rows to load first, to show the cost of a big table")
+		fs.DurationVar(&o.stall, "stall-timeout", time.Minute, "give up when nothing was delivered for this long")
+		fs.BoolVar(&o.analyze, "analyze", true, "on PostgreSQL, ANALYZE outbox_messages after the pre-fill, as autovacuum soon would (false: drain with cold statistics)")
+	case wSteady:
+		destFlags()
+		relayFlags()
+		fs.Float64Var(&o.rate, "rate", 500, "messages per second the producers aim for")
+		fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured time")
+		fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "time before the measured time, excluded from the figures")
+		fs.StringVar(&o.clients, "clients", "16", "producer goroutines taking the scheduled sends")
+	case wCeiling:
+		relayFlags()
+		fs.IntVar(&o.messages, "messages", 100000, "messages to pre-fill and settle")
+		fs.IntVar(&o.sentRows, "sent-rows", 0, "already-sent rows to load first, to show the cost of a big table")
+		fs.BoolVar(&o.analyze, "analyze", true, "on PostgreSQL, ANALYZE outbox_messages after the pre-fill, as autovacuum soon would")
+	}
+	return fs
+}
+
+func (o *options) validate(set map[string]bool) error {
+	w := o.workload
+	switch {
+	case o.dbURL == "":
+		return usagef("%s: no database: give --db URL or set OUTBOX_DATABASE_URL", w)
+	case o.payloadBytes < 2 || o.payloadBytes > outbox.DefaultMaxPayloadBytes:
+		return usagef("%s: --payload-bytes must be between 2 and %d", w, outbox.DefaultMaxPayloadBytes)
+	case o.keys < 0:
+		return usagef("%s: --keys must not be negative", w)
+	case o.batchSize < 0:
+		return usagef("%s: --batch-size must not be negative", w)
+	case (w != wProduce) && o.relays < 1:
+		return usagef("%s: --relays must be at least 1", w)
+	case (w == wDrain || w == wCeiling) && o.messages < 1:
+		return usagef("%s: --messages must be at least 1", w)
+	case o.sentRows < 0:
+		return usagef("%s: --sent-rows must not be negative", w)
+	case (w == wProduce || w == wSteady) && o.duration <= 0:
+		return usagef("%s: --duration must be positive", w)
+	case o.warmup < 0:
+		return usagef("%s: --warmup must not be negative", w)
+	case w == wDrain && o.stall <= 0:
+		return usagef("%s: --stall-timeout must be positive", w)
+	case w == wSteady && !(o.rate > 0 && o.rate <= 1e6):
+		return usagef("%s: --rate must be above 0 and at most 1000000 messages per second", w)
+	}
+	if o.sink && set["to"] && o.to != "http://" {
+		return usagef("%s: --sink publishes to its own address: leave out --to (or write --to http://)", w)
+	}
+	if w == wProduce || w == wSteady {
+		for _, s := range strings.Split(o.clients, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 || n > 1000 {
+				return usagef("%s: --clients: %q is not a number from 1 to 1000", w, s)
+			}
+			o.clientList = append(o.clientList, n)
+		}
+		if w == wSteady && len(o.clientList) != 1 {
+			return usagef("%s: --clients takes one number", w)
+		}
+	}
+	return nil
+}
+
+// flagError words the flag package's errors with the "--name" spelling.
+func flagError(err error) string {
+	s := err.Error()
+	if name, ok := strings.CutPrefix(s, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + strings.TrimPrefix(name, "-")
+	}
+	if name, ok := strings.CutPrefix(s, "flag needs an argument: -"); ok {
+		return "flag --" + strings.TrimPrefix(name, "-") + " needs a value"
+	}
+	return strings.Replace(s, " for flag -", " for flag --", 1)
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, `Usage: outbox bench WORKLOAD [flags]
+
+%s.
+
+Workloads:
+`, strings.ToUpper(Summary[:1])+Summary[1:])
+	for _, x := range workloads {
+		fmt.Fprintf(w, "  %-8s %s\n", x.name, x.summary)
+	}
+	fmt.Fprint(w, `
+The bench works in the database given by --db (or OUTBOX_DATABASE_URL): it
+migrates the schema, tags its rows with a topic prefix unique to the run and
+deletes them when it ends. It refuses to start relays while another relay is
+live on the database or while other messages are pending.
+
+Progress goes to stderr once a second; the report to stdout (to stderr when
+--to stdout:// takes stdout for the messages). Run 'outbox bench WORKLOAD
+--help' for a workload's flags.
+`)
+}
+
+func printWorkloadUsage(w io.Writer, name string, fs *flag.FlagSet) {
+	for _, x := range workloads {
+		if x.name == name {
+			fmt.Fprintf(w, "Usage: outbox bench %s [flags]\n\n%s.\n\nFlags:\n", name, strings.ToUpper(x.summary[:1])+x.summary[1:])
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		vname, usage := flag.UnquoteUsage(f)
+		switch vname {
+		case "int":
+			vname = "N"
+		case "float":
+			vname = "R"
+		case "duration":
+			vname = "DURATION"
+		case "string":
+			vname = "VALUE"
+		}
+		head := "  --" + f.Name
+		if vname != "" {
+			head += " " + vname
+		}
+		def := ""
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.Name != "batch-size" {
+			def = " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(w, "%s\n      %s%s\n", head, usage, def)
+	})
+}

@@ -1,0 +1,170 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// Produce variants.
+const (
+	vBusiness  = "business"
+	vOutbox    = "outbox"
+	vNotify    = "outbox+notify"
+	vRowNotify = "outbox+row-notify"
+)
+
+// variant is one kind of producer transaction.
+type variant struct {
+	name      string
+	enqueue   bool
+	notify    bool // the producer's coalesced wake-up, after commit
+	rowNotify bool // SELECT pg_notify in the transaction
+}
+
+type produceResult struct {
+	Runs []produceRun `json:"runs"`
+	// Skipped names variants that do not apply to the database.
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+type produceRun struct {
+	Clients  int             `json:"clients"`
+	Variants []variantResult `json:"variants"`
+	// OutboxVsBusiness is outbox tx/s over business tx/s.
+	OutboxVsBusiness float64 `json:"outbox_vs_business"`
+}
+
+type variantResult struct {
+	Variant      string  `json:"variant"`
+	Transactions int64   `json:"transactions"`
+	Seconds      float64 `json:"seconds"`
+	TxPerSecond  float64 `json:"tx_per_second"`
+	// VsBusiness is this variant's tx/s over the business-only tx/s.
+	VsBusiness float64 `json:"vs_business"`
+}
+
+func (b *bench) variants() (vs []variant, skipped []string) {
+	vs = []variant{
+		{name: vBusiness},
+		{name: vOutbox, enqueue: true},
+	}
+	if b.d == store.Postgres {
+		vs = append(vs,
+			variant{name: vNotify, enqueue: true, notify: true},
+			variant{name: vRowNotify, enqueue: true, rowNotify: true},
+		)
+	} else {
+		skipped = []string{vNotify, vRowNotify}
+	}
+	return vs, skipped
+}
+
+// produce measures producer transactions per second for every client
+// count and variant.
+func (b *bench) produce(ctx context.Context) (*produceResult, error) {
+	if err := b.checkAlone(ctx, false); err != nil {
+		return nil, err
+	}
+	if err := b.createTable(ctx); err != nil {
+		return nil, err
+	}
+	vs, skipped := b.variants()
+	res := &produceResult{Skipped: skipped}
+	topic := b.topic("produce")
+	for _, clients := range b.o.clientList {
+		run := produceRun{Clients: clients}
+		for _, v := range vs {
+			vr, err := b.produceVariant(ctx, topic, clients, v)
+			if err != nil {
+				return nil, err
+			}
+			run.Variants = append(run.Variants, vr)
+			// Start every variant from the same table sizes.
+			if err := b.emptyTable(ctx); err != nil {
+				return nil, fmt.Errorf("empty %s: %w", b.table, err)
+			}
+			if _, err := b.q.Exec(ctx, "DELETE FROM outbox_messages WHERE topic = "+b.ph(1), topic); err != nil {
+				return nil, fmt.Errorf("delete the variant's messages: %w", err)
+			}
+		}
+		base := run.Variants[0].TxPerSecond
+		for i := range run.Variants {
+			if base > 0 {
+				run.Variants[i].VsBusiness = run.Variants[i].TxPerSecond / base
+			}
+		}
+		run.OutboxVsBusiness = run.Variants[1].VsBusiness
+		res.Runs = append(res.Runs, run)
+	}
+	return res, nil
+}
+
+// produceVariant runs clients loops of v's transaction for the duration.
+func (b *bench) produceVariant(ctx context.Context, topic string, clients int, v variant) (variantResult, error) {
+	insert := b.insertSQL()
+	payload := string(b.payload)
+	var count, seq atomic.Int64
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var firstErr error
+	var errOnce sync.Once
+	start := time.Now()
+	deadline := start.Add(b.o.duration)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg := []outbox.Message{{}}
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				err := b.conn.inTx(ctx, func(tx txn) error {
+					if err := tx.exec(ctx, insert, payload); err != nil {
+						return err
+					}
+					if v.enqueue {
+						msg[0] = b.message(topic, seq.Add(1))
+						if _, err := tx.enqueue(ctx, v.notify, msg); err != nil {
+							return err
+						}
+					}
+					if v.rowNotify {
+						return tx.exec(ctx, "SELECT pg_notify('"+store.NotifyChannel+"', '')")
+					}
+					return nil
+				})
+				if err != nil {
+					if ctx.Err() == nil {
+						errOnce.Do(func() { firstErr = fmt.Errorf("produce %s, %d clients: %w", v.name, clients, err) })
+					}
+					cancel()
+					return
+				}
+				count.Add(1)
+			}
+		}()
+	}
+	var last int64
+	stop := b.every(func(el time.Duration) string {
+		n := count.Load()
+		s := fmt.Sprintf("produce: %d clients, %s: %s tx, %s tx/s", clients, v.name, commas(n), commas(n-last))
+		last = n
+		return s
+	})
+	wg.Wait()
+	stop()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return variantResult{}, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return variantResult{}, err
+	}
+	n := count.Load()
+	return variantResult{Variant: v.name, Transactions: n, Seconds: elapsed.Seconds(), TxPerSecond: float64(n) / elapsed.Seconds()}, nil
+}

@@ -1,0 +1,345 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// Headers the steady producers put on every message.
+const (
+	// headerSlot is the message's index in the schedule.
+	headerSlot = "bench-slot"
+	// headerIntended is its intended send time, Unix nanoseconds.
+	headerIntended = "bench-t"
+)
+
+// Histogram range: 1 µs to 60 s, 3 significant figures.
+const (
+	histMin  = 1
+	histMax  = int64(60 * time.Second / time.Microsecond)
+	histSigs = 3
+	// maxSlots bounds the schedule's per-message bookkeeping.
+	maxSlots = 50_000_000
+)
+
+type steadyResult struct {
+	TargetRate   float64 `json:"target_rate"`
+	AchievedRate float64 `json:"achieved_rate"`
+	// Committed counts measured messages (intended after the warm-up)
+	// whose transaction committed.
+	Committed int64 `json:"committed"`
+	// Count is how many of them were confirmed: the latency samples.
+	Count int64 `json:"count"`
+	// Unconfirmed were committed but not confirmed when the bench gave up
+	// waiting.
+	Unconfirmed int64 `json:"unconfirmed"`
+	// LateSends started more than 1 ms after their intended time: the
+	// producers could not keep the schedule.
+	LateSends int64 `json:"late_sends"`
+	// BacklogAtEnd is the run's pending rows when the producers stopped.
+	BacklogAtEnd int64 `json:"backlog_at_end"`
+	// Latency is confirm time minus intended send time.
+	Latency latencySummary `json:"latency_ms"`
+	// CommitToConfirm is confirm time minus the producer's commit return.
+	CommitToConfirm latencySummary `json:"commit_to_confirm_ms"`
+	Batches         batchStats     `json:"batches"`
+	CPUSeconds      float64        `json:"cpu_seconds"`
+	PeakRSSBytes    int64          `json:"peak_rss_bytes"`
+}
+
+// latencySummary is a histogram in milliseconds.
+type latencySummary struct {
+	Count int64   `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p99_9"`
+	Max   float64 `json:"max"`
+	// Clamped counts samples above the histogram's 60 s range.
+	Clamped int64 `json:"clamped,omitempty"`
+}
+
+// hist is a mutex-guarded HDR histogram of microseconds.
+type hist struct {
+	mu      sync.Mutex
+	h       *hdrhistogram.Histogram
+	clamped int64
+}
+
+func newHist() *hist { return &hist{h: hdrhistogram.New(histMin, histMax, histSigs)} }
+
+func (h *hist) record(d time.Duration) {
+	us := max(d.Microseconds(), histMin)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if us > histMax {
+		us = histMax
+		h.clamped++
+	}
+	_ = h.h.RecordValue(us)
+}
+
+func (h *hist) summary() latencySummary {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	return latencySummary{
+		Count:   h.h.TotalCount(),
+		Mean:    h.h.Mean() / 1000,
+		P50:     ms(h.h.ValueAtQuantile(50)),
+		P90:     ms(h.h.ValueAtQuantile(90)),
+		P99:     ms(h.h.ValueAtQuantile(99)),
+		P999:    ms(h.h.ValueAtQuantile(99.9)),
+		Max:     ms(h.h.Max()),
+		Clamped: h.clamped,
+	}
+}
+
+// recorder wraps the destination: for every message it confirms it
+// records the latency from the intended send time, and from the commit.
+type recorder struct {
+	inner     outbox.Publisher
+	firstSlot int64 // first measured slot; earlier ones are warm-up
+
+	// Per slot: commit time and confirm time (Unix ns, 0 = not yet), and
+	// whether commit→confirm was recorded (by whichever side came second).
+	commit  []atomic.Int64
+	confirm []atomic.Int64
+	c2cDone []atomic.Bool
+
+	confirmed atomic.Int64 // measured slots confirmed
+	lat, c2c  *hist
+}
+
+func newRecorder(inner outbox.Publisher, slots, firstSlot int64) *recorder {
+	return &recorder{
+		inner:     inner,
+		firstSlot: firstSlot,
+		commit:    make([]atomic.Int64, slots),
+		confirm:   make([]atomic.Int64, slots),
+		c2cDone:   make([]atomic.Bool, slots),
+		lat:       newHist(),
+		c2c:       newHist(),
+	}
+}
+
+// Publish forwards to the destination and records what it confirmed.
+func (r *recorder) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+	errs := r.inner.Publish(ctx, batch)
+	now := time.Now().UnixNano()
+	for i, env := range batch {
+		if i >= len(errs) || errs[i] != nil {
+			continue
+		}
+		slot, err := strconv.ParseInt(env.Headers[headerSlot], 10, 64)
+		if err != nil || slot < 0 || slot >= int64(len(r.confirm)) {
+			continue
+		}
+		if !r.confirm[slot].CompareAndSwap(0, now) {
+			continue // delivered again: count the first confirm only
+		}
+		if slot < r.firstSlot {
+			continue
+		}
+		r.confirmed.Add(1)
+		if t, err := strconv.ParseInt(env.Headers[headerIntended], 10, 64); err == nil {
+			r.lat.record(time.Duration(now - t))
+		}
+		if c := r.commit[slot].Load(); c != 0 && r.c2cDone[slot].CompareAndSwap(false, true) {
+			r.c2c.record(time.Duration(now - c))
+		}
+	}
+	return errs
+}
+
+// Close closes nothing: the destination is closed by the bench.
+func (r *recorder) Close() error { return nil }
+
+// committed records slot's commit time, once its transaction committed.
+func (r *recorder) committed(slot int64, at time.Time) {
+	c := at.UnixNano()
+	r.commit[slot].Store(c)
+	if slot < r.firstSlot {
+		return
+	}
+	if cf := r.confirm[slot].Load(); cf != 0 && r.c2cDone[slot].CompareAndSwap(false, true) {
+		r.c2c.record(time.Duration(cf - c))
+	}
+}
+
+// steady runs open-loop producers at the target rate with the relays
+// running, and measures latency from each message's intended send time.
+func (b *bench) steady(ctx context.Context) (*steadyResult, error) {
+	if err := b.checkAlone(ctx, true); err != nil {
+		return nil, err
+	}
+	if err := b.createTable(ctx); err != nil {
+		return nil, err
+	}
+	o := b.o
+	interval := float64(time.Second) / o.rate
+	slots := int64(o.rate * (o.warmup + o.duration).Seconds())
+	firstSlot := int64(o.rate * o.warmup.Seconds())
+	if slots-firstSlot < 1 {
+		return nil, usagef("%s: --rate × --duration schedules no message", o.workload)
+	}
+	if slots > maxSlots {
+		return nil, usagef("%s: --rate × (--warmup + --duration) schedules more than %s messages", o.workload, commas(maxSlots))
+	}
+	rec := newRecorder(b.dest.pub, slots, firstSlot)
+	var stats batchCollector
+	cpu0 := cpuTime()
+	rs, err := b.startRelays(ctx, rec, stats.add)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rs.stop() }()
+
+	topic := b.topic("steady")
+	insert := b.insertSQL()
+	payload := string(b.payload)
+	start := time.Now().Add(50 * time.Millisecond) // let the relays take their partitions
+	measureFrom := start.Add(o.warmup)
+	var next, committed, measured, late atomic.Int64
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	for range o.clientList[0] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			timer := time.NewTimer(time.Hour)
+			defer timer.Stop()
+			for pctx.Err() == nil {
+				slot := next.Add(1) - 1
+				if slot >= slots {
+					return
+				}
+				intended := start.Add(time.Duration(float64(slot) * interval))
+				if d := time.Until(intended); d > 0 {
+					timer.Reset(d)
+					select {
+					case <-pctx.Done():
+						return
+					case <-timer.C:
+					}
+				} else if d < -time.Millisecond {
+					late.Add(1)
+				}
+				msg := b.message(topic, slot)
+				msg.Headers = map[string]string{
+					headerSlot:     strconv.FormatInt(slot, 10),
+					headerIntended: strconv.FormatInt(intended.UnixNano(), 10),
+				}
+				err := b.conn.inTx(pctx, func(tx txn) error {
+					if err := tx.exec(pctx, insert, payload); err != nil {
+						return err
+					}
+					_, err := tx.enqueue(pctx, true, []outbox.Message{msg})
+					return err
+				})
+				if err != nil {
+					if pctx.Err() == nil {
+						errOnce.Do(func() { firstErr = fmt.Errorf("steady: producer: %w", err) })
+					}
+					cancel()
+					return
+				}
+				rec.committed(slot, time.Now())
+				committed.Add(1)
+				if slot >= firstSlot {
+					measured.Add(1)
+				}
+			}
+		}()
+	}
+
+	producersDone := make(chan struct{})
+	go func() { wg.Wait(); close(producersDone) }()
+	var lastC, lastD int64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	progress := func(phase string) {
+		c, d := committed.Load(), rec.confirmed.Load()
+		fmt.Fprintf(b.stderr, "steady: %s: %s committed (%s/s), %s measured confirmed (%s/s)\n",
+			phase, commas(c), commas(c-lastC), commas(d), commas(d-lastD))
+		lastC, lastD = c, d
+	}
+wait:
+	for {
+		select {
+		case <-producersDone:
+			break wait
+		case err := <-rs.failed:
+			cancel()
+			<-producersDone
+			return nil, err
+		case now := <-tick.C:
+			phase := "warm-up"
+			if now.After(measureFrom) {
+				phase = "measuring"
+			}
+			progress(phase)
+		}
+	}
+	end := time.Now()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res := &steadyResult{TargetRate: o.rate, Committed: measured.Load(), LateSends: late.Load()}
+	res.AchievedRate = float64(res.Committed) / end.Sub(measureFrom).Seconds()
+	res.BacklogAtEnd, err = b.countStatus(ctx, topic, store.StatusPending)
+	if err != nil {
+		return nil, err
+	}
+
+	// Let the relays confirm what was committed, so slow messages count.
+	giveUp := time.NewTimer(max(10*time.Second, o.duration))
+	defer giveUp.Stop()
+	for rec.confirmed.Load() < res.Committed {
+		select {
+		case <-giveUp.C:
+			fmt.Fprintf(b.stderr, "steady: gave up waiting for %s unconfirmed messages\n", commas(res.Committed-rec.confirmed.Load()))
+		case err := <-rs.failed:
+			return nil, err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+			progress("draining")
+			continue
+		case <-time.After(10 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if err := rs.stop(); err != nil {
+		return nil, err
+	}
+	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	res.PeakRSSBytes = peakRSS()
+	res.Latency = rec.lat.summary()
+	res.CommitToConfirm = rec.c2c.summary()
+	res.Count = res.Latency.Count
+	res.Unconfirmed = max(res.Committed-rec.confirmed.Load(), 0)
+	res.Batches = stats.snapshot()
+	if res.Count == 0 {
+		return res, errors.New("steady: no message was confirmed")
+	}
+	return res, nil
+}
