@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -60,12 +61,18 @@ func childRelay(url, sink string) int {
 		return nil
 	})
 	batch, _ := strconv.Atoi(os.Getenv("OUTBOX_TEST_CHILD_BATCH"))
+	ttl, _ := time.ParseDuration(os.Getenv("OUTBOX_TEST_CHILD_TTL"))
+	logger := quietLogger()
+	if os.Getenv("OUTBOX_TEST_LOG") == "" {
+		// Warnings (a lost partition, a fenced settle) explain duplicates.
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	cfg := &outbox.RelayConfig{
 		Routes:          []outbox.Route{{Pattern: "*", Publisher: pub}},
 		ID:              os.Getenv("OUTBOX_TEST_CHILD_ID"),
-		Logger:          quietLogger(),
+		Logger:          logger,
 		BatchSize:       batch,
-		LeaseTTL:        time.Second,
+		LeaseTTL:        ttl,
 		MaxPollInterval: 50 * time.Millisecond,
 		Retry:           outbox.RetryPolicy{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond},
 	}

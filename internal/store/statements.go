@@ -154,16 +154,20 @@ SELECT coalesce(json_extract(value, '$[0]'), lower(hex(randomblob(4)) || '-' || 
        coalesce(strftime('%Y-%m-%d %H:%M:%f', json_extract(value, '$[7]') / 1000000.0, 'unixepoch'),
                 strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (json_extract(value, '$[6]') / 1000000.0) || ' seconds'))
 FROM json_each(?) ORDER BY key`
-		s.settle = `UPDATE outbox_messages SET
+		// The outcomes are materialised first so the update walks them and
+		// looks each row up by id, instead of scanning pending rows.
+		s.settle = `WITH u AS MATERIALIZED (
+    SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS status, json_extract(value, '$[2]') AS delay_us,
+           json_extract(value, '$[3]') AS err, json_extract(value, '$[4]') AS inc, json_extract(value, '$[5]') AS unknown
+    FROM json_each(?))
+UPDATE outbox_messages SET
     attempts = attempts + u.inc,
     available_at = CASE WHEN u.status = 'pending' THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (u.delay_us / 1000000.0) || ' seconds') ELSE available_at END,
     sent_at = CASE WHEN u.status = 'sent' THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE sent_at END,
     last_error = CASE WHEN u.status = 'sent' THEN last_error ELSE u.err END,
     unknown_outcome = u.unknown,
     status = u.status
-FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS status, json_extract(value, '$[2]') AS delay_us,
-             json_extract(value, '$[3]') AS err, json_extract(value, '$[4]') AS inc, json_extract(value, '$[5]') AS unknown
-      FROM json_each(?)) AS u
+FROM u
 WHERE outbox_messages.id = u.id AND outbox_messages.status = 'pending'
   AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = outbox_messages.partition_no
               AND l.owner = ? AND l.expires_at > strftime('%Y-%m-%d %H:%M:%f', 'now'))`
@@ -171,11 +175,23 @@ WHERE outbox_messages.id = u.id AND outbox_messages.status = 'pending'
 ON CONFLICT (relay_id) DO UPDATE SET seen_at = excluded.seen_at`
 	}
 
+	// Index hints keep the plans shaped for a big backlog on databases
+	// whose planners have no statistics to go by: walk pending rows in id
+	// order, and probe a key's waiting rows by key.
+	pendingHint, waitingHint := "", ""
+	switch d {
+	case MySQL:
+		pendingHint = " FORCE INDEX (outbox_messages_pending_idx)"
+		waitingHint = " FORCE INDEX (outbox_messages_waiting_idx)"
+	case SQLite:
+		pendingHint = " INDEXED BY outbox_messages_pending_idx"
+		waitingHint = " INDEXED BY outbox_messages_waiting_idx"
+	}
 	s.read = `SELECT ` + cols + `
-FROM outbox_messages AS m
+FROM outbox_messages AS m` + pendingHint + `
 WHERE m.status = 'pending' AND m.available_at <= ` + now + ` AND ` + d.inInts("m.partition_no", 1) + `
   AND (m.business_key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM outbox_messages AS b
+      SELECT 1 FROM outbox_messages AS b` + waitingHint + `
       WHERE b.business_key = m.business_key AND ` + waitingCond + `
         AND b.id < m.id AND b.available_at > ` + now + `))
 ORDER BY m.id
