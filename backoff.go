@@ -66,6 +66,9 @@ func (p RetryPolicy) Ceiling(attempt int) time.Duration {
 	}
 	d := p.Base
 	for i := 1; i < attempt && d < p.Cap; i++ {
+		if d > p.Cap/2 {
+			return p.Cap // doubling would pass the cap (or overflow)
+		}
 		d *= 2
 	}
 	return min(d, p.Cap)
