@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -183,6 +184,33 @@ func TestWorkloadsPostgres(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t, store.Postgres)
 	workloadsAgainst(t, db.URL, store.Postgres)
+}
+
+// TestInterrupted: a run cancelled mid-way (SIGINT) still leaves nothing
+// behind, including transactions that were in flight when it stopped.
+func TestInterrupted(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.Postgres)
+	for _, args := range [][]string{
+		{"drain", "--messages", "500000"},
+		{"steady", "--duration", "1m", "--rate", "300"},
+		{"produce", "--clients", "32", "--duration", "1m"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		var stdout, stderr bytes.Buffer
+		code := Main(ctx, append(args, "--db", db.URL), &stdout, &stderr)
+		cancel()
+		if code != exitFailure || !strings.Contains(stderr.String(), "outbox: bench: interrupted") {
+			t.Errorf("%s: exit %d, stderr %q", args[0], code, stderr.String())
+		}
+		assertClean(t, db.URL)
+		if n := db.Count(t, "SELECT count(*) FROM outbox_relays"); n != 0 {
+			t.Errorf("%s: %d relays still registered", args[0], n)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM outbox_leases WHERE owner IS NOT NULL"); n != 0 {
+			t.Errorf("%s: %d partitions still leased", args[0], n)
+		}
+	}
 }
 
 func TestWorkloadsMySQL(t *testing.T) {

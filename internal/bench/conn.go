@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,8 +18,10 @@ import (
 // transactions on PostgreSQL, *sql.Tx elsewhere.
 type conn interface {
 	// inTx runs fn in a transaction and commits it; it returns once the
-	// commit has returned.
-	inTx(ctx context.Context, fn func(tx txn) error) error
+	// commit has returned. A transaction, once begun, runs to its end even
+	// when ctx is cancelled (see detach): fn gets the transaction's own
+	// context, and callers check ctx between transactions.
+	inTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error
 	migrate(ctx context.Context) error
 	newRelay(cfg *outbox.RelayConfig) (*outbox.Relay, error)
 }
@@ -29,6 +32,19 @@ type txn interface {
 	// enqueue writes msgs with the producer that signals other processes
 	// (notify) or the one that does not.
 	enqueue(ctx context.Context, notify bool, msgs []outbox.Message) ([]string, error)
+}
+
+// writeTimeout bounds a write that no longer follows its caller's
+// cancellation.
+const writeTimeout = time.Minute
+
+// detach returns a context for a write that must not be cut short by an
+// interrupt. A cancelled transaction or statement can still commit on the
+// server after the client gave up on it, and rows it inserted would then
+// land after the run's cleanup deleted the run's rows; so writes run to
+// their end and the cleanup comes after them.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
 // producers are the two producers every conn holds.
@@ -71,8 +87,10 @@ func newPGConn(pool *pgxpool.Pool, drv *outboxpgx.Driver) (*pgConn, error) {
 	return &pgConn{pool: pool, drv: drv, p: p}, nil
 }
 
-func (c *pgConn) inTx(ctx context.Context, fn func(tx txn) error) error {
-	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return fn(pgTx{c, tx}) })
+func (c *pgConn) inTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error {
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return fn(ctx, pgTx{c, tx}) })
 }
 
 func (c *pgConn) migrate(ctx context.Context) error {
@@ -113,12 +131,14 @@ func newSQLConn(db *sql.DB, drv *outboxsql.Driver) (*sqlConn, error) {
 	return &sqlConn{db: db, drv: drv, p: p}, nil
 }
 
-func (c *sqlConn) inTx(ctx context.Context, fn func(tx txn) error) error {
+func (c *sqlConn) inTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error {
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(sqlTx{c, tx}); err != nil {
+	if err := fn(ctx, sqlTx{c, tx}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -116,7 +116,7 @@ func (b *bench) prefill(ctx context.Context, label, topic string, n int) error {
 				for i := lo; i < hi; i++ {
 					msgs = append(msgs, b.message(topic, i))
 				}
-				err := b.conn.inTx(ctx, func(tx txn) error {
+				err := b.conn.inTx(ctx, func(ctx context.Context, tx txn) error {
 					_, err := tx.enqueue(ctx, false, msgs)
 					return err
 				})
@@ -153,7 +153,7 @@ func (b *bench) loadSent(ctx context.Context, topic string, n int) error {
 		if b.d == store.SQLite {
 			now = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 		}
-		_, err := b.q.Exec(ctx, "UPDATE outbox_messages SET status = 'sent', attempts = 1, sent_at = "+now+
+		_, err := b.write(ctx, "UPDATE outbox_messages SET status = 'sent', attempts = 1, sent_at = "+now+
 			" WHERE topic = ? AND status = 'pending'", topic)
 		return err
 	}
@@ -170,9 +170,12 @@ SELECT $1, ` + key + `, $2, 'sent', 1, now() FROM generate_series($3::bigint, $3
 	})
 	defer stop()
 	for lo := 0; lo < n; lo += sentRowsChunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		size := min(sentRowsChunk, n-lo)
 		args := []any{topic, string(b.payload), int64(lo), int64(max(b.o.keys, 1)), int64(size)}
-		if _, err := b.q.Exec(ctx, q, args...); err != nil {
+		if _, err := b.write(ctx, q, args...); err != nil {
 			return fmt.Errorf("sent rows: %w", err)
 		}
 		done.Add(int64(size))

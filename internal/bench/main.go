@@ -88,6 +88,11 @@ func usagef(format string, args ...any) error {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// After the first signal the run cleans up; a second one kills.
+		<-ctx.Done()
+		stop()
+	}()
 	var secrets []string
 	err := run(ctx, args, stdout, stderr, os.Getenv, &secrets)
 	switch {
@@ -206,9 +211,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	cleanErr := b.close()
 	if runErr != nil {
 		if ctx.Err() != nil {
+			if cleanErr != nil {
+				return fmt.Errorf("interrupted; %w", cleanErr)
+			}
 			return errors.New("interrupted; the run's rows were removed")
 		}
-		return runErr
+		return errors.Join(runErr, cleanErr)
 	}
 	if cleanErr != nil {
 		return cleanErr

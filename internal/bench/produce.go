@@ -89,7 +89,7 @@ func (b *bench) produce(ctx context.Context) (*produceResult, error) {
 			if err := b.emptyTable(ctx); err != nil {
 				return nil, fmt.Errorf("empty %s: %w", b.table, err)
 			}
-			if _, err := b.q.Exec(ctx, "DELETE FROM outbox_messages WHERE topic = "+b.ph(1), topic); err != nil {
+			if _, err := b.write(ctx, "DELETE FROM outbox_messages WHERE topic = "+b.ph(1), topic); err != nil {
 				return nil, fmt.Errorf("delete the variant's messages: %w", err)
 			}
 		}
@@ -123,7 +123,7 @@ func (b *bench) produceVariant(ctx context.Context, topic string, clients int, v
 			defer wg.Done()
 			msg := []outbox.Message{{}}
 			for ctx.Err() == nil && time.Now().Before(deadline) {
-				err := b.conn.inTx(ctx, func(tx txn) error {
+				err := b.conn.inTx(ctx, func(ctx context.Context, tx txn) error {
 					if err := tx.exec(ctx, insert, payload); err != nil {
 						return err
 					}

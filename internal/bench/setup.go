@@ -227,6 +227,13 @@ func (b *bench) close() error {
 	return errors.Join(errs...)
 }
 
+// write runs a statement that must run to its end (see detach).
+func (b *bench) write(ctx context.Context, q string, args ...any) (int64, error) {
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	return b.q.Exec(ctx, q, args...)
+}
+
 // ph is the n-th placeholder of the dialect.
 func (b *bench) ph(n int) string {
 	if b.d == store.Postgres {
@@ -268,7 +275,7 @@ func (b *bench) createTable(ctx context.Context) error {
 	default:
 		ddl = "CREATE TABLE " + name + " (id INTEGER PRIMARY KEY AUTOINCREMENT, payload TEXT NOT NULL)"
 	}
-	if _, err := b.q.Exec(ctx, ddl); err != nil {
+	if _, err := b.write(ctx, ddl); err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}
 	b.table = name
@@ -286,7 +293,7 @@ func (b *bench) emptyTable(ctx context.Context) error {
 	if b.d == store.SQLite {
 		q = "DELETE FROM " + b.table
 	}
-	_, err := b.q.Exec(ctx, q)
+	_, err := b.write(ctx, q)
 	return err
 }
 

@@ -244,11 +244,11 @@ func (b *bench) steady(ctx context.Context) (*steadyResult, error) {
 					headerSlot:     strconv.FormatInt(slot, 10),
 					headerIntended: strconv.FormatInt(intended.UnixNano(), 10),
 				}
-				err := b.conn.inTx(pctx, func(tx txn) error {
-					if err := tx.exec(pctx, insert, payload); err != nil {
+				err := b.conn.inTx(pctx, func(ctx context.Context, tx txn) error {
+					if err := tx.exec(ctx, insert, payload); err != nil {
 						return err
 					}
-					_, err := tx.enqueue(pctx, true, []outbox.Message{msg})
+					_, err := tx.enqueue(ctx, true, []outbox.Message{msg})
 					return err
 				})
 				if err != nil {
