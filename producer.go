@@ -14,8 +14,8 @@ import (
 const (
 	// DefaultMaxPayloadBytes is the largest payload Enqueue accepts.
 	DefaultMaxPayloadBytes = 1 << 20
-	// DefaultNotifyInterval is the shortest gap between two wake-up
-	// signals a producer sends to relays in other processes.
+	// DefaultNotifyInterval is how long after an Enqueue a producer
+	// signals relays, coalescing the Enqueues of that window.
 	DefaultNotifyInterval = 5 * time.Millisecond
 )
 
@@ -24,11 +24,12 @@ type Config struct {
 	// MaxPayloadBytes is the largest payload Enqueue accepts. Defaults to
 	// DefaultMaxPayloadBytes (1 MiB).
 	MaxPayloadBytes int
-	// NotifyInterval is the shortest gap between two wake-up signals sent
-	// to relays in other processes (PostgreSQL NOTIFY, sent outside the
-	// caller's transaction so commits never queue behind it). Relays poll
-	// as well, so a lost signal only costs latency. Defaults to
-	// DefaultNotifyInterval (5 ms).
+	// NotifyInterval is how long after an Enqueue relays are signalled,
+	// and so the shortest gap between two signals: every Enqueue within the
+	// window shares one. Relays in this process are woken directly, others
+	// by PostgreSQL NOTIFY sent outside the caller's transaction, so commits
+	// never queue behind it. Relays poll as well, so a lost or early signal
+	// only costs latency. Defaults to DefaultNotifyInterval (5 ms).
 	NotifyInterval time.Duration
 	// DisableNotify stops the producer from signalling relays in other
 	// processes; they find new messages by polling.
@@ -53,7 +54,6 @@ type Producer[TTx any] struct {
 
 	notifyMu      sync.Mutex
 	notifyPending bool
-	lastNotify    time.Time
 }
 
 // NewProducer returns a Producer writing through driver. cfg may be nil.
@@ -119,31 +119,28 @@ func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message)
 	return ids, nil
 }
 
-// signal wakes relays: at once in this process, and through the database
-// at most once per NotifyInterval (trailing), outside the caller's
-// transaction.
+// signal wakes relays NotifyInterval after Enqueue returns — in this
+// process directly, elsewhere through the database when it can (PostgreSQL
+// NOTIFY, on the producer's own connection, outside the caller's
+// transaction) — coalescing every Enqueue of that window into one signal.
+// The delay gives the caller's transaction time to commit; a relay woken
+// too early finds the message on its next poll, milliseconds later.
 func (p *Producer[TTx]) signal() {
-	p.backend.Local.Wake()
-	if p.backend.Notify == nil || p.cfg.DisableNotify {
-		return
-	}
 	p.notifyMu.Lock()
 	defer p.notifyMu.Unlock()
 	if p.notifyPending {
 		return
 	}
 	p.notifyPending = true
-	wait := p.cfg.NotifyInterval - time.Since(p.lastNotify)
-	// Give the caller's transaction a moment to commit before relays look.
-	wait = max(wait, time.Millisecond)
-	time.AfterFunc(wait, func() {
+	time.AfterFunc(p.cfg.NotifyInterval, func() {
 		p.notifyMu.Lock()
 		p.notifyPending = false
-		p.lastNotify = time.Now()
 		p.notifyMu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = p.backend.Notify(ctx)
 		p.backend.Local.Wake()
+		if p.backend.Notify != nil && !p.cfg.DisableNotify {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = p.backend.Notify(ctx)
+		}
 	})
 }

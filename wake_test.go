@@ -1,0 +1,90 @@
+package outbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/driver/outboxpgx"
+	"github.com/txoutbox/outbox/driver/outboxsql"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+// idleRelay starts a relay that, once idle, would not poll again for a
+// minute: a delivery within seconds proves it was woken. Producers in
+// these tests signal 300 ms after Enqueue, well after their commit.
+func idleRelay(t *testing.T, newRelay func(*outbox.RelayConfig) (*outbox.Relay, error)) *sink {
+	t.Helper()
+	s := newSink()
+	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)})
+	cfg.MinPollInterval = time.Minute
+	cfg.MaxPollInterval = time.Minute
+	r, err := newRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, r)
+	time.Sleep(300 * time.Millisecond) // past its first, empty read
+	return s
+}
+
+func TestListenNotifyWakesRelayInAnotherProcess(t *testing.T) {
+	for _, viaSQL := range []bool{false, true} {
+		name := map[bool]string{false: "pgx", true: "database-sql"}[viaSQL]
+		t.Run(name, func(t *testing.T) {
+			db := testdb.New(t, store.Postgres)
+			var s *sink
+			if viaSQL {
+				drv, err := outboxsql.New(stdlib.OpenDBFromPool(db.Pool), outboxsql.Postgres)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s = idleRelay(t, func(c *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(drv, c) })
+			} else {
+				s = idleRelay(t, func(c *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(outboxpgx.New(db.Pool), c) })
+			}
+			// A producer with its own driver: nothing shared in memory with
+			// the relay, as if it ran in another process.
+			p, err := outbox.NewProducer(outboxpgx.New(db.Pool), &outbox.Config{NotifyInterval: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			tx, err := db.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Enqueue(ctx, tx, outbox.Message{Topic: "wake.up", Payload: []byte(`1`)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 20*time.Second, "delivery woken by NOTIFY", func() bool { return s.distinct() == 1 })
+		})
+	}
+}
+
+func TestInProcessWake(t *testing.T) {
+	db := testdb.New(t, store.SQLite) // polling only, plus in-process wake-ups
+	s := idleRelay(t, func(c *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(db.Std, c) })
+	p, err := outbox.NewProducer(db.Std, &outbox.Config{NotifyInterval: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.SQL.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.EnqueueMany(context.Background(), tx, msgs(3, "wake.up", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "delivery woken in-process", func() bool { return s.distinct() == 3 })
+}
