@@ -1,0 +1,58 @@
+package outboxwebhook_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox/publisher/outboxwebhook"
+	"github.com/txoutbox/outbox/publisher/publishertest"
+)
+
+func TestConformance(t *testing.T) {
+	publishertest.Run(t, func(t *testing.T) *publishertest.Target {
+		var mu sync.Mutex
+		var got []publishertest.Received
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			h := map[string]string{}
+			for k := range r.Header {
+				h[strings.ToLower(k)] = r.Header.Get(k)
+			}
+			mu.Lock()
+			got = append(got, publishertest.Received{ID: h["webhook-id"], Key: h["outbox-business-key"], Topic: h["outbox-topic"], Payload: body, Headers: h})
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(srv.Close)
+		p, err := outboxwebhook.New(srv.URL, &outboxwebhook.Config{Secret: "conformance"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		return &publishertest.Target{
+			Publisher:      p,
+			NewDestination: func(*testing.T) string { return "orders" },
+			Receive: func(t *testing.T, _ string, n int) []publishertest.Received {
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					mu.Lock()
+					out := append([]publishertest.Received(nil), got...)
+					mu.Unlock()
+					if len(out) >= n {
+						return out
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("received %d of %d", len(out), n)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			},
+			Features: publishertest.Features{Keys: true, ArbitraryHeaders: true},
+		}
+	})
+}
