@@ -7,7 +7,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 services: ## start the local services the tests need, if they are not running
-	@scripts/services.sh postgres mariadb
+	@scripts/services.sh
 
 test: services ## run every test against the real local services, with the race detector
 	CI=$${CI:-true} $(GO) test -race -count=1 -timeout 30m $(PKGS)

@@ -1,13 +1,14 @@
 // Package outboxurl opens a destination publisher from a URL, the form the
 // outbox command line and configuration file use (--to, --route).
 //
-// Supported now: stdout:// (one JSON line per message, see outboxstdout)
-// and http:// or https:// (signed webhooks, see outboxwebhook). The broker
-// schemes of the contract (kafka, amqp, nats, redis, mqtt) are recognised
-// and refused with an error saying so until their adapters exist.
+// Schemes: stdout:// (one JSON line per message, see outboxstdout), http://
+// and https:// (signed webhooks, see outboxwebhook), and the brokers, each
+// in its own file of this package. A broker scheme of the contract whose
+// adapter is missing is refused with an error saying so.
 package outboxurl
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/url"
@@ -33,12 +34,31 @@ type Options struct {
 	Timeout time.Duration
 	// Stdout receives stdout:// output. Defaults to os.Stdout.
 	Stdout io.Writer
+	// TLS, when set, is the TLS configuration for broker connections; it
+	// wins over the URL's TLS parameters (see TLSConfig).
+	TLS *tls.Config
 }
 
 // Supported lists the schemes Open accepts.
 var Supported = []string{"stdout", "http", "https"}
 
-// planned are the contract's schemes whose adapters do not exist yet.
+// opener builds a broker publisher from its parsed URL; rawURL is for
+// messages (always through Redact).
+type opener func(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error)
+
+// brokers holds the broker schemes; each broker's file registers its own
+// in an init function with register.
+var brokers = map[string]opener{}
+
+func register(open opener, schemes ...string) {
+	for _, s := range schemes {
+		brokers[s] = open
+		Supported = append(Supported, s)
+	}
+}
+
+// planned are the contract's schemes; those without an adapter are refused
+// with a clear error.
 var planned = map[string]bool{"kafka": true, "amqp": true, "amqps": true, "nats": true, "redis": true, "rediss": true, "mqtt": true, "mqtts": true}
 
 // Open returns the publisher for a destination URL. Errors are one line,
@@ -79,6 +99,8 @@ func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
 			return nil, err // not a typed nil in the interface
 		}
 		return p, nil
+	case brokers[s] != nil:
+		return brokers[s](rawURL, u, opts)
 	case planned[s]:
 		return nil, fmt.Errorf("destination %s: scheme %q is not supported yet (supported: %s)", Redact(rawURL), s, list())
 	default:

@@ -1,0 +1,163 @@
+// Package faultproxy is a TCP proxy for tests that puts faults between a
+// client and a real server: cut every connection and refuse new ones,
+// blackhole (accept and drop everything), delay, and restore.
+package faultproxy
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// Mode is what the proxy does with traffic.
+type Mode int
+
+// Modes.
+const (
+	// Pass forwards traffic.
+	Pass Mode = iota
+	// Refuse closes every connection and closes new ones at once.
+	Refuse
+	// Blackhole keeps connections open but forwards nothing, either way.
+	Blackhole
+)
+
+// Proxy forwards a local port to a target address.
+type Proxy struct {
+	target string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	mode  Mode
+	delay time.Duration
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// New starts a proxy on a free loopback port in front of target.
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetMode switches the proxy's behaviour. Refuse also closes every open
+// connection.
+func (p *Proxy) SetMode(m Mode) {
+	p.mu.Lock()
+	p.mode = m
+	var kill []net.Conn
+	if m == Refuse {
+		for c := range p.conns {
+			kill = append(kill, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range kill {
+		_ = c.Close()
+	}
+}
+
+// SetDelay delays every forwarded chunk by d.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+// Close stops the proxy and closes every connection.
+func (p *Proxy) Close() error {
+	err := p.ln.Close()
+	p.SetMode(Refuse)
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) state() (Mode, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode, p.delay
+}
+
+func (p *Proxy) track(c net.Conn, add bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if add {
+		p.conns[c] = struct{}{}
+	} else {
+		delete(p.conns, c)
+	}
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if m, _ := p.state(); m == Refuse {
+			_ = c.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		_ = client.Close()
+		return
+	}
+	p.track(client, true)
+	p.track(server, true)
+	done := make(chan struct{}, 2)
+	go p.pipe(server, client, done)
+	go p.pipe(client, server, done)
+	<-done
+	_ = client.Close()
+	_ = server.Close()
+	<-done
+	p.track(client, false)
+	p.track(server, false)
+}
+
+func (p *Proxy) pipe(dst, src net.Conn, done chan<- struct{}) {
+	defer func() { done <- struct{}{} }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			for {
+				m, d := p.state()
+				if m == Refuse {
+					return
+				}
+				if m == Pass {
+					if d > 0 {
+						time.Sleep(d)
+					}
+					break
+				}
+				time.Sleep(10 * time.Millisecond) // blackholed: hold the bytes
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
