@@ -1,0 +1,84 @@
+package dburl_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/txoutbox/outbox/internal/dburl"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		url     string
+		dialect store.Dialect
+		dsn     string // substring of the driver DSN
+	}{
+		{"postgres://app@db:5432/app", store.Postgres, "postgres://app@db:5432/app"},
+		{"postgresql://app:pw@db/app?sslmode=disable", store.Postgres, "sslmode=disable"},
+		{"mysql://u:p@db:3307/shop", store.MySQL, "u:p@tcp(db:3307)/shop"},
+		{"mariadb://u@db/shop", store.MySQL, "tcp(db:3306)/shop"},
+		{"mysql://u@db/shop?tls=true", store.MySQL, "tls=true"},
+		{"sqlite:///var/lib/app.db", store.SQLite, "file:/var/lib/app.db?"},
+		{"sqlite://relative.db", store.SQLite, "file:relative.db?"},
+	}
+	for _, c := range cases {
+		d, dsn, err := dburl.Parse(c.url)
+		if err != nil {
+			t.Errorf("%s: %v", c.url, err)
+			continue
+		}
+		if d != c.dialect || !strings.Contains(dsn, c.dsn) {
+			t.Errorf("%s: got %s %q, want %s containing %q", c.url, d, dsn, c.dialect, c.dsn)
+		}
+	}
+	if _, dsn, _ := dburl.Parse("mysql://u@db/shop"); !strings.Contains(dsn, "parseTime=true") {
+		t.Errorf("MySQL DSN %q lacks parseTime=true", dsn)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for _, raw := range []string{"", "db:5432", "oracle://x/y", "mysql://u:secret@db", "sqlite://", "sqlite:///", "postgres://u:secret@db:notaport/x"} {
+		_, _, err := dburl.Parse(raw)
+		if !errors.Is(err, dburl.ErrBadURL) {
+			t.Errorf("%q: got %v, want ErrBadURL", raw, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%q: error leaks the password: %v", raw, err)
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: error is not one line", raw)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for raw, want := range map[string]string{
+		"postgres://app:s3cret@db:5432/app": "postgres://app:xxxxx@db:5432/app",
+		"mysql://root@127.0.0.1:3306/test":  "mysql://root@127.0.0.1:3306/test",
+		"sqlite:///tmp/x.db":                "sqlite:///tmp/x.db",
+	} {
+		if got := dburl.Redact(raw); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func FuzzRedactHidesPassword(f *testing.F) {
+	f.Add("postgres://u:pw@h/db", "pw")
+	f.Add("mysql://u:p%40ss@h:3306/db", "p@ss")
+	f.Fuzz(func(t *testing.T, raw, pw string) {
+		if len(pw) < 4 || strings.ContainsAny(pw, "/@:?#%[] ") {
+			return
+		}
+		u := "postgres://user:" + pw + "@host:5432/db?" + raw
+		if got := dburl.Redact(u); strings.Contains(got, pw) && !strings.Contains("postgres://user:xxxxx@host:5432/db?"+raw, pw) {
+			t.Fatalf("Redact(%q) = %q still holds the password", u, got)
+		}
+		if _, _, err := dburl.Parse(u); err != nil && strings.Contains(err.Error(), pw) && !strings.Contains(raw, pw) {
+			t.Fatalf("Parse error leaks the password: %v", err)
+		}
+	})
+}
