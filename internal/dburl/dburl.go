@@ -158,6 +158,11 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
+		if d == store.SQLite {
+			// One writer at a time anyway: queueing in the pool is cheaper
+			// than SQLite's busy-wait sleeps.
+			db.SQL.SetMaxOpenConns(1)
+		}
 		if d == store.MySQL {
 			db.SQL.SetMaxOpenConns(16)
 			db.SQL.SetMaxIdleConns(16)

@@ -111,6 +111,8 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[
      AS u(message_id, topic, business_key, payload, headers, max_attempts, delay_us, not_before)
 ON CONFLICT (message_id) DO NOTHING
 RETURNING message_id::text`
+		// The lease check is a per-row subquery: as a join, the planner may
+		// start from the lease table and probe every outcome per partition.
 		s.settle = `UPDATE outbox_messages AS m SET
     attempts = m.attempts + u.inc,
     available_at = CASE WHEN u.status = 'pending' THEN now() + u.delay_us * interval '1 microsecond' ELSE m.available_at END,
@@ -118,10 +120,9 @@ RETURNING message_id::text`
     last_error = CASE WHEN u.status = 'sent' THEN m.last_error ELSE u.err END,
     unknown_outcome = u.unknown,
     status = u.status
-FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[]) AS u(id, status, delay_us, err, inc, unknown),
-     outbox_leases AS l
+FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[]) AS u(id, status, delay_us, err, inc, unknown)
 WHERE m.id = u.id AND m.status = 'pending'
-  AND l.partition_no = m.partition_no AND l.owner = $7 AND l.expires_at > now()`
+  AND (SELECT l.owner = $7 AND l.expires_at > now() FROM outbox_leases AS l WHERE l.partition_no = m.partition_no)`
 		s.registerRelay = `INSERT INTO outbox_relays (relay_id, seen_at) VALUES ($1, now())
 ON CONFLICT (relay_id) DO UPDATE SET seen_at = now()`
 	case MySQL:
@@ -154,8 +155,9 @@ SELECT coalesce(json_extract(value, '$[0]'), lower(hex(randomblob(4)) || '-' || 
        coalesce(strftime('%Y-%m-%d %H:%M:%f', json_extract(value, '$[7]') / 1000000.0, 'unixepoch'),
                 strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (json_extract(value, '$[6]') / 1000000.0) || ' seconds'))
 FROM json_each(?) ORDER BY key`
-		// The outcomes are materialised first so the update walks them and
-		// looks each row up by id, instead of scanning pending rows.
+		// The outcomes are materialised first and the status test is kept off
+		// the index ('+'), so the update walks the outcomes and looks each
+		// row up by id instead of scanning pending rows.
 		s.settle = `WITH u AS MATERIALIZED (
     SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS status, json_extract(value, '$[2]') AS delay_us,
            json_extract(value, '$[3]') AS err, json_extract(value, '$[4]') AS inc, json_extract(value, '$[5]') AS unknown
@@ -168,7 +170,7 @@ UPDATE outbox_messages SET
     unknown_outcome = u.unknown,
     status = u.status
 FROM u
-WHERE outbox_messages.id = u.id AND outbox_messages.status = 'pending'
+WHERE outbox_messages.id = u.id AND +outbox_messages.status = 'pending'
   AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = outbox_messages.partition_no
               AND l.owner = ? AND l.expires_at > strftime('%Y-%m-%d %H:%M:%f', 'now'))`
 		s.registerRelay = `INSERT INTO outbox_relays (relay_id, seen_at) VALUES (?, strftime('%Y-%m-%d %H:%M:%f', 'now'))

@@ -136,6 +136,27 @@ func (st *Store) insertChunk(ctx context.Context, q Querier, msgs []NewMessage) 
 	return err
 }
 
+// execRetry runs a short bookkeeping statement, retrying when MySQL picks it
+// as a deadlock victim (relays acquire and release leases concurrently).
+func (st *Store) execRetry(ctx context.Context, sql string, args ...any) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := st.db.Exec(ctx, sql, args...)
+		if err == nil || attempt == 4 || !isDeadlock(err) {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return n, err
+		case <-time.After(time.Duration(5<<attempt) * time.Millisecond):
+		}
+	}
+}
+
+func isDeadlock(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Error 1213") || strings.Contains(s, "Error 1205") || strings.Contains(s, "SQLSTATE 40P01")
+}
+
 func isUniqueViolation(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "Duplicate entry") || strings.Contains(s, "UNIQUE constraint failed") || strings.Contains(s, "1062")
@@ -243,7 +264,7 @@ func (st *Store) Settle(ctx context.Context, owner string, outs []Outcome) (int6
 // Heartbeat records that relay id is alive and returns the ids of all live
 // relays (seen within ttl), sorted.
 func (st *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration) ([]string, error) {
-	if _, err := st.db.Exec(ctx, st.s.registerRelay, id); err != nil {
+	if _, err := st.execRetry(ctx, st.s.registerRelay, id); err != nil {
 		return nil, err
 	}
 	rows, err := st.db.Query(ctx, st.s.liveRelays, ttl.Microseconds())
@@ -264,16 +285,16 @@ func (st *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration) ([
 
 // PruneRelays forgets relays not seen for longer than age.
 func (st *Store) PruneRelays(ctx context.Context, age time.Duration) error {
-	_, err := st.db.Exec(ctx, st.s.pruneRelays, age.Microseconds())
+	_, err := st.execRetry(ctx, st.s.pruneRelays, age.Microseconds())
 	return err
 }
 
 // DropRelay forgets relay id and releases its leases.
 func (st *Store) DropRelay(ctx context.Context, id string) error {
-	if _, err := st.db.Exec(ctx, st.s.releaseAll, id); err != nil {
+	if _, err := st.execRetry(ctx, st.s.releaseAll, id); err != nil {
 		return err
 	}
-	_, err := st.db.Exec(ctx, st.s.dropRelay, id)
+	_, err := st.execRetry(ctx, st.s.dropRelay, id)
 	return err
 }
 
@@ -297,7 +318,7 @@ func (st *Store) Partitions(ctx context.Context) (int, error) {
 // returns every partition owner holds afterwards.
 func (st *Store) Acquire(ctx context.Context, owner string, parts []int, ttl time.Duration) ([]Lease, error) {
 	if len(parts) > 0 {
-		if _, err := st.db.Exec(ctx, st.s.acquire, owner, ttl.Microseconds(), st.ints(parts), owner); err != nil {
+		if _, err := st.execRetry(ctx, st.s.acquire, owner, ttl.Microseconds(), st.ints(parts), owner); err != nil {
 			return nil, err
 		}
 	}
@@ -326,7 +347,7 @@ func (st *Store) Held(ctx context.Context, owner string) ([]Lease, error) {
 
 // Renew extends owner's unexpired leases by ttl and returns how many.
 func (st *Store) Renew(ctx context.Context, owner string, ttl time.Duration) (int64, error) {
-	return st.db.Exec(ctx, st.s.renew, ttl.Microseconds(), owner)
+	return st.execRetry(ctx, st.s.renew, ttl.Microseconds(), owner)
 }
 
 // Release gives up owner's leases on parts.
@@ -334,7 +355,7 @@ func (st *Store) Release(ctx context.Context, owner string, parts []int) error {
 	if len(parts) == 0 {
 		return nil
 	}
-	_, err := st.db.Exec(ctx, st.s.release, owner, st.ints(parts))
+	_, err := st.execRetry(ctx, st.s.release, owner, st.ints(parts))
 	return err
 }
 
@@ -342,7 +363,7 @@ func (st *Store) Release(ctx context.Context, owner string, parts []int) error {
 // from parts, so a relay that takes them over after a crash knows which
 // messages may already be at their destination.
 func (st *Store) MarkInflight(ctx context.Context, owner string, parts []int, maxID int64) error {
-	_, err := st.db.Exec(ctx, st.s.markInflight, maxID, owner, st.ints(parts))
+	_, err := st.execRetry(ctx, st.s.markInflight, maxID, owner, st.ints(parts))
 	return err
 }
 

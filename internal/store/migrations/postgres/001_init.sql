@@ -17,6 +17,10 @@ CREATE TABLE outbox_messages (
     unknown_outcome BOOLEAN NOT NULL DEFAULT false,
     partition_no    SMALLINT NOT NULL GENERATED ALWAYS AS ((hashtext(coalesce(business_key, message_id::text)) & 63)::smallint) STORED
 );
+-- A queue table: vacuum and analyze it early, so dead index entries of
+-- settled rows are reclaimed and plans follow the table as it fills.
+ALTER TABLE outbox_messages SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02,
+                                 autovacuum_vacuum_insert_scale_factor = 0.02);
 CREATE UNIQUE INDEX outbox_messages_message_id_key ON outbox_messages (message_id);
 -- Ready rows only: sent, consumed and dead rows cost the relay nothing.
 CREATE INDEX outbox_messages_pending_idx ON outbox_messages (id) WHERE status = 'pending';
