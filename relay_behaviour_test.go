@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,5 +356,46 @@ func TestRelayShutdownTimeoutReleasesUnfinished(t *testing.T) {
 	stop()
 	if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND attempts = 0"); n != 5 {
 		t.Fatalf("%d messages left untouched for the next relay, want 5", n)
+	}
+}
+
+func TestRelayBatchSizeAdapts(t *testing.T) {
+	h := newHarness(t, driverCases[0])
+	var mu sync.Mutex
+	var sizes []int
+	s := newSink()
+	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)})
+	cfg.MinBatchSize, cfg.BatchSize = 10, 400
+	cfg.OnBatch = func(b outbox.BatchReport) {
+		mu.Lock()
+		sizes = append(sizes, b.BatchSize)
+		mu.Unlock()
+	}
+	r, err := h.newRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.enqueue(context.Background(), msgs(3000, "a.b", nil), false); err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, r)
+	waitFor(t, 30*time.Second, "backlog drained", func() bool { return s.distinct() == 3000 })
+	// Then a trickle: single messages, well apart.
+	for i := 0; i < 8; i++ {
+		if _, err := h.enqueue(context.Background(), msgs(1, "a.b", nil), false); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "trickle message", func() bool { return s.distinct() == 3001+i })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if sizes[0] != 10 {
+		t.Errorf("first batch size %d, want the minimum 10", sizes[0])
+	}
+	if slices.Max(sizes) != 400 {
+		t.Errorf("batch size never grew to the maximum under a backlog: %v", sizes)
+	}
+	if last := sizes[len(sizes)-1]; last > 20 {
+		t.Errorf("batch size %d after a trickle of single messages; it should have shrunk", last)
 	}
 }
