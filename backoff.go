@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -82,4 +83,20 @@ func (p RetryPolicy) Delay(attempt int) time.Duration {
 		return c
 	}
 	return rand.N(c)
+}
+
+// Horizon is the longest a message can keep being retried under this
+// policy before it goes dead: the sum of the ceilings of its first
+// maxAttempts-1 waits (0 for maxAttempts ≤ 1). Consumers keep dedupe
+// records at least this long.
+func (p RetryPolicy) Horizon(maxAttempts int) time.Duration {
+	var total time.Duration
+	for n := 1; n < maxAttempts; n++ {
+		c := p.Ceiling(n)
+		if total > math.MaxInt64-c {
+			return math.MaxInt64
+		}
+		total += c
+	}
+	return total
 }

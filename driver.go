@@ -1,6 +1,8 @@
 package outbox
 
 import (
+	"context"
+
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -14,4 +16,7 @@ type Driver[TTx any] interface {
 	Backend() *store.Backend
 	// TxQuerier runs statements in the caller's transaction.
 	TxQuerier(tx TTx) store.Querier
+	// InTx runs fn in a new transaction on the driver's pool, committing
+	// when fn returns nil and rolling back otherwise.
+	InTx(ctx context.Context, fn func(tx TTx) error) error
 }

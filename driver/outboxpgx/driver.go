@@ -46,6 +46,11 @@ func (d *Driver) Backend() *store.Backend { return d.backend }
 // TxQuerier is for the outbox package.
 func (d *Driver) TxQuerier(tx pgx.Tx) store.Querier { return store.PGX(tx) }
 
+// InTx runs fn in a new pool transaction, committing when it returns nil.
+func (d *Driver) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, d.pool, fn)
+}
+
 func (d *Driver) listen(ctx context.Context, wake func()) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {

@@ -71,6 +71,19 @@ func (d *Driver) Backend() *store.Backend { return d.backend }
 // TxQuerier is for the outbox package.
 func (d *Driver) TxQuerier(tx *sql.Tx) store.Querier { return store.SQL(tx) }
 
+// InTx runs fn in a new transaction, committing when it returns nil.
+func (d *Driver) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
 func (d *Driver) listen(ctx context.Context, wake func()) error {
 	c, err := d.db.Conn(ctx)
 	if err != nil {

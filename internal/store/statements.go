@@ -23,6 +23,9 @@ type statements struct {
 	releaseAll    string
 	markInflight  string
 
+	inboxClaim string
+	inboxPurge string
+
 	countByStatusTopic string
 	oldestPending      string
 	now                string
@@ -220,6 +223,17 @@ WHERE owner = ` + d.ph(1) + ` AND ` + d.inInts("partition_no", 2)
 WHERE owner = ` + d.ph(1)
 	s.markInflight = `UPDATE outbox_leases SET inflight_max_id = ` + d.ph(1) + `
 WHERE owner = ` + d.ph(2) + ` AND ` + d.inInts("partition_no", 3)
+
+	// Insert-first dedupe: a concurrent second claim of the same id waits
+	// on the primary key until the first transaction ends, then finds the
+	// row (0 rows affected) or, after a rollback, takes it.
+	switch d {
+	case MySQL:
+		s.inboxClaim = `INSERT INTO outbox_inbox (consumer, message_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE consumer = consumer`
+	default:
+		s.inboxClaim = `INSERT INTO outbox_inbox (consumer, message_id) VALUES (` + d.ph(1) + `, ` + d.ph(2) + `) ON CONFLICT (consumer, message_id) DO NOTHING`
+	}
+	s.inboxPurge = `DELETE FROM outbox_inbox WHERE consumer = ` + d.ph(1) + ` AND processed_at < ` + d.minusMicros(d.ph(2))
 
 	s.countByStatusTopic = `SELECT status, topic, count(*) FROM outbox_messages GROUP BY status, topic ORDER BY status, topic`
 	switch d {

@@ -524,3 +524,16 @@ func (st *Store) falseSQL() string {
 	}
 	return "0"
 }
+
+// InboxClaim records messageID for consumer through q (the consumer's
+// transaction) and reports whether this is its first record.
+func (st *Store) InboxClaim(ctx context.Context, q Querier, consumer, messageID string) (bool, error) {
+	n, err := q.Exec(ctx, st.s.inboxClaim, consumer, messageID)
+	return n == 1, err
+}
+
+// InboxPurge deletes consumer's records older than age, at most limit at a
+// time on databases that allow it, and returns how many it deleted.
+func (st *Store) InboxPurge(ctx context.Context, consumer string, age time.Duration) (int64, error) {
+	return st.db.Exec(ctx, st.s.inboxPurge, consumer, age.Microseconds())
+}
