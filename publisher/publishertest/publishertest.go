@@ -59,7 +59,7 @@ type Target struct {
 	MissingDestination func(t *testing.T) string
 	// Receive returns the first n messages that arrived at dest, in
 	// arrival order, failing the test if they do not come in time.
-	Receive func(t *testing.T, dest string, n int) []Received
+	Receive  func(t *testing.T, dest string, n int) []Received
 	Features Features
 }
 
