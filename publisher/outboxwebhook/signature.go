@@ -33,6 +33,15 @@ var (
 	ErrInvalidSecret = errors.New("webhook: invalid secret")
 )
 
+// CheckSecret reports whether secret can sign and verify: non-empty, and
+// valid base64 after a "whsec_" prefix. It returns ErrInvalidSecret if not.
+func CheckSecret(secret string) error {
+	if key, err := secretKey(secret); err != nil || key == nil {
+		return ErrInvalidSecret
+	}
+	return nil
+}
+
 // secretKey turns a configured secret into the HMAC key; "" gives nil.
 func secretKey(secret string) ([]byte, error) {
 	if secret == "" {

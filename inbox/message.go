@@ -1,0 +1,53 @@
+package inbox
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/txoutbox/outbox"
+)
+
+// Message is a delivered outbox message as a consumer sees it, decoded
+// from whichever broker or webhook carried it.
+type Message struct {
+	// ID is the message id: the dedupe key.
+	ID string
+	// Topic the producer enqueued it with.
+	Topic string
+	// Key is the business key, "" when none.
+	Key string
+	// ContentType of Payload.
+	ContentType string
+	// Headers are all headers that travelled with the message, names in
+	// lower case.
+	Headers map[string]string
+	// Payload is the body, byte for byte as enqueued.
+	Payload []byte
+}
+
+// Context returns ctx carrying the producer's trace context (traceparent,
+// tracestate), so spans the handler starts join the producer's trace.
+func (m *Message) Context(ctx context.Context) context.Context {
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(m.Headers))
+}
+
+// fromHTTP decodes a webhook delivery.
+func fromHTTP(h http.Header, body []byte) *Message {
+	headers := make(map[string]string, len(h))
+	for k, vs := range h {
+		if len(vs) > 0 {
+			headers[strings.ToLower(k)] = vs[0]
+		}
+	}
+	return &Message{
+		ID:          headers["webhook-id"],
+		Topic:       headers[outbox.HeaderTopic],
+		Key:         headers[outbox.HeaderBusinessKey],
+		ContentType: headers[outbox.HeaderContentType],
+		Headers:     headers,
+		Payload:     body,
+	}
+}
