@@ -537,3 +537,19 @@ func (st *Store) InboxClaim(ctx context.Context, q Querier, consumer, messageID 
 func (st *Store) InboxPurge(ctx context.Context, consumer string, age time.Duration) (int64, error) {
 	return st.db.Exec(ctx, st.s.inboxPurge, consumer, age.Microseconds())
 }
+
+// MarkConsumed moves the sent message messageID to consumed (idempotent
+// for one already consumed) and returns its status before the call:
+// "" when no such message exists.
+func (st *Store) MarkConsumed(ctx context.Context, messageID string) (string, error) {
+	ms, err := st.List(ctx, Filter{MessageIDs: []string{messageID}, Limit: 1})
+	if err != nil || len(ms) == 0 {
+		return "", err
+	}
+	id := "message_id = " + st.d.ph(1)
+	if st.d == Postgres {
+		id = "message_id::text = " + st.d.ph(1)
+	}
+	_, err = st.db.Exec(ctx, `UPDATE outbox_messages SET status = 'consumed', consumed_at = `+st.d.nowSQL()+` WHERE `+id+` AND status = 'sent'`, messageID)
+	return ms[0].Status, err
+}

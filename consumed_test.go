@@ -1,0 +1,45 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+func TestMarkConsumed(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		ids, err := h.enqueue(ctx, msgs(2, "a.b", nil), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drv := h.db.Std
+		if err := outbox.MarkConsumed(ctx, drv, ids[0]); !errors.Is(err, outbox.ErrNotSent) {
+			t.Fatalf("pending message: %v", err)
+		}
+		if err := outbox.MarkConsumed(ctx, drv, "0192f0c4-3a6e-7cc4-9a3b-000000000000"); !errors.Is(err, outbox.ErrNotFound) {
+			t.Fatalf("unknown id: %v", err)
+		}
+		s := newSink()
+		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runRelay(t, r)
+		waitFor(t, 20*time.Second, "sent", func() bool {
+			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 2
+		})
+		for i := 0; i < 2; i++ { // idempotent
+			if err := outbox.MarkConsumed(ctx, drv, ids[0]); err != nil {
+				t.Fatalf("mark consumed: %v", err)
+			}
+		}
+		if n := h.db.Count(t, testdb.Placeholder(h.db.Dialect, "SELECT count(*) FROM outbox_messages WHERE status = 'consumed' AND consumed_at IS NOT NULL AND message_id = ?"), ids[0]); n != 1 {
+			t.Fatalf("consumed rows: %d", n)
+		}
+	})
+}
