@@ -1,0 +1,224 @@
+package outboxurl
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxnats"
+)
+
+// NATS URL parameters, beside the TLS ones (see TLSConfig):
+//
+//	nats://[user:pass@|token@]host[:4222][,host2[:4222]…][?param=value&…]
+//
+//	token=T              authentication token (instead of userinfo)
+//	name=N               connection name shown by the server; defaults to "outbox-relay"
+//	max_pending=N        PubAcks in flight (jetstream.WithPublishAsyncMaxPending); defaults to 4000
+//	reconnect_wait=D     wait between reconnect attempts (Go duration); defaults to 1s
+//	connect_timeout=D    dial and handshake timeout (Go duration); defaults to 5s
+//
+// Reconnects never stop (nats.MaxReconnects(-1)) and nothing is buffered
+// while reconnecting, so a publish during an outage fails at once as
+// unavailable instead of waiting for a deadline.
+const (
+	NATSParamToken          = "token"
+	NATSParamName           = "name"
+	NATSParamMaxPending     = "max_pending"
+	NATSParamReconnectWait  = "reconnect_wait"
+	NATSParamConnectTimeout = "connect_timeout"
+)
+
+// NATS URL defaults.
+const (
+	NATSDefaultName           = "outbox-relay"
+	NATSDefaultMaxPending     = 4000
+	NATSDefaultReconnectWait  = time.Second
+	NATSDefaultConnectTimeout = 5 * time.Second
+	natsDefaultPort           = "4222"
+)
+
+func init() { register(openNATS, "nats") }
+
+// openNATS connects to the servers of a nats:// URL and returns a
+// JetStream publisher that owns the connection.
+func openNATS(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error) {
+	fail := func(format string, args ...any) (outbox.Publisher, error) {
+		return nil, fmt.Errorf("destination %s: "+format, append([]any{Redact(rawURL)}, args...)...)
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return fail("no host: write nats://host:4222")
+	}
+	if u.Path != "" && u.Path != "/" {
+		return fail("nats URLs take no path (%q)", u.Path)
+	}
+	if u.Fragment != "" {
+		return fail("nats URLs take no fragment")
+	}
+	servers, err := natsServers(u.Host)
+	if err != nil {
+		return fail("%v", err)
+	}
+	q := u.Query()
+	for name, vals := range q {
+		if !slices.Contains(TLSParams, name) && !slices.Contains([]string{NATSParamToken, NATSParamName, NATSParamMaxPending, NATSParamReconnectWait, NATSParamConnectTimeout}, name) {
+			return fail("unknown parameter %q (known: %s)", name, strings.Join(append([]string{NATSParamToken, NATSParamName, NATSParamMaxPending, NATSParamReconnectWait, NATSParamConnectTimeout}, TLSParams...), ", "))
+		}
+		if len(vals) > 1 {
+			return fail("parameter %q given %d times", name, len(vals))
+		}
+	}
+	maxPending := NATSDefaultMaxPending
+	if v := q.Get(NATSParamMaxPending); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fail("%s=%q: want a positive integer", NATSParamMaxPending, v)
+		}
+		maxPending = n
+	}
+	duration := func(name string, def time.Duration) (time.Duration, error) {
+		v := q.Get(name)
+		if v == "" {
+			return def, nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return 0, fmt.Errorf("%s=%q: want a positive duration such as 500ms or 2s", name, v)
+		}
+		return d, nil
+	}
+	reconnectWait, err := duration(NATSParamReconnectWait, NATSDefaultReconnectWait)
+	if err != nil {
+		return fail("%v", err)
+	}
+	connectTimeout, err := duration(NATSParamConnectTimeout, NATSDefaultConnectTimeout)
+	if err != nil {
+		return fail("%v", err)
+	}
+	name := NATSDefaultName
+	if v := q.Get(NATSParamName); v != "" {
+		name = v
+	}
+
+	natsOpts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(reconnectWait),
+		nats.ReconnectBufSize(-1),
+		nats.Timeout(connectTimeout),
+		nats.PingInterval(10 * time.Second),
+		nats.MaxPingsOutstanding(3),
+		// The default handlers print nothing; keep it so: the relay logs
+		// what matters through the publish errors.
+		nats.NoCallbacksAfterClientClose(),
+	}
+	token := q.Get(NATSParamToken)
+	if u.User != nil {
+		user := u.User.Username()
+		pass, hasPass := u.User.Password()
+		switch {
+		case token != "":
+			return fail("give either credentials in the URL or %s=, not both", NATSParamToken)
+		case hasPass:
+			natsOpts = append(natsOpts, nats.UserInfo(user, pass))
+		case user != "":
+			token = user // nats://token@host, the NATS convention
+		}
+	}
+	if token != "" {
+		natsOpts = append(natsOpts, nats.Token(token))
+	}
+	tlsCfg, err := TLSConfig(u, false, opts)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if tlsCfg != nil {
+		if (opts == nil || opts.TLS == nil) && q.Get(ParamServerName) == "" {
+			// Verify each server against its own host name, not the
+			// joined host list.
+			tlsCfg.ServerName = ""
+		}
+		natsOpts = append(natsOpts, nats.Secure(tlsCfg))
+	}
+
+	nc, err := nats.Connect(strings.Join(servers, ","), natsOpts...)
+	if err != nil {
+		ce := &natsConnectError{url: Redact(rawURL), err: err}
+		var ne net.Error
+		if errors.Is(err, nats.ErrNoServers) || errors.As(err, &ne) {
+			return nil, &natsUnreachableError{ce}
+		}
+		return nil, ce
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPending))
+	if err != nil {
+		nc.Close()
+		return fail("%v", err)
+	}
+	p, err := outboxnats.New(js, &outboxnats.Config{CloseConn: true})
+	if err != nil {
+		nc.Close()
+		return fail("%v", err)
+	}
+	return p, nil
+}
+
+// natsServers splits "h1:4222,h2" into server URLs, adding the default
+// port where none is given.
+func natsServers(hosts string) ([]string, error) {
+	var out []string
+	for h := range strings.SplitSeq(hosts, ",") {
+		if h == "" {
+			return nil, errors.New("empty host in the server list")
+		}
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			host, port = strings.Trim(h, "[]"), natsDefaultPort
+		}
+		if host == "" {
+			return nil, fmt.Errorf("host %q has no name", h)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("host %q: bad port", h)
+		}
+		out = append(out, "nats://"+net.JoinHostPort(host, port))
+	}
+	return out, nil
+}
+
+// natsConnectError is a failed connection; it keeps the cause for
+// errors.Is/As (the command line tells an unreachable broker from a bad
+// URL by a net.Error in the chain) without ever printing credentials.
+type natsConnectError struct {
+	url string
+	err error
+}
+
+func (e *natsConnectError) Error() string {
+	return "destination " + e.url + ": cannot connect to NATS: " + strings.Join(strings.Fields(e.err.Error()), " ")
+}
+
+func (e *natsConnectError) Unwrap() error { return e.err }
+
+// natsUnreachableError is a connection that could not be made at all (no
+// server answered). It is a net.Error, which is how callers such as the
+// command line tell "could not reach it" from a bad URL.
+type natsUnreachableError struct{ *natsConnectError }
+
+// Timeout reports whether the dial timed out.
+func (e *natsUnreachableError) Timeout() bool {
+	var ne net.Error
+	return errors.As(e.err, &ne) && ne.Timeout()
+}
+
+// Temporary is true: the server may come up later.
+func (e *natsUnreachableError) Temporary() bool { return true }

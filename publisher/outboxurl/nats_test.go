@@ -1,0 +1,308 @@
+package outboxurl_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxnats"
+	"github.com/txoutbox/outbox/publisher/outboxurl"
+)
+
+var natsTestURL = func() string {
+	if v := os.Getenv("OUTBOX_TEST_NATS"); v != "" {
+		return v
+	}
+	return "nats://127.0.0.1:4222"
+}()
+
+func natsUnavailable(t *testing.T, what string, err error) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is not available (CI=true, so this fails): %v", what, err)
+	}
+	t.Skipf("skipping outside CI: %s is not available: %v", what, err)
+}
+
+// natsStream creates a stream "<name>.>" on the local server through a
+// connection of its own and returns the name and that JetStream context.
+func natsStream(t *testing.T) (string, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(natsTestURL, nats.Timeout(5*time.Second))
+	if err != nil {
+		natsUnavailable(t, "NATS at "+natsTestURL, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "outboxurl_" + strconv.FormatUint(uint64(b[0])<<40|uint64(b[1])<<32|uint64(b[2])<<24|uint64(b[3])<<16|uint64(b[4])<<8|uint64(b[5]), 36)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.MemoryStorage}); err != nil {
+		natsUnavailable(t, "JetStream at "+natsTestURL, err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	return name, js
+}
+
+func natsFreePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestOpenNATS(t *testing.T) {
+	t.Parallel()
+	stream, js := natsStream(t)
+	u, _ := url.Parse(natsTestURL)
+	for _, raw := range []string{
+		natsTestURL,
+		natsTestURL + "?name=orders-relay&max_pending=16&reconnect_wait=250ms&connect_timeout=2s",
+		"nats://" + u.Host + "," + u.Host,
+		"NATS://" + u.Host + "/",
+	} {
+		p, err := outboxurl.Open(raw, nil)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", raw, err)
+		}
+		if _, ok := p.(*outboxnats.Publisher); !ok {
+			t.Fatalf("Open(%q) = %T, want *outboxnats.Publisher", raw, p)
+		}
+		env := &outbox.Envelope{ID: "id-" + strconv.Itoa(int(time.Now().UnixNano())), Topic: "order.created", Destination: stream + ".order.created", Payload: []byte(`{}`),
+			Headers: map[string]string{outbox.HeaderTopic: "order.created", outbox.HeaderContentType: "application/json"}}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs := p.Publish(ctx, []*outbox.Envelope{env})
+		cancel()
+		if errs[0] != nil {
+			t.Fatalf("Open(%q): publish: %v", raw, errs[0])
+		}
+		if err := p.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if errs := p.Publish(context.Background(), []*outbox.Envelope{env}); errs[0] == nil {
+			t.Fatalf("Open(%q): publish after Close succeeded", raw)
+		}
+	}
+	s, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.Info(context.Background()); err != nil || info.State.Msgs != 4 {
+		t.Fatalf("stream holds %v messages (%v), want 4", info.State.Msgs, err)
+	}
+}
+
+func TestOpenNATSErrors(t *testing.T) {
+	t.Parallel()
+	dead := "127.0.0.1:" + strconv.Itoa(natsFreePort(t))
+	for _, tc := range []struct {
+		raw  string
+		want []string
+	}{
+		{"nats://", []string{"no host"}},
+		{"nats:relative", []string{"no host"}},
+		{"nats://h:4222/stream", []string{"no path"}},
+		{"nats://h:4222#frag", []string{"no fragment"}},
+		{"nats://h:4222,,h2:4222", []string{"empty host"}},
+		{"nats://h:99999", []string{"bad port"}},
+		{"nats://h:4222?stream=orders", []string{`unknown parameter "stream"`, "max_pending", "server_name"}},
+		{"nats://h:4222?max_pending=0", []string{"max_pending", "positive integer"}},
+		{"nats://h:4222?max_pending=many", []string{"max_pending"}},
+		{"nats://h:4222?reconnect_wait=soon", []string{"reconnect_wait", "duration"}},
+		{"nats://h:4222?connect_timeout=-1s", []string{"connect_timeout"}},
+		{"nats://h:4222?name=a&name=b", []string{`"name" given 2 times`}},
+		{"nats://alice:pw1secret@h:4222?token=tok1secret", []string{"not both", "alice:xxxxx@", "token=xxxxx"}},
+		{"nats://h:4222?tls=maybe", []string{"tls"}},
+		{"nats://h:4222?cert_file=/x.pem", []string{"cert_file and key_file go together"}},
+		{"nats://h:4222?ca_file=/nonexistent/ca.pem", []string{"ca_file"}},
+		{"nats://alice:pw1secret@" + dead, []string{"cannot connect", "alice:xxxxx@"}},
+		{"nats://tok1secret@" + dead, []string{"cannot connect", "nats://xxxxx@"}},
+		{"nats://" + dead + "?token=tok1secret", []string{"cannot connect", "token=xxxxx"}},
+	} {
+		p, err := outboxurl.Open(tc.raw, nil)
+		if err == nil {
+			_ = p.Close()
+			t.Errorf("Open(%q) succeeded, want an error", tc.raw)
+			continue
+		}
+		if p != nil {
+			t.Errorf("Open(%q) returned a publisher with its error", tc.raw)
+		}
+		msg := err.Error()
+		for _, w := range tc.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("Open(%q) error %q does not contain %q", tc.raw, msg, w)
+			}
+		}
+		if strings.ContainsAny(msg, "\r\n") {
+			t.Errorf("Open(%q) error is not one line: %q", tc.raw, msg)
+		}
+		for _, secret := range []string{"pw1secret", "tok1secret"} {
+			if strings.Contains(msg, secret) {
+				t.Errorf("Open(%q) error %q leaks %q", tc.raw, msg, secret)
+			}
+		}
+	}
+	// An unreachable server is a net.Error, as the command line expects of
+	// "could not reach it"; a bad URL is not.
+	_, err := outboxurl.Open("nats://"+dead, nil)
+	var ne net.Error
+	if !errors.As(err, &ne) {
+		t.Errorf("unreachable server: %v (%T) is not a net.Error", err, err)
+	}
+	_, err = outboxurl.Open("nats://h:4222?bogus=1", nil)
+	if errors.As(err, &ne) {
+		t.Errorf("bad URL error %v is a net.Error", err)
+	}
+}
+
+// tls=true against a server without TLS fails instead of falling back to
+// plain text.
+func TestOpenNATSNoPlaintextFallback(t *testing.T) {
+	t.Parallel()
+	natsStream(t) // fail or skip when the server is missing
+	p, err := outboxurl.Open(natsTestURL+"?tls=true&connect_timeout=2s", nil)
+	if err == nil {
+		_ = p.Close()
+		t.Fatal("tls=true connected to a server without TLS")
+	}
+	if !strings.Contains(err.Error(), "cannot connect") {
+		t.Fatalf("error %q", err)
+	}
+}
+
+// A TLS server of the test's own requiring client certificates: the URL's
+// ca_file, cert_file, key_file and server_name are all used, and leaving
+// any out fails.
+func TestOpenNATSTLS(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/nats-server"); serr != nil {
+			natsUnavailable(t, "the nats-server binary", err)
+		}
+		bin = "/usr/sbin/nats-server"
+	}
+	dir := t.TempDir()
+	f := natsTLSFiles(t, dir)
+	port := natsFreePort(t)
+	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port),
+		"--tls", "--tlscert", f["server.pem"], "--tlskey", f["server.key"], "--tlsverify", "--tlscacert", f["ca.pem"])
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nats-server with TLS did not listen: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	q := func(params ...string) string {
+		return "nats://" + addr + "?connect_timeout=3s&" + strings.Join(params, "&")
+	}
+	ca, cert, key, sn := "ca_file="+f["ca.pem"], "cert_file="+f["client.pem"], "key_file="+f["client.key"], "server_name=nats.test"
+	p, err := outboxurl.Open(q(ca, cert, key, sn), nil)
+	if err != nil {
+		t.Fatalf("TLS with CA, client certificate and server name: %v", err)
+	}
+	_ = p.Close()
+	for _, tc := range []struct{ name, raw, want string }{
+		{"no server_name (certificate is for nats.test)", q(ca, cert, key), "x509"},
+		{"no ca_file", q(cert, key, sn), "unknown authority"},
+		{"no client certificate", q(ca, sn), "tls"},
+	} {
+		p, err := outboxurl.Open(tc.raw, nil)
+		if err == nil {
+			_ = p.Close()
+			t.Errorf("%s: connected", tc.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %q does not say %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// natsTLSFiles writes a CA, a server certificate for "nats.test" and a
+// client certificate into dir.
+func natsTLSFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	write := func(name, typ string, der []byte) {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files[name] = path
+	}
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	now := time.Now()
+	caKey := newKey()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "outbox test CA"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	write("ca.pem", "CERTIFICATE", caDER)
+	leaf := func(name string, serial int64, usage x509.ExtKeyUsage, dns []string) {
+		k := newKey()
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: dns}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(name+".pem", "CERTIFICATE", der)
+		write(name+".key", "EC PRIVATE KEY", kb)
+	}
+	leaf("server", 2, x509.ExtKeyUsageServerAuth, []string{"nats.test"})
+	leaf("client", 3, x509.ExtKeyUsageClientAuth, nil)
+	return files
+}
