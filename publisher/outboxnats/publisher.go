@@ -224,12 +224,15 @@ func message(env *outbox.Envelope) (*nats.Msg, error) {
 		return nil, fmt.Errorf("outboxnats: subject %q: message has no id", env.Destination)
 	}
 	h := make(nats.Header, len(env.Headers)+1)
+	vals := make([]string, 0, len(env.Headers)+1) // one allocation for every value slice
 	for k, v := range env.Headers {
 		if err := validHeader(k, v); err != nil {
 			return nil, fmt.Errorf("outboxnats: subject %q: %w", env.Destination, err)
 		}
-		h[k] = []string{v}
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
-	h[jetstream.MsgIDHeader] = []string{env.ID}
+	vals = append(vals, env.ID)
+	h[jetstream.MsgIDHeader] = vals[len(vals)-1 : len(vals) : len(vals)]
 	return &nats.Msg{Subject: env.Destination, Header: h, Data: env.Payload}, nil
 }

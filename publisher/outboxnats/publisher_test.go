@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -317,4 +318,29 @@ func TestClosedConnection(t *testing.T) {
 	p2 := newPublisher(t, js)
 	nc.Close()
 	wantClass(t, "closed connection", publish(t, p2, 5*time.Second, env(stream+".a", "k", `1`))[0], outbox.ClassUnavailable, "connection closed")
+}
+
+// A batch larger than the context's WithPublishAsyncMaxPending waits for
+// PubAcks to free slots instead of failing.
+func TestBatchLargerThanMaxPending(t *testing.T) {
+	t.Parallel()
+	nc, _ := connect(t)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPublisher(t, js)
+	stream := newStream(t, js, nil)
+	var batch []*outbox.Envelope
+	for i := range 300 {
+		batch = append(batch, env(stream+".orders", "key-"+strconv.Itoa(i), strconv.Itoa(i)))
+	}
+	for i, err := range publish(t, p, 30*time.Second, batch...) {
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if n := streamCount(t, js, stream); n != 300 {
+		t.Fatalf("stream holds %d messages, want 300", n)
+	}
 }
