@@ -7,7 +7,7 @@
 // The outbox command line opens it with outboxurl (see
 // docs/brokers/nats.md for every parameter):
 //
-//	nats://[user:pass@|token@]host:4222[,host2:4222][?token=T&name=N&max_pending=N&reconnect_wait=D&tls=true&ca_file=…&cert_file=…&key_file=…&server_name=…]
+//	nats://[user:pass@|token@]host:4222[,host2:4222][?token=T&name=N&max_pending=N&reconnect_wait=D&connect_timeout=D&tls=true&ca_file=…&cert_file=…&key_file=…&server_name=…]
 //
 // In Go, wrap the JetStream context you already configured:
 //

@@ -137,12 +137,17 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 	return errs
 }
 
+// publishOpts turn off the client's own resend after "no responders": it
+// fires on a timer and could land after Publish returned, behind a later
+// message of the same key. The relay retries instead, in order.
+var publishOpts = []jetstream.PublishOpt{jetstream.WithRetryAttempts(0)}
+
 // send hands msg to the client. When the context's PubAcks in flight are
 // at WithPublishAsyncMaxPending, the client gives up after a short stall
 // without sending; send tries again until ctx ends.
 func (p *Publisher) send(ctx context.Context, msg *nats.Msg) (jetstream.PubAckFuture, error) {
 	for {
-		f, err := p.js.PublishMsgAsync(msg)
+		f, err := p.js.PublishMsgAsync(msg, publishOpts...)
 		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
 			return f, err
 		}
