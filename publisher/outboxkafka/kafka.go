@@ -1,0 +1,380 @@
+// Package outboxkafka is the kafka:// destination: it produces every
+// message as a Kafka record through a franz-go client (kgo), with acks=all
+// and the idempotent producer, and reports a message delivered only once
+// the partition leader confirmed that every in-sync replica has it.
+//
+// # URL
+//
+//	kafka://host:9092[,host2:9092…][?client_id=…&tls=true&ca_file=…&sasl=scram-sha-512]
+//
+// opened by outboxurl.Open (see docs/brokers/kafka.md for every
+// parameter). In Go, wrap a client you configured with New, or let Dial
+// build one.
+//
+// # Wire format
+//
+// One record per message:
+//
+//	topic    the envelope's destination (the message topic unless the route names another)
+//	key      the business key; no key (null) when the message has none
+//	value    the payload, byte for byte (an empty payload is an empty value, never null)
+//	headers  message-id: <message id>, first
+//	         then the message's headers sorted by name: outbox-topic,
+//	         outbox-business-key (when set), content-type, traceparent (when
+//	         the producer had a trace) and the producer's own headers
+//
+// Records with the same key land in the same partition (the client's
+// default partitioner hashes the key), so a consumer sees each key's
+// messages in order. Consumers dedupe on the message-id header.
+//
+// # Results
+//
+// A missing topic, a record too large for the broker or the client, and a
+// destination that is not a legal Kafka topic name are permanent: the
+// message goes dead with the reason. When no broker can be reached the
+// result is outbox.Unavailable, so the relay pauses the route without
+// spending attempts; the Publisher then checks that a broker answers
+// before producing again. A publish that ends before the broker answered
+// is an unknown outcome (the record may still be written). Everything else
+// (leader changes, throttling, a topic recreated under a new id) is
+// retried, by the client first and then by the relay.
+package outboxkafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/txoutbox/outbox"
+)
+
+// HeaderMessageID is the record header that carries the message id.
+const HeaderMessageID = "message-id"
+
+// Defaults of Config and of the client Dial builds.
+const (
+	// DefaultProbeTimeout bounds the check that a broker answers, made
+	// before publishing when the previous publish found none.
+	DefaultProbeTimeout = 5 * time.Second
+	// DefaultClientID is the client id Dial's client sends.
+	DefaultClientID = "outbox-relay"
+	// DefaultLinger is how long Dial's client waits for more records
+	// before sending a partition's batch.
+	DefaultLinger = 5 * time.Millisecond
+	// DefaultMaxBufferedRecords bounds the records Dial's client holds
+	// unconfirmed; Publish blocks (within its context) beyond it.
+	DefaultMaxBufferedRecords = 10000
+	// DefaultUnknownTopicRetries is how many metadata refreshes Dial's
+	// client makes for a topic the brokers do not know before failing its
+	// records.
+	DefaultUnknownTopicRetries = 1
+	// DefaultRecordDeliveryTimeout is how long Dial's client keeps trying
+	// to produce a record that was never written; below the relay's
+	// default publish timeout (15 s) so that such records come back with
+	// their cause instead of a bare deadline.
+	DefaultRecordDeliveryTimeout = 10 * time.Second
+	// DefaultProduceRequestTimeout is how long brokers may take to answer
+	// one produce request of Dial's client.
+	DefaultProduceRequestTimeout = 5 * time.Second
+	// DefaultDialTimeout bounds a connection attempt of Dial's client.
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultMetadataMinAge is the least time between two metadata
+	// requests of Dial's client, so that a missing topic is confirmed
+	// missing within about a second.
+	DefaultMetadataMinAge = 500 * time.Millisecond
+)
+
+// Config configures a Publisher. The zero value (or nil) is valid.
+type Config struct {
+	// ProbeTimeout bounds the check, made before producing, that some
+	// broker answers, when the previous publish could reach none. Defaults
+	// to DefaultProbeTimeout (5 s).
+	ProbeTimeout time.Duration
+	// AutoCreateTopics lets the client ask brokers to create missing
+	// topics (kgo.AllowAutoTopicCreation; the brokers must allow it too).
+	// Dial sets the option; New accepts a client that has it only when
+	// this is true. Topics belong to the operator, so this defaults to
+	// false: a missing topic is a permanent error.
+	AutoCreateTopics bool
+}
+
+// Publisher produces messages to Kafka. It is safe for concurrent use.
+type Publisher struct {
+	client       *kgo.Client
+	own          bool // Close closes the client
+	probeTimeout time.Duration
+	// suspect is set when a publish found no broker (or heard nothing
+	// back at all); the next Publish checks that a broker answers before
+	// producing.
+	suspect atomic.Bool
+	closed  atomic.Bool
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// New returns a Publisher over client, which the caller configured and
+// keeps: Close leaves it open. The client must produce durably and keep
+// per-key order, so New refuses one that
+//
+//   - does not require acks from all in-sync replicas (kgo's default is
+//     kgo.RequiredAcks(kgo.AllISRAcks()); keep it),
+//   - disabled the idempotent producer (kgo.DisableIdempotentWrite) or
+//     allows cancelling in-flight idempotent records
+//     (kgo.AllowIdempotentProduceCancellation),
+//   - is transactional (kgo.TransactionalID) or flushes manually
+//     (kgo.ManualFlushing),
+//   - asks brokers to create topics (kgo.AllowAutoTopicCreation), unless
+//     Config.AutoCreateTopics says so.
+//
+// Recommended, as Dial does: kgo.UnknownTopicRetries(1) and
+// kgo.MetadataMinAge(500*time.Millisecond) so that a missing topic fails
+// fast, and kgo.RecordDeliveryTimeout below the relay's PublishTimeout so
+// that a record that cannot be written comes back with its cause. Keep the
+// default partitioner, or one that maps equal keys to one partition.
+func New(client *kgo.Client, cfg *Config) (*Publisher, error) {
+	if client == nil {
+		return nil, errors.New("outboxkafka: nil client")
+	}
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if cfg.ProbeTimeout < 0 {
+		return nil, errors.New("outboxkafka: Config.ProbeTimeout must not be negative")
+	}
+	if err := checkClient(client, cfg); err != nil {
+		return nil, err
+	}
+	p := &Publisher{client: client, probeTimeout: cfg.ProbeTimeout}
+	if p.probeTimeout == 0 {
+		p.probeTimeout = DefaultProbeTimeout
+	}
+	return p, nil
+}
+
+// checkClient refuses a client whose settings break the delivery promise.
+func checkClient(cl *kgo.Client, cfg *Config) error {
+	if acks, _ := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); acks != kgo.AllISRAcks() {
+		return errors.New("outboxkafka: the client must require acks from all in-sync replicas: use kgo.RequiredAcks(kgo.AllISRAcks())")
+	}
+	if on, _ := cl.OptValue(kgo.DisableIdempotentWrite).(bool); on {
+		return errors.New("outboxkafka: the client must use the idempotent producer: drop kgo.DisableIdempotentWrite")
+	}
+	if on, _ := cl.OptValue(kgo.AllowIdempotentProduceCancellation).(bool); on {
+		return errors.New("outboxkafka: the client must not cancel in-flight records: drop kgo.AllowIdempotentProduceCancellation")
+	}
+	if id, _ := cl.OptValue(kgo.TransactionalID).(string); id != "" {
+		return errors.New("outboxkafka: the client must not be transactional: drop kgo.TransactionalID")
+	}
+	if on, _ := cl.OptValue(kgo.ManualFlushing).(bool); on {
+		return errors.New("outboxkafka: the client must flush by itself: drop kgo.ManualFlushing")
+	}
+	if on, _ := cl.OptValue(kgo.AllowAutoTopicCreation).(bool); on && !cfg.AutoCreateTopics {
+		return errors.New("outboxkafka: the client asks brokers to create topics (kgo.AllowAutoTopicCreation): set Config.AutoCreateTopics to mean it")
+	}
+	return nil
+}
+
+// Dial builds a client for the seed brokers and returns a Publisher that
+// owns it: Close closes it. The client requires acks from all in-sync
+// replicas, produces idempotently, lingers DefaultLinger, buffers at most
+// DefaultMaxBufferedRecords records, fails a missing topic after
+// DefaultUnknownTopicRetries metadata refreshes and a record it could not
+// write after DefaultRecordDeliveryTimeout, and sends DefaultClientID.
+// opts come after these and override them (kgo.DialTLSConfig, kgo.SASL,
+// kgo.ClientID…); the result must still pass New's checks. No connection
+// is made until the first publish.
+func Dial(seeds []string, cfg *Config, opts ...kgo.Opt) (*Publisher, error) {
+	if len(seeds) == 0 {
+		return nil, errors.New("outboxkafka: no seed brokers")
+	}
+	for _, s := range seeds {
+		if s == "" {
+			return nil, errors.New("outboxkafka: empty seed broker address")
+		}
+	}
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	all := []kgo.Opt{
+		kgo.SeedBrokers(seeds...),
+		kgo.ClientID(DefaultClientID),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(DefaultLinger),
+		kgo.MaxBufferedRecords(DefaultMaxBufferedRecords),
+		kgo.UnknownTopicRetries(DefaultUnknownTopicRetries),
+		kgo.RecordDeliveryTimeout(DefaultRecordDeliveryTimeout),
+		kgo.ProduceRequestTimeout(DefaultProduceRequestTimeout),
+		kgo.DialTimeout(DefaultDialTimeout),
+		kgo.MetadataMinAge(DefaultMetadataMinAge),
+	}
+	if cfg.AutoCreateTopics {
+		all = append(all, kgo.AllowAutoTopicCreation())
+	}
+	all = append(all, opts...)
+	client, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, fmt.Errorf("outboxkafka: %w", err)
+	}
+	p, err := New(client, cfg)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	p.own = true
+	return p, nil
+}
+
+// Client returns the underlying client.
+func (p *Publisher) Client() *kgo.Client { return p.client }
+
+// Publish produces every envelope of the batch at once, through the
+// client's asynchronous Produce, and waits for the broker's answers or for
+// ctx to end. Results are in batch order; nil means the record is written
+// to all in-sync replicas. A record still unanswered when ctx ends is an
+// unknown outcome: it may yet be written.
+func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+	errs := make([]error, len(batch))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	if p.closed.Load() {
+		return fail(ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("kafka: not sent: %w", err))
+	}
+	if p.suspect.Load() {
+		if err := p.probe(ctx); err != nil {
+			return fail(err)
+		}
+		p.suspect.Store(false)
+	}
+
+	type result struct {
+		i   int
+		err error
+	}
+	// Buffered for the whole batch: promises run serially on the client's
+	// promise goroutine and must never block, even after Publish returned.
+	results := make(chan result, len(batch))
+	waiting := 0
+	for i, env := range batch {
+		rec, err := newRecord(env)
+		if err != nil {
+			errs[i] = outbox.Permanent(err)
+			continue
+		}
+		waiting++
+		p.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { results <- result{i, err} })
+	}
+
+	answered := make([]bool, len(batch))
+	// doubt: no broker seems to answer; the next Publish checks first.
+	confirmed, doubt := 0, false
+	take := func(r result) {
+		answered[r.i] = true
+		waiting--
+		if r.err == nil {
+			confirmed++
+			return
+		}
+		errs[r.i] = p.classify(batch[r.i], r.err)
+		if outbox.Classify(errs[r.i]) == outbox.ClassUnavailable {
+			doubt = true
+		}
+	}
+	// The client retries a record whose broker is gone until ctx ends.
+	// While answers are missing, check now and then that some broker
+	// still answers, so that an outage is reported as one without waiting
+	// out the whole publish.
+	check := time.NewTicker(checkInterval)
+	defer check.Stop()
+	var gone error
+wait:
+	for waiting > 0 {
+		select {
+		case r := <-results:
+			take(r)
+		case <-check.C:
+			if err := p.ping(ctx, checkInterval); err != nil && refused(err) {
+				gone = err
+				break wait
+			}
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	for waiting > 0 { // answers that came meanwhile still count
+		select {
+		case r := <-results:
+			take(r)
+			continue
+		default:
+		}
+		break
+	}
+	if waiting > 0 {
+		for i, env := range batch {
+			if errs[i] != nil || answered[i] {
+				continue
+			}
+			if gone != nil {
+				errs[i] = outbox.Unavailable(fmt.Errorf("kafka: topic %s: no broker reachable: %w (the record stays queued in the client and may still be written when a broker returns)", env.Destination, gone))
+			} else {
+				errs[i] = outbox.Unknown(fmt.Errorf("kafka: topic %s: no acknowledgement before the publish ended (%w); the record may still be written", env.Destination, context.Cause(ctx)))
+			}
+		}
+		if confirmed == 0 {
+			doubt = true
+		}
+	}
+	p.purgeRecreated(batch, errs)
+	if doubt {
+		p.suspect.Store(true)
+	}
+	return errs
+}
+
+// checkInterval is how often Publish checks that a broker answers while
+// it waits for acknowledgements.
+const checkInterval = time.Second
+
+// ping asks any broker for metadata, within d.
+func (p *Publisher) ping(ctx context.Context, d time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return p.client.Ping(pctx)
+}
+
+// probe checks that some broker answers; its error is Unavailable.
+func (p *Publisher) probe(ctx context.Context) error {
+	err := p.ping(ctx, p.probeTimeout)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("kafka: not sent: %w", ctx.Err())
+	case errors.Is(err, kgo.ErrClientClosed):
+		return ErrClosed
+	}
+	return outbox.Unavailable(fmt.Errorf("kafka: no broker reachable: %w", err))
+}
+
+// Close makes later Publish calls fail. A client built by Dial is closed,
+// failing the records it still holds; a client given to New is left open.
+func (p *Publisher) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	if p.own {
+		p.client.Close()
+	}
+	return nil
+}
