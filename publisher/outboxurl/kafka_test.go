@@ -1,0 +1,261 @@
+package outboxurl_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxkafka"
+	"github.com/txoutbox/outbox/publisher/outboxurl"
+	"github.com/txoutbox/outbox/publisher/publishertest"
+)
+
+// kafkaCluster starts an in-process Kafka (kfake) with topic "orders".
+func kafkaCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(1, "orders")}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func openKafka(t *testing.T, raw string, opts *outboxurl.Options) *outboxkafka.Publisher {
+	t.Helper()
+	p, err := outboxurl.Open(raw, opts)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", outboxurl.Redact(raw), err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	kp, ok := p.(*outboxkafka.Publisher)
+	if !ok {
+		t.Fatalf("Open(%q) = %T, want *outboxkafka.Publisher", raw, p)
+	}
+	return kp
+}
+
+// kafkaPublish publishes one message to "orders" and returns its result.
+func kafkaPublish(p outbox.Publisher, d time.Duration) (*outbox.Envelope, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	env := publishertest.Envelope("orders", "k", []byte(`{"n":1}`), "application/json", nil)
+	return env, p.Publish(ctx, []*outbox.Envelope{env})[0]
+}
+
+// kafkaHasID reads "orders" from c until the message id shows up.
+func kafkaHasID(t *testing.T, c *kfake.Cluster, id string, opts ...kgo.Opt) {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		for _, r := range cl.PollFetches(ctx).Records() {
+			for _, h := range r.Headers {
+				if h.Key == outboxkafka.HeaderMessageID && string(h.Value) == id {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("message %s did not arrive", id)
+}
+
+func TestOpenKafka(t *testing.T) {
+	t.Parallel()
+	c := kafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	_, port, _ := net.SplitHostPort(addr)
+	for _, raw := range []string{
+		"kafka://" + addr,
+		"KAFKA://" + addr + "/",
+		"kafka://" + addr + ",localhost:" + port + "?client_id=billing-relay",
+		"kafka://" + addr + "?auto_create_topics=false",
+	} {
+		p := openKafka(t, raw, nil)
+		env, err := kafkaPublish(p, 15*time.Second)
+		if err != nil {
+			t.Fatalf("Open(%q): publish: %v", raw, err)
+		}
+		kafkaHasID(t, c, env.ID)
+	}
+	if got := openKafka(t, "kafka://"+addr+"?client_id=billing-relay", nil).Client().OptValue(kgo.ClientID); got != "billing-relay" {
+		t.Errorf("client_id: client id %v", got)
+	}
+	if got := openKafka(t, "kafka://"+addr+"?auto_create_topics=true", nil).Client().OptValue(kgo.AllowAutoTopicCreation); got != true {
+		t.Errorf("auto_create_topics=true: client asks for auto creation = %v", got)
+	}
+	// No connection is made at Open: an unreachable broker is the relay's
+	// to pause on, not a configuration error.
+	p := openKafka(t, "kafka://127.0.0.1:1,127.0.0.1:2", nil)
+	if _, err := kafkaPublish(p, 5*time.Second); outbox.Classify(err) != outbox.ClassUnavailable {
+		t.Errorf("publish to a closed port: %v (%v), want unavailable", err, outbox.Classify(err))
+	}
+}
+
+func TestOpenKafkaErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		raw  string
+		want []string
+	}{
+		{"kafka://", []string{"no broker address"}},
+		{"kafka:broker:9092", []string{"no broker address"}},
+		{"kafka://b:9092/orders", []string{"no path"}},
+		{"kafka://b:9092#x", []string{"fragment"}},
+		{"kafka://b1:9092,,b2:9092", []string{"empty broker address"}},
+		{"kafka://b:9092?acks=1&linger=5", []string{`unknown parameter "acks", "linger"`, "client_id"}},
+		{"kafka://b:9092?client_id=", []string{"client_id is empty"}},
+		{"kafka://b:9092?client_id=a&client_id=b", []string{`"client_id" given 2 times`}},
+		{"kafka://b:9092?auto_create_topics=maybe", []string{"auto_create_topics", "true or false"}},
+		{"kafka://b:9092?tls=maybe", []string{"tls", "true or false"}},
+		{"kafka://b:9092?ca_file=" + filepath.Join(dir, "missing.pem"), []string{"ca_file"}},
+		{"kafka://b:9092?cert_file=/c.pem", []string{"cert_file and key_file go together"}},
+		{"kafka://app:kafkapass@b:9092", []string{"need sasl=", "app:xxxxx@"}},
+		{"kafka://app@b:9092?sasl=plain", []string{"needs user:password@"}},
+		{"kafka://b:9092?sasl=plain", []string{"needs user:password@"}},
+		{"kafka://app:kafkapass@b:9092?sasl=gssapi", []string{`sasl="gssapi"`, "scram-sha-512"}},
+		{"kafka://app:kafka%2Fpass@b:9092?sasl=oauth", []string{`sasl="oauth"`}},
+	} {
+		p, err := outboxurl.Open(tc.raw, nil)
+		if err == nil {
+			_ = p.Close()
+			t.Errorf("Open(%q) = %T, want an error", tc.raw, p)
+			continue
+		}
+		if p != nil {
+			t.Errorf("Open(%q) returned a publisher with its error", tc.raw)
+		}
+		msg := err.Error()
+		for _, w := range tc.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("Open(%q) error %q does not contain %q", tc.raw, msg, w)
+			}
+		}
+		if strings.Contains(msg, "\n") || strings.Contains(msg, "kafkapass") || strings.Contains(msg, "kafka/pass") || strings.Contains(msg, "kafka%2Fpass") {
+			t.Errorf("Open(%q) error %q is not one line or leaks the password", tc.raw, msg)
+		}
+	}
+}
+
+// SASL/SCRAM and PLAIN credentials from the URL authenticate; wrong ones
+// fail without the password in any error.
+func TestOpenKafkaSASL(t *testing.T) {
+	t.Parallel()
+	c := kafkaCluster(t, kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "relay", "scram-s3cret"),
+		kfake.Superuser("SCRAM-SHA-512", "relay512", "scram512-s3cret"),
+		kfake.Superuser("PLAIN", "plainuser", "plain-s3cret"))
+	addr := c.ListenAddrs()[0]
+	admin := scram.Auth{User: "relay", Pass: "scram-s3cret"}.AsSha256Mechanism()
+	for _, raw := range []string{
+		"kafka://relay:scram-s3cret@" + addr + "?sasl=scram-sha-256",
+		"kafka://relay512:scram512-s3cret@" + addr + "?sasl=SCRAM-SHA-512",
+		"kafka://plainuser:plain-s3cret@" + addr + "?sasl=plain",
+	} {
+		env, err := kafkaPublish(openKafka(t, raw, nil), 15*time.Second)
+		if err != nil {
+			t.Fatalf("%s: publish: %v", outboxurl.Redact(raw), err)
+		}
+		kafkaHasID(t, c, env.ID, kgo.SASL(admin))
+	}
+	p := openKafka(t, "kafka://relay:wrong-s3cret@"+addr+"?sasl=scram-sha-256", nil)
+	_, err := kafkaPublish(p, 3*time.Second)
+	if err == nil {
+		t.Fatal("publish with a wrong password succeeded")
+	}
+	if strings.Contains(err.Error(), "wrong-s3cret") {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+}
+
+// TLS with a private CA: the client checks each broker's certificate
+// against the host it dials, so a list of brokers under different names
+// works without server_name.
+func TestOpenKafkaTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	caFile, serverCert := kafkaTestCA(t, dir)
+	c := kafkaCluster(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}))
+	_, port, _ := net.SplitHostPort(c.ListenAddrs()[0])
+	raw := "kafka://127.0.0.1:" + port + ",localhost:" + port + "?ca_file=" + caFile
+	if _, err := kafkaPublish(openKafka(t, raw, nil), 15*time.Second); err != nil {
+		t.Fatalf("publish over TLS: %v", err)
+	}
+	// Without the CA the broker is not trusted: nothing is delivered.
+	p := openKafka(t, "kafka://127.0.0.1:"+port+"?tls=true", nil)
+	if _, err := kafkaPublish(p, 10*time.Second); outbox.Classify(err) != outbox.ClassUnavailable || !strings.Contains(fmt.Sprint(err), "certificate") {
+		t.Fatalf("publish to a broker with an untrusted certificate: %v (%v), want unavailable naming the certificate", err, outbox.Classify(err))
+	}
+	// server_name pins the name checked: a wrong one fails.
+	p = openKafka(t, raw+"&server_name=other.example", nil)
+	if _, err := kafkaPublish(p, 3*time.Second); err == nil {
+		t.Fatal("publish with a server_name the certificate does not hold succeeded")
+	}
+}
+
+// kafkaTestCA writes a CA certificate to dir and returns its path and a
+// server certificate it signed for 127.0.0.1 and localhost.
+func kafkaTestCA(t *testing.T, dir string) (string, tls.Certificate) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "outbox test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kafka"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return caFile, tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
+}
