@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -34,7 +35,9 @@ const (
 
 func init() { register(openKafka, "kafka") }
 
-// openKafka builds a Kafka publisher (outboxkafka.Dial) from its URL.
+// openKafka builds a Kafka publisher (outboxkafka.Dial) from its URL. A
+// positive opts.Timeout (the relay's publish timeout) lowers the client's
+// record delivery timeout to two thirds of it.
 func openKafka(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error) {
 	bad := func(format string, args ...any) (outbox.Publisher, error) {
 		return nil, fmt.Errorf("destination %s: "+format, append([]any{Redact(rawURL)}, args...)...)
@@ -74,6 +77,14 @@ func openKafka(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, erro
 	}
 
 	kopts := []kgo.Opt{}
+	if opts != nil && opts.Timeout > 0 {
+		// Options.Timeout is the relay's publish timeout: give up on a
+		// record that cannot be written before it, so that the relay
+		// hears the cause rather than a bare deadline.
+		if d := opts.Timeout * 2 / 3; d < outboxkafka.DefaultRecordDeliveryTimeout {
+			kopts = append(kopts, kgo.RecordDeliveryTimeout(max(d, time.Second)))
+		}
+	}
 	if q.Has(KafkaParamClientID) {
 		id := q.Get(KafkaParamClientID)
 		if id == "" {

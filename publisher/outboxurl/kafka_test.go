@@ -108,6 +108,19 @@ func TestOpenKafka(t *testing.T) {
 	if got := openKafka(t, "kafka://"+addr+"?auto_create_topics=true", nil).Client().OptValue(kgo.AllowAutoTopicCreation); got != true {
 		t.Errorf("auto_create_topics=true: client asks for auto creation = %v", got)
 	}
+	for _, tc := range []struct {
+		timeout, want time.Duration
+	}{
+		{0, outboxkafka.DefaultRecordDeliveryTimeout},
+		{15 * time.Second, outboxkafka.DefaultRecordDeliveryTimeout},
+		{6 * time.Second, 4 * time.Second},
+		{time.Second, time.Second},
+	} {
+		p := openKafka(t, "kafka://"+addr, &outboxurl.Options{Timeout: tc.timeout})
+		if got := p.Client().OptValue(kgo.RecordDeliveryTimeout); got != tc.want {
+			t.Errorf("publish timeout %v: record delivery timeout %v, want %v", tc.timeout, got, tc.want)
+		}
+	}
 	// No connection is made at Open: an unreachable broker is the relay's
 	// to pause on, not a configuration error.
 	p := openKafka(t, "kafka://127.0.0.1:1,127.0.0.1:2", nil)
