@@ -415,7 +415,7 @@ func (s *session) lost(f *flight, sent bool) error {
 		}
 		return errors.New("not sent: connection closed")
 	case e.Server && e.Code == amqp.NotFound && strings.Contains(e.Reason, "exchange"):
-		return outbox.Permanent(&exchangeError{exchange: s.exchange, vhost: s.vhost, reason: e.Reason})
+		return outbox.Permanent(&exchangeError{exchange: s.exchange, vhost: s.vhost})
 	case e.Code == amqp.PreconditionFailed && s.oversize > 0 && f != nil && int64(f.size) > s.oversize:
 		return outbox.Permanent(fmt.Errorf("%w: %d bytes, the broker's max_message_size is %d", ErrTooLarge, f.size, s.oversize))
 	}
@@ -552,7 +552,7 @@ func parseMaxSize(reason string) int64 {
 
 // exchangeError is the broker's 404 for a missing exchange; errors.Is
 // matches ErrNoExchange.
-type exchangeError struct{ exchange, vhost, reason string }
+type exchangeError struct{ exchange, vhost string }
 
 func (e *exchangeError) Error() string {
 	return fmt.Sprintf("exchange %q does not exist in vhost %q", e.exchange, e.vhost)
