@@ -291,7 +291,9 @@ func TestCloseDuringPublish(t *testing.T) {
 	go func() {
 		result <- p.Publish(context.Background(), []*outbox.Envelope{env("close.x", "a", `1`), env("close.x", "b", `2`)})
 	}()
-	time.Sleep(200 * time.Millisecond) // let the publish get stuck
+	// Give the publish time to get stuck; the assertions below hold even if
+	// Close comes first.
+	time.Sleep(200 * time.Millisecond)
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close() }()
 	select {

@@ -194,3 +194,29 @@ func TestOpenAMQPTLS(t *testing.T) {
 		t.Errorf("certificate for another name: %v; want a certificate error", err)
 	}
 }
+
+// FuzzOpenAMQP: Open never panics on an amqp URL, its errors are one
+// line, and the password never shows in them.
+func FuzzOpenAMQP(f *testing.F) {
+	for _, s := range []string{
+		"rabbit:5672/vhost?exchange=events",
+		"rabbit/%2F?heartbeat=5&connect_timeout=2s&max_in_flight=10",
+		"rabbit?ca_file=/nonexistent&server_name=x",
+		"[::1]:5672/a/b?exchange=&x=1#frag",
+		"@@rabbit:99999/%zz?heartbeat=-1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, rest string) {
+		for _, scheme := range []string{"amqp://", "amqps://"} {
+			p, err := outboxurl.Open(scheme+"user:pw-zz-secret@"+rest, nil)
+			if err == nil {
+				_ = p.Close()
+				continue
+			}
+			if msg := err.Error(); strings.Contains(msg, "pw-zz-secret") || strings.ContainsAny(msg, "\n") {
+				t.Fatalf("error %q leaks the password or spans lines", msg)
+			}
+		}
+	})
+}
