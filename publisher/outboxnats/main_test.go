@@ -169,15 +169,25 @@ func received(m jetstream.Msg) publishertest.Received {
 	}
 }
 
-// freePort returns a loopback TCP port nobody listens on right now.
+// freePort returns a loopback TCP port nobody listens on right now. It is
+// drawn below the kernel's ephemeral range (32768 and up on Linux), so
+// that while a test's server is down for an outage, no socket another
+// test opens on port 0 can take its port.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		b := make([]byte, 2)
+		_, _ = rand.Read(b)
+		port := 20000 + (int(b[0])<<8|int(b[1]))%12000
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port in 20000-31999")
+	return 0
 }
 
 // server is a nats-server process of the test's own.
