@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -39,8 +40,12 @@ func init() { register(openKafka, "kafka") }
 // positive opts.Timeout (the relay's publish timeout) lowers the client's
 // record delivery timeout to two thirds of it.
 func openKafka(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error) {
+	shown := Redact(rawURL)
+	if strings.ContainsFunc(shown, unicode.IsControl) {
+		shown = strconv.Quote(shown) // errors stay on one line
+	}
 	bad := func(format string, args ...any) (outbox.Publisher, error) {
-		return nil, fmt.Errorf("destination %s: "+format, append([]any{Redact(rawURL)}, args...)...)
+		return nil, fmt.Errorf("destination %s: "+format, append([]any{shown}, args...)...)
 	}
 	if u.Opaque != "" || u.Host == "" {
 		return bad("no broker address: want kafka://host:9092[,host2:9092]")

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,4 +272,37 @@ func kafkaTestCA(t *testing.T, dir string) (string, tls.Certificate) {
 		t.Fatal(err)
 	}
 	return caFile, tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
+}
+
+// FuzzOpenKafka checks that no kafka URL panics Open, and that its errors
+// are one line without the URL's password.
+func FuzzOpenKafka(f *testing.F) {
+	for _, s := range []string{
+		"kafka://b:9092", "kafka://u:longpassword@b1:9092,b2:9092?sasl=scram-sha-512",
+		"kafka://b:9092?client_id=x&tls=true&server_name=n", "kafka://,", "kafka://u:p@:9092?sasl=plain",
+		"kafka://b:9092?auto_create_topics=1&x=%zz", "kafka://[::1]:9092", "kafka://aaaA#00\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !strings.HasPrefix(strings.ToLower(raw), "kafka:") {
+			raw = "kafka://" + raw
+		}
+		p, err := outboxurl.Open(raw, nil)
+		if err == nil {
+			_ = p.Close()
+			return
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "\n") {
+			t.Fatalf("error is not one line: %q", msg)
+		}
+		u, perr := url.Parse(raw)
+		if perr != nil || u.User == nil {
+			return
+		}
+		if pw, ok := u.User.Password(); ok && len(pw) >= 8 && !strings.Contains(outboxurl.Redact(raw), pw) && strings.Contains(msg, pw) {
+			t.Fatalf("error %q leaks the password", msg)
+		}
+	})
 }
