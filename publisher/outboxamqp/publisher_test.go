@@ -77,6 +77,7 @@ func TestMixedBatch(t *testing.T) {
 // exchange exists, the same publisher delivers on a fresh channel.
 func TestMissingExchange(t *testing.T) {
 	t.Parallel()
+	conn := dialRabbit(t)
 	exchange := randomName("outbox-test-missing-")
 	p := newPublisher(t, rabbitURL, &outboxamqp.Config{Exchange: exchange})
 	dest := randomName("missing.")
@@ -88,7 +89,6 @@ func TestMissingExchange(t *testing.T) {
 		}
 	}
 
-	conn := dialRabbit(t)
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
@@ -274,6 +274,7 @@ func TestMaxMessageBytes(t *testing.T) {
 // success, and no goroutine is left (goleak checks at the end).
 func TestCloseDuringPublish(t *testing.T) {
 	t.Parallel()
+	dialRabbit(t)
 	proxy, err := faultproxy.New(rabbitAddr(t))
 	if err != nil {
 		t.Fatal(err)
