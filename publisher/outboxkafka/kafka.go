@@ -18,10 +18,10 @@
 //	topic    the envelope's destination (the message topic unless the route names another)
 //	key      the business key; no key (null) when the message has none
 //	value    the payload, byte for byte (an empty payload is an empty value, never null)
-//	headers  message-id: <message id>, first
-//	         then the message's headers sorted by name: outbox-topic,
-//	         outbox-business-key (when set), content-type, traceparent (when
-//	         the producer had a trace) and the producer's own headers
+//	headers  message-id: <message id>, first; then, sorted by name, the
+//	         message's headers: content-type, outbox-topic,
+//	         outbox-business-key (when set), traceparent (when the
+//	         producer had a trace) and the producer's own
 //
 // Records with the same key land in the same partition (the client's
 // default partitioner hashes the key), so a consumer sees each key's
@@ -29,13 +29,15 @@
 //
 // # Results
 //
-// A missing topic, a record too large for the broker or the client, and a
-// destination that is not a legal Kafka topic name are permanent: the
-// message goes dead with the reason. When no broker can be reached the
-// result is outbox.Unavailable, so the relay pauses the route without
-// spending attempts; the Publisher then checks that a broker answers
-// before producing again. A publish that ends before the broker answered
-// is an unknown outcome (the record may still be written). Everything else
+// A missing topic, a record too large for the broker or the client, a
+// destination that is not a legal Kafka topic name and a topic the
+// credentials may not write to are permanent: the message goes dead with
+// the reason. When no broker can be used (connections refused, the
+// brokers' certificate not trusted, the credentials rejected) the result
+// is outbox.Unavailable, so the relay pauses the route without spending
+// attempts; the Publisher then checks that a broker answers before
+// producing again. A publish that ends before the broker answered is an
+// unknown outcome (the record may still be written). Everything else
 // (leader changes, throttling, a topic recreated under a new id) is
 // retried, by the client first and then by the relay.
 package outboxkafka
