@@ -3,7 +3,6 @@ package outboxmqtt_test
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,16 +18,11 @@ import (
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 )
 
-// deadAddr is a loopback address where nothing listens.
+// deadAddr is a loopback address where nothing listens (below the
+// ephemeral port range, so no client socket takes it meanwhile).
 func deadAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	return "127.0.0.1:" + strconv.Itoa(freePort(t))
 }
 
 func wantClass(t *testing.T, what string, err error, want outbox.ErrorClass) {
