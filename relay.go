@@ -26,12 +26,19 @@ type Relay struct {
 	router  router
 
 	own     ownership
-	wake    chan struct{}
+	wakes   []chan struct{} // one per worker
 	bg      sync.WaitGroup
 	running atomic.Bool
 
+	checkers bool // some route has a Checker: record in-flight ids
+}
+
+// worker is one read-publish-settle loop over its share of the owned
+// partitions (those with partition % Workers == index).
+type worker struct {
+	index     int
 	batchSize int
-	checkers  bool // some route has a Checker: record in-flight ids
+	wake      chan struct{}
 }
 
 // routeState is a route with its circuit breaker.
@@ -61,12 +68,13 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 	}
 	c.setDefaults()
 	r := &Relay{
-		cfg:       c,
-		id:        c.ID,
-		log:       c.Logger,
-		backend:   driver.Backend(),
-		wake:      make(chan struct{}, 1),
-		batchSize: c.MinBatchSize,
+		cfg:     c,
+		id:      c.ID,
+		log:     c.Logger,
+		backend: driver.Backend(),
+	}
+	for range c.Workers {
+		r.wakes = append(r.wakes, make(chan struct{}, 1))
 	}
 	r.store = r.backend.Store
 	if r.id == "" {
@@ -103,9 +111,11 @@ func defaultRelayID() string {
 func (r *Relay) ID() string { return r.id }
 
 func (r *Relay) wakeSelf() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	for _, ch := range r.wakes {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -129,8 +139,6 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
-	local, unsubscribe := r.backend.Local.Subscribe()
-	defer unsubscribe()
 	r.bg.Add(1)
 	go func() {
 		defer r.bg.Done()
@@ -144,7 +152,18 @@ func (r *Relay) Run(ctx context.Context) error {
 		}()
 	}
 
-	r.work(ctx, local)
+	var workers sync.WaitGroup
+	for i := range r.cfg.Workers {
+		w := &worker{index: i, batchSize: r.cfg.MinBatchSize, wake: r.wakes[i]}
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			local, unsubscribe := r.backend.Local.Subscribe()
+			defer unsubscribe()
+			r.work(ctx, w, local)
+		}()
+	}
+	workers.Wait()
 
 	stopLoops()
 	r.bg.Wait()
@@ -180,8 +199,8 @@ func (r *Relay) listenLoop(ctx context.Context) {
 	}
 }
 
-// work is the read-publish-settle loop.
-func (r *Relay) work(ctx context.Context, local <-chan struct{}) {
+// work is one worker's read-publish-settle loop.
+func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 	poll := r.cfg.MinPollInterval
 	errDelay := 100 * time.Millisecond
 	failing := false
@@ -189,7 +208,7 @@ func (r *Relay) work(ctx context.Context, local <-chan struct{}) {
 	defer timer.Stop()
 	for {
 		wait := time.Duration(0)
-		n, err := r.round(ctx)
+		n, err := r.round(ctx, w)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -217,7 +236,7 @@ func (r *Relay) work(ctx context.Context, local <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		case <-r.wake:
+		case <-w.wake:
 			poll = r.cfg.MinPollInterval
 		case <-local:
 			poll = r.cfg.MinPollInterval
@@ -225,29 +244,38 @@ func (r *Relay) work(ctx context.Context, local <-chan struct{}) {
 	}
 }
 
-// round reads one batch, delivers it and settles it. It returns how many
-// messages it read, or -1 when the relay owns no partition.
-func (r *Relay) round(ctx context.Context) (int, error) {
-	r.own.round.Lock()
-	defer r.own.round.Unlock()
-	parts, ok := r.own.snapshot()
+// round reads one batch of w's partitions, delivers it and settles it. It
+// returns how many messages it read, or -1 when w owns no partition.
+func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
+	r.own.round.RLock()
+	defer r.own.round.RUnlock()
+	all, ok := r.own.snapshot()
 	if !ok {
 		return -1, nil
 	}
-	rows, err := r.store.Read(ctx, parts, r.batchSize)
+	parts := make([]int, 0, len(all)/r.cfg.Workers+1)
+	for _, p := range all {
+		if p%r.cfg.Workers == w.index {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return -1, nil
+	}
+	rows, err := r.store.Read(ctx, parts, w.batchSize)
 	if err != nil {
 		return 0, fmt.Errorf("read: %w", err)
 	}
 	if len(rows) == 0 {
-		r.batchSize = max(r.cfg.MinBatchSize, r.batchSize/2)
+		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
 		return 0, nil
 	}
-	report := BatchReport{Read: len(rows), BatchSize: r.batchSize}
+	report := BatchReport{Read: len(rows), BatchSize: w.batchSize}
 	switch {
-	case len(rows) == r.batchSize:
-		r.batchSize = min(r.cfg.BatchSize, r.batchSize*2)
-	case len(rows) < r.batchSize/4:
-		r.batchSize = max(r.cfg.MinBatchSize, r.batchSize/2)
+	case len(rows) == w.batchSize:
+		w.batchSize = min(r.cfg.BatchSize, w.batchSize*2)
+	case len(rows) < w.batchSize/4:
+		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
 	}
 	if r.checkers {
 		if err := r.markInflight(ctx, rows); err != nil {

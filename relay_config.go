@@ -24,6 +24,8 @@ const (
 	// DefaultShutdownTimeout bounds the finishing of the in-flight batch
 	// after Run's context is cancelled.
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultWorkers is how many rounds a relay runs at once.
+	DefaultWorkers = 4
 	// DefaultLeaseTTL is how long a relay's ownership of a partition lasts
 	// without renewal; a relay that dies is replaced after at most this.
 	DefaultLeaseTTL = 5 * time.Second
@@ -54,9 +56,15 @@ type RelayConfig struct {
 	// Logger receives state changes (dead letters, partitions gained or
 	// lost, routes paused). Defaults to slog.Default().
 	Logger *slog.Logger
-	// BatchSize is the most messages read in one round; the relay adapts
-	// between MinBatchSize and BatchSize. Defaults to DefaultBatchSize.
+	// BatchSize is the most messages a worker reads in one round; each
+	// worker adapts between MinBatchSize and BatchSize. Defaults to
+	// DefaultBatchSize.
 	BatchSize int
+	// Workers is how many read-publish-settle rounds run at once, each over
+	// its own share of the owned partitions (partition mod Workers), so one
+	// round's publishing overlaps another's database work. Per-key order
+	// holds: a key lives in one partition. Defaults to DefaultWorkers (4).
+	Workers int
 	// MinBatchSize is where the batch size starts and the least it shrinks
 	// to. Defaults to DefaultMinBatchSize (or BatchSize if smaller).
 	MinBatchSize int
@@ -87,7 +95,7 @@ type RelayConfig struct {
 	// DefaultMaxPayloadBytes (1 MiB).
 	MaxPayloadBytes int
 	// OnBatch, when set, is called after every settled round, from the
-	// relay's goroutine. Keep it fast.
+	// workers' goroutines (concurrently when Workers > 1). Keep it fast.
 	OnBatch func(BatchReport)
 }
 
@@ -114,6 +122,8 @@ func (c *RelayConfig) validate() error {
 	switch {
 	case c.BatchSize < 0:
 		return errors.New("outbox: RelayConfig.BatchSize must not be negative")
+	case c.Workers < 0 || c.Workers > 64:
+		return errors.New("outbox: RelayConfig.Workers must be between 0 and 64")
 	case c.MinBatchSize < 0:
 		return errors.New("outbox: RelayConfig.MinBatchSize must not be negative")
 	case c.MinPollInterval < 0 || c.MaxPollInterval < 0:
@@ -134,6 +144,9 @@ func (c *RelayConfig) validate() error {
 func (c *RelayConfig) setDefaults() {
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
 	}
 	if c.MinBatchSize == 0 {
 		c.MinBatchSize = DefaultMinBatchSize

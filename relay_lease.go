@@ -22,10 +22,10 @@ type ownership struct {
 	// for the in-flight round to settle.
 	releasing map[int]bool
 
-	// round is held by the worker for a whole read-publish-settle round,
-	// and by the lease loop while it releases partitions, so a partition is
-	// never released under an in-flight batch.
-	round sync.Mutex
+	// round is held shared by each worker for a whole read-publish-settle
+	// round, and exclusively while partitions are released, so a partition
+	// is never released under an in-flight batch.
+	round sync.RWMutex
 }
 
 // snapshot returns the owned partitions if the leases are still valid.

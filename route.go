@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Route sends the messages whose topic matches Pattern to Publisher.
@@ -77,14 +78,18 @@ func MatchTopic(pattern, topic string) bool {
 	}
 }
 
-// router picks the route of a topic, caching answers.
+// router picks the route of a topic, caching answers; workers share it.
 type router struct {
 	routes []*routeState
+	mu     sync.RWMutex
 	cache  map[string]*routeState
 }
 
 func (r *router) lookup(topic string) *routeState {
-	if rs, ok := r.cache[topic]; ok {
+	r.mu.RLock()
+	rs, ok := r.cache[topic]
+	r.mu.RUnlock()
+	if ok {
 		return rs
 	}
 	var found *routeState
@@ -94,8 +99,10 @@ func (r *router) lookup(topic string) *routeState {
 			break
 		}
 	}
+	r.mu.Lock()
 	if len(r.cache) < 10000 {
 		r.cache[topic] = found
 	}
+	r.mu.Unlock()
 	return found
 }
