@@ -201,14 +201,24 @@ func newServer(t testing.TB) *server {
 	return s
 }
 
+// sparePort returns a free port below the ephemeral range (32768 and up
+// on Linux), so that while a server of the test is down no outgoing
+// connection can take its port before the restart.
 func sparePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		b := make([]byte, 2)
+		_, _ = rand.Read(b)
+		port := 10000 + (int(b[0])<<8|int(b[1]))%10000
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port in 10000-19999")
+	return 0
 }
 
 // Addr is the server's host:port.
