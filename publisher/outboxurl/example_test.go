@@ -20,11 +20,11 @@ func ExampleOpen() {
 		Payload: []byte(`{"order_id":42}`), Attempt: 1,
 	}})
 
-	_, err = outboxurl.Open("kafka://broker:9092", nil)
+	_, err = outboxurl.Open("ftp://files.example.com/drop", nil)
 	fmt.Println(err)
 	// Output:
 	// {"message_id":"0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e","topic":"order.created","destination":"order.created","headers":{},"payload":{"order_id":42},"attempt":1}
-	// destination kafka://broker:9092: scheme "kafka" is not supported yet (supported: stdout, http, https)
+	// destination ftp://files.example.com/drop: unknown scheme "ftp" (supported: stdout, http, https, amqp, amqps, kafka, mqtt, mqtts, nats, redis, rediss)
 }
 
 func ExampleRedact() {
