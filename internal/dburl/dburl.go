@@ -18,6 +18,7 @@ import (
 
 	"github.com/txoutbox/outbox/driver/outboxpgx"
 	"github.com/txoutbox/outbox/driver/outboxsql"
+	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -52,21 +53,7 @@ func (db *DB) Close() {
 }
 
 // Redact returns raw with any password replaced, for messages.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		if i := strings.Index(raw, "@"); i >= 0 {
-			if j := strings.Index(raw, "://"); j >= 0 && j < i {
-				return raw[:j+3] + "xxxxx" + raw[i:]
-			}
-		}
-		return raw
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
+func Redact(raw string) string { return redact.URL(raw) }
 
 // ErrBadURL wraps every URL validation error.
 var ErrBadURL = errors.New("bad database URL")

@@ -57,7 +57,8 @@ func TestParseRejects(t *testing.T) {
 func TestRedact(t *testing.T) {
 	for raw, want := range map[string]string{
 		"postgres://app:s3cret@db:5432/app": "postgres://app:xxxxx@db:5432/app",
-		"mysql://root@127.0.0.1:3306/test":  "mysql://root@127.0.0.1:3306/test",
+		"postgres://app:123/x@db:5432/app":  "postgres://app:xxxxx@db:5432/app",
+		"mysql://root@127.0.0.1:3306/test":  "mysql://xxxxx@127.0.0.1:3306/test", // a lone user may be a token
 		"sqlite:///tmp/x.db":                "sqlite:///tmp/x.db",
 	} {
 		if got := dburl.Redact(raw); got != want {
