@@ -174,6 +174,7 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err != nil {
 		return err
 	}
+	routeClientLogs(logger)
 	rc, err := resolveRelayConfig(r, f)
 	if err != nil {
 		return err

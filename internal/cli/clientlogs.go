@@ -1,0 +1,20 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// clientLogger sends a broker client's own log lines (go-redis logs every
+// failed dial) to the relay's logger at debug level, so an outage shows as
+// the relay's single "route paused" line instead of a flood on stderr.
+type clientLogger struct{ l *slog.Logger }
+
+func (c clientLogger) Printf(ctx context.Context, format string, v ...any) {
+	c.l.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+}
+
+func routeClientLogs(l *slog.Logger) { redis.SetLogger(clientLogger{l}) }
