@@ -192,13 +192,21 @@ ON CONFLICT (relay_id) DO UPDATE SET seen_at = excluded.seen_at`
 		pendingHint = " INDEXED BY outbox_messages_pending_idx"
 		waitingHint = " INDEXED BY outbox_messages_waiting_idx"
 	}
-	s.read = `SELECT ` + cols + `
+	// SQLite re-reads its clock between the rows a SELECT returns, so a row
+	// passed over as "not yet due" could be due by the time a later row of
+	// its key is checked, letting that row overtake it: read the clock once.
+	readNow, with := now, ""
+	if d == SQLite {
+		with = "WITH clock AS MATERIALIZED (SELECT " + now + " AS now)\n"
+		readNow = "(SELECT now FROM clock)"
+	}
+	s.read = with + `SELECT ` + cols + `
 FROM outbox_messages AS m` + pendingHint + `
-WHERE m.status = 'pending' AND m.available_at <= ` + now + ` AND ` + d.inInts("m.partition_no", 1) + `
+WHERE m.status = 'pending' AND m.available_at <= ` + readNow + ` AND ` + d.inInts("m.partition_no", 1) + `
   AND (m.business_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM outbox_messages AS b` + waitingHint + `
       WHERE b.business_key = m.business_key AND ` + waitingCond + `
-        AND b.id < m.id AND b.available_at > ` + now + `))
+        AND b.id < m.id AND b.available_at > ` + readNow + `))
 ORDER BY m.id
 LIMIT ` + d.ph(2)
 
