@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -13,11 +14,18 @@ import (
 // A destination is a routing key on amq.topic with a fresh queue bound to
 // it; the missing destination is a routing key no queue is bound to, which
 // the broker returns as unroutable. (A missing exchange, the other way a
-// destination can be missing, is TestMissingExchange.)
+// destination can be missing, is TestMissingExchange.) The publisher
+// reaches the broker through a fault proxy, so that its connection can be
+// cut; the consumers connect directly.
 func TestConformance(t *testing.T) {
 	dialRabbit(t)
 	publishertest.Run(t, func(t *testing.T) *publishertest.Target {
-		p := newPublisher(t, rabbitURL, nil)
+		proxy, err := faultproxy.New(rabbitAddr(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
+		p := newPublisher(t, viaAddr(t, proxy.Addr()), nil)
 		var mu sync.Mutex
 		consumers := map[string]*consumer{}
 		return &publishertest.Target{
@@ -40,6 +48,10 @@ func TestConformance(t *testing.T) {
 					out = append(out, received(d))
 				}
 				return out
+			},
+			Disconnect: func(*testing.T) func() {
+				proxy.SetMode(faultproxy.Refuse)
+				return func() { proxy.SetMode(faultproxy.Pass) }
 			},
 			Features: publishertest.Features{Keys: true, ArbitraryHeaders: true, MissingDestinationIsPermanent: true},
 		}

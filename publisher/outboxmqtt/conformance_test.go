@@ -4,16 +4,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
 // TestConformance runs the publisher suite against the local Mosquitto,
-// with a QoS 1 MQTT 5 subscriber per destination as the consumer.
+// with a QoS 1 MQTT 5 subscriber per destination as the consumer. The
+// publisher reaches the broker through a fault proxy, so that its
+// connection can be cut; the subscribers connect directly.
 func TestConformance(t *testing.T) {
 	requireBroker(t)
 	publishertest.Run(t, func(t *testing.T) *publishertest.Target {
-		p := dial(t, brokerAddr, nil)
+		proxy, err := faultproxy.New(brokerAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
+		p := dial(t, proxy.Addr(), nil)
 		subs := map[string]*subscriber{}
 		return &publishertest.Target{
 			Publisher: p,
@@ -35,6 +43,10 @@ func TestConformance(t *testing.T) {
 					out[i] = m.Received
 				}
 				return out
+			},
+			Disconnect: func(*testing.T) func() {
+				proxy.SetMode(faultproxy.Refuse)
+				return func() { proxy.SetMode(faultproxy.Pass) }
 			},
 			Features: publishertest.Features{Keys: true, ArbitraryHeaders: true},
 		}

@@ -4,16 +4,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
 // TestConformance runs the publisher suite against the local JetStream:
 // each destination is a fresh stream, read back by an ordered consumer on
-// a connection of its own.
+// a connection of its own. The publisher's connection goes through a fault
+// proxy, so that it can be cut.
 func TestConformance(t *testing.T) {
 	publishertest.Run(t, func(t *testing.T) *publishertest.Target {
-		_, js := connect(t)
+		proxy, _, js := proxied(t)
 		p, err := outboxnats.New(js, &outboxnats.Config{CloseConn: true})
 		if err != nil {
 			t.Fatal(err)
@@ -34,6 +36,10 @@ func TestConformance(t *testing.T) {
 					out = append(out, received(m))
 				}
 				return out
+			},
+			Disconnect: func(*testing.T) func() {
+				proxy.SetMode(faultproxy.Refuse)
+				return func() { proxy.SetMode(faultproxy.Pass) }
 			},
 			Features: publishertest.Features{Keys: true, ArbitraryHeaders: true, MissingDestinationIsPermanent: true},
 		}

@@ -6,17 +6,25 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/publisher/outboxredis"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
 // TestConformance runs the publisher suite against the local Redis: each
 // destination is a fresh stream created by the test (streams are not
-// created by the publisher), read back with XREAD from the start.
+// created by the publisher), read back with XREAD from the start. The
+// publisher's client reaches the server through a fault proxy, so that its
+// connections can be cut; the reader connects directly.
 func TestConformance(t *testing.T) {
 	publishertest.Run(t, func(t *testing.T) *publishertest.Target {
 		admin := localClient(t)
-		client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+		proxy, err := faultproxy.New(redisAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
+		client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
 		p, err := outboxredis.New(client, &outboxredis.Config{CloseClient: true})
 		if err != nil {
 			t.Fatal(err)
@@ -39,6 +47,10 @@ func TestConformance(t *testing.T) {
 					out[i] = e.Received
 				}
 				return out
+			},
+			Disconnect: func(*testing.T) func() {
+				proxy.SetMode(faultproxy.Refuse)
+				return func() { proxy.SetMode(faultproxy.Pass) }
 			},
 			Features: publishertest.Features{Keys: true, ArbitraryHeaders: true, MissingDestinationIsPermanent: true},
 		}

@@ -9,10 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
+// TestConformance runs the publisher suite against a test server that
+// records every request; the publisher reaches it through a fault proxy so
+// that its connections can be cut.
 func TestConformance(t *testing.T) {
 	publishertest.Run(t, func(t *testing.T) *publishertest.Target {
 		var mu sync.Mutex
@@ -29,7 +33,12 @@ func TestConformance(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		}))
 		t.Cleanup(srv.Close)
-		p, err := outboxwebhook.New(srv.URL, &outboxwebhook.Config{Secret: "conformance"})
+		proxy, err := faultproxy.New(srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
+		p, err := outboxwebhook.New("http://"+proxy.Addr(), &outboxwebhook.Config{Secret: "conformance"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,6 +60,10 @@ func TestConformance(t *testing.T) {
 					}
 					time.Sleep(5 * time.Millisecond)
 				}
+			},
+			Disconnect: func(*testing.T) func() {
+				proxy.SetMode(faultproxy.Refuse)
+				return func() { proxy.SetMode(faultproxy.Pass) }
 			},
 			Features: publishertest.Features{Keys: true, ArbitraryHeaders: true},
 		}

@@ -2,7 +2,8 @@
 // passes: ids, headers and byte-identical payloads arrive, batches get one
 // result per message, per-key order holds across batches, a cancelled
 // publish never reports success, missing destinations are permanent
-// errors, and Close is final.
+// errors, a lost connection is never reported as delivered and heals by
+// itself, and Close is final.
 //
 // A publisher's own test builds a Target over the real broker and calls
 // Run:
@@ -59,8 +60,15 @@ type Target struct {
 	MissingDestination func(t *testing.T) string
 	// Receive returns the first n messages that arrived at dest, in
 	// arrival order, failing the test if they do not come in time.
-	Receive  func(t *testing.T, dest string, n int) []Received
-	Features Features
+	Receive func(t *testing.T, dest string, n int) []Received
+	// Disconnect cuts the publisher's connection to the destination:
+	// open connections are closed and new ones refused until restore is
+	// called, after which the destination is reachable again at the same
+	// address. Receive need only work once restore has been called.
+	// Required: every publisher must survive a lost connection without
+	// being rebuilt.
+	Disconnect func(t *testing.T) (restore func())
+	Features   Features
 }
 
 // Run runs the suite; newTarget is called once per subtest.
@@ -75,6 +83,7 @@ func Run(t *testing.T, newTarget func(t *testing.T) *Target) {
 		{"OrderPerKeyAcrossBatches", orderPerKey},
 		{"CancelledPublishIsNeverSuccess", cancelledIsNotSuccess},
 		{"MissingDestination", missingDestination},
+		{"ReconnectsAfterConnectionLoss", reconnects},
 		{"CloseIsFinal", closeIsFinal},
 	}
 	for _, tc := range tests {
@@ -255,6 +264,102 @@ func missingDestination(t *testing.T, tg *Target) {
 	}
 	if c := outbox.Classify(errs[0]); c != outbox.ClassPermanent {
 		t.Fatalf("missing destination error %q is %v, want permanent", errs[0], c)
+	}
+}
+
+// reconnects cuts the connection under a publisher that has delivered:
+// while it is cut nothing is reported delivered that did not arrive and
+// no failure is permanent; once it is restored the same publisher
+// delivers again without being rebuilt.
+func reconnects(t *testing.T, tg *Target) {
+	if tg.Disconnect == nil {
+		t.Fatal("Target.Disconnect is required")
+	}
+	dest := tg.NewDestination(t)
+	first := Envelope(dest, "k", []byte(`{"n":0}`), "application/json", nil)
+	publishOK(t, tg.Publisher, []*outbox.Envelope{first})
+	tg.Receive(t, dest, 1)
+
+	restore := tg.Disconnect(t)
+	restored := false
+	defer func() {
+		if !restored {
+			restore()
+		}
+	}()
+	var down []*outbox.Envelope
+	for i := range 3 {
+		down = append(down, Envelope(dest, fmt.Sprintf("k-%d", i), fmt.Appendf(nil, `{"n":%d}`, i+1), "application/json", nil))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	errs := tg.Publisher.Publish(ctx, down)
+	cancel()
+	if len(errs) != len(down) {
+		t.Fatalf("Publish returned %d results for %d messages", len(errs), len(down))
+	}
+	var confirmed []string // reported delivered while disconnected
+	for i, err := range errs {
+		if err == nil {
+			t.Logf("message %d reported delivered while disconnected", i)
+			confirmed = append(confirmed, down[i].ID)
+			continue
+		}
+		c := outbox.Classify(err)
+		t.Logf("message %d while disconnected: %v (%v)", i, err, c)
+		if c == outbox.ClassPermanent {
+			t.Fatalf("message %d while disconnected: %q is permanent, want unavailable, unknown or transient", i, err)
+		}
+	}
+	restore()
+	restored = true
+
+	var last *outbox.Envelope
+	start := time.Now()
+	deadline := start.Add(30 * time.Second)
+	for {
+		last = Envelope(dest, "k", []byte(`{"n":"after"}`), "application/json", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs := tg.Publisher.Publish(ctx, []*outbox.Envelope{last})
+		cancel()
+		if len(errs) != 1 {
+			t.Fatalf("Publish returned %d results for 1 message", len(errs))
+		}
+		if errs[0] == nil {
+			t.Logf("delivering again %v after the connection was restored", time.Since(start).Round(time.Millisecond))
+			break
+		}
+		if c := outbox.Classify(errs[0]); c == outbox.ClassPermanent {
+			t.Fatalf("publish after the connection was restored: %q is permanent", errs[0])
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the publisher did not reconnect within 30 s of the connection being restored: %v", errs[0])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// What failed may have arrived too (and some brokers deliver twice),
+	// so the confirmed messages are somewhere after the first.
+	arrived(t, tg, dest, append(confirmed, last.ID), 1+len(confirmed)+1)
+}
+
+// arrived fails the test unless every id arrived at dest. It reads the
+// first n messages for n from least up until all ids are among them; a
+// confirmed message that never arrived makes Receive fail once n passes
+// the number of messages that did.
+func arrived(t *testing.T, tg *Target, dest string, ids []string, least int) {
+	t.Helper()
+	t.Logf("looking for confirmed messages %v at %s", ids, dest)
+	for n := least; ; n++ {
+		seen := map[string]bool{}
+		for _, r := range tg.Receive(t, dest, n) {
+			seen[r.ID] = true
+		}
+		all := true
+		for _, id := range ids {
+			all = all && seen[id]
+		}
+		if all {
+			return
+		}
 	}
 }
 
