@@ -319,7 +319,7 @@ func TestUsage(t *testing.T) {
 		{"tiny payload", []string{"drain", "--db", db, "--payload-bytes", "1"}, "--payload-bytes"},
 		{"no database", []string{"drain"}, "no database"},
 		{"bad database URL", []string{"drain", "--db", "oracle://x"}, "bad database URL"},
-		{"unsupported destination", []string{"drain", "--db", db, "--to", "kafka://broker:9092"}, "not supported yet"},
+		{"unsupported destination", []string{"drain", "--db", db, "--to", "ftp://files.example.com/drop"}, `unknown scheme "ftp"`},
 		{"unknown destination", []string{"drain", "--db", db, "--to", "ftp://host/x"}, "--to"},
 		{"destination without scheme", []string{"steady", "--db", db, "--to", "localhost:8080"}, "--to"},
 		{"sink and to", []string{"drain", "--db", db, "--sink", "--to", "stdout://"}, "--sink"},
