@@ -54,6 +54,7 @@ type options struct {
 	payloadBytes int
 	keys         int
 	batchSize    int
+	workers      int
 	relays       int
 	clients      string // produce: a list; steady: one number
 	clientList   []int
@@ -256,6 +257,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
 	relayFlags := func() {
 		fs.IntVar(&o.batchSize, "batch-size", 0, fmt.Sprintf("relay's largest batch (default %d, the library's)", outbox.DefaultBatchSize))
+		fs.IntVar(&o.workers, "workers", 0, fmt.Sprintf("relay's concurrent rounds (default %d, the library's)", outbox.DefaultWorkers))
 		fs.IntVar(&o.relays, "relays", 1, "relays in this process, each with its own id")
 	}
 	destFlags := func() {
@@ -298,6 +300,8 @@ func (o *options) validate(set map[string]bool) error {
 		return usagef("%s: --payload-bytes must be between 2 and %d", w, outbox.DefaultMaxPayloadBytes)
 	case o.keys < 0:
 		return usagef("%s: --keys must not be negative", w)
+	case o.workers < 0:
+		return usagef("%s: --workers must not be negative", w)
 	case o.batchSize < 0:
 		return usagef("%s: --batch-size must not be negative", w)
 	case (w != wProduce) && o.relays < 1:
@@ -390,7 +394,7 @@ func printWorkloadUsage(w io.Writer, name string, fs *flag.FlagSet) {
 			head += " " + vname
 		}
 		def := ""
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.Name != "batch-size" {
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.Name != "batch-size" && f.Name != "workers" {
 			def = " (default " + f.DefValue + ")"
 		}
 		fmt.Fprintf(w, "%s\n      %s%s\n", head, usage, def)

@@ -377,6 +377,7 @@ func (b *bench) startRelays(ctx context.Context, pub outbox.Publisher, onBatch f
 			ID:        id,
 			Logger:    b.log,
 			BatchSize: b.o.batchSize,
+			Workers:   b.o.workers,
 			OnBatch:   onBatch,
 		})
 		if err != nil {
