@@ -2,74 +2,19 @@ package outboxmqtt_test
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
-
-// writeCerts writes a CA and a server certificate for 127.0.0.1 signed by
-// it into dir, and returns their paths.
-func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "outbox test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "mosquitto"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"mqtt.test"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, typ string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", der), write("server.key", "EC PRIVATE KEY", keyDER)
-}
 
 // TestTLS publishes over mqtts:// to a Mosquitto TLS listener, opened from
 // a URL as the command line does: the URL's CA verifies the broker, and
@@ -77,9 +22,10 @@ func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 // is sent.
 func TestTLS(t *testing.T) {
 	t.Parallel()
-	caFile, certFile, keyFile := writeCerts(t, t.TempDir())
-	m := startMosquitto(t, "certfile "+certFile+"\nkeyfile "+keyFile+"\n")
-	base := "mqtts://" + m.addr + "?connect_timeout=2s&" + outboxurl.ParamCAFile + "=" + url.QueryEscape(caFile)
+	ca := testtls.NewCA(t)
+	srv := ca.Server(t, "server", "127.0.0.1", "mqtt.test")
+	m := startMosquitto(t, "certfile "+srv.CertFile+"\nkeyfile "+srv.KeyFile+"\n")
+	base := "mqtts://" + m.addr + "?connect_timeout=2s&" + outboxurl.ParamCAFile + "=" + url.QueryEscape(ca.File)
 	open := func(raw string) outbox.Publisher {
 		t.Helper()
 		p, err := outboxurl.Open(raw, nil)

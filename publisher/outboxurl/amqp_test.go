@@ -5,12 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"net"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
@@ -151,10 +149,8 @@ func TestOpenAMQPPublishes(t *testing.T) {
 // system roots or ca_file, never skipping verification.
 func TestOpenAMQPTLS(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewUnstartedServer(nil)
-	srv.StartTLS() // only for its certificate (valid for 127.0.0.1)
-	t.Cleanup(srv.Close)
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: srv.TLS.Certificates})
+	ca := testtls.NewCA(t)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "server", "127.0.0.1").TLS}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,10 +165,7 @@ func TestOpenAMQPTLS(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	caFile := ca.File
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	publish := func(raw string) error {
 		p := openAMQP(t, raw, nil)

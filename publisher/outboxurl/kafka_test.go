@@ -2,18 +2,10 @@ package outboxurl_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 	"github.com/txoutbox/outbox/publisher/publishertest"
@@ -212,11 +205,11 @@ func TestOpenKafkaSASL(t *testing.T) {
 // works without server_name.
 func TestOpenKafkaTLS(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	caFile, serverCert := kafkaTestCA(t, dir)
+	ca := testtls.NewCA(t)
+	serverCert := ca.Server(t, "kafka", "localhost", "127.0.0.1").TLS
 	c := kafkaCluster(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}))
 	_, port, _ := net.SplitHostPort(c.ListenAddrs()[0])
-	raw := "kafka://127.0.0.1:" + port + ",localhost:" + port + "?ca_file=" + caFile
+	raw := "kafka://127.0.0.1:" + port + ",localhost:" + port + "?ca_file=" + ca.File
 	if _, err := kafkaPublish(openKafka(t, raw, nil), 15*time.Second); err != nil {
 		t.Fatalf("publish over TLS: %v", err)
 	}
@@ -230,48 +223,6 @@ func TestOpenKafkaTLS(t *testing.T) {
 	if _, err := kafkaPublish(p, 3*time.Second); err == nil {
 		t.Fatal("publish with a server_name the certificate does not hold succeeded")
 	}
-}
-
-// kafkaTestCA writes a CA certificate to dir and returns its path and a
-// server certificate it signed for 127.0.0.1 and localhost.
-func kafkaTestCA(t *testing.T, dir string) (string, tls.Certificate) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "outbox test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kafka"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return caFile, tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
 }
 
 // FuzzOpenKafka checks that no kafka URL panics Open, and that its errors

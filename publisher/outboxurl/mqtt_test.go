@@ -2,22 +2,15 @@ package outboxurl
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 )
 
@@ -65,11 +58,7 @@ func TestMQTTDialConfig(t *testing.T) {
 
 func TestMQTTTLSParams(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ca := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(ca, testCA(t), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := testtls.NewCA(t).File
 	raw := "mqtts://broker.internal?ca_file=" + url.QueryEscape(ca) + "&server_name=mqtt.example"
 	u, _ := url.Parse(raw)
 	cfg, err := mqttDialConfig(raw, u, nil)
@@ -84,25 +73,6 @@ func TestMQTTTLSParams(t *testing.T) {
 	if cfg, err = mqttDialConfig(raw, u, nil); err != nil || cfg.TLS.ServerName != "broker.internal" {
 		t.Fatalf("mqtts default: %v, %+v", err, cfg)
 	}
-}
-
-// testCA returns a self-signed CA certificate in PEM.
-func testCA(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "outbox test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 func TestOpenMQTTErrors(t *testing.T) {

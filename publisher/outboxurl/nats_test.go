@@ -2,19 +2,12 @@ package outboxurl_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
@@ -210,11 +204,11 @@ func TestOpenNATSTLS(t *testing.T) {
 		}
 		bin = "/usr/sbin/nats-server"
 	}
-	dir := t.TempDir()
-	f := natsTLSFiles(t, dir)
+	ca := testtls.NewCA(t)
+	server, client := ca.Server(t, "server", "nats.test"), ca.Client(t, "client")
 	port := natsFreePort(t)
 	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port),
-		"--tls", "--tlscert", f["server.pem"], "--tlskey", f["server.key"], "--tlsverify", "--tlscacert", f["ca.pem"])
+		"--tls", "--tlscert", server.CertFile, "--tlskey", server.KeyFile, "--tlsverify", "--tlscacert", ca.File)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -235,16 +229,16 @@ func TestOpenNATSTLS(t *testing.T) {
 	q := func(params ...string) string {
 		return "nats://" + addr + "?connect_timeout=3s&" + strings.Join(params, "&")
 	}
-	ca, cert, key, sn := "ca_file="+f["ca.pem"], "cert_file="+f["client.pem"], "key_file="+f["client.key"], "server_name=nats.test"
-	p, err := outboxurl.Open(q(ca, cert, key, sn), nil)
+	caFile, cert, key, sn := "ca_file="+ca.File, "cert_file="+client.CertFile, "key_file="+client.KeyFile, "server_name=nats.test"
+	p, err := outboxurl.Open(q(caFile, cert, key, sn), nil)
 	if err != nil {
 		t.Fatalf("TLS with CA, client certificate and server name: %v", err)
 	}
 	_ = p.Close()
 	for _, tc := range []struct{ name, raw, want string }{
-		{"no server_name (certificate is for nats.test)", q(ca, cert, key), "x509"},
+		{"no server_name (certificate is for nats.test)", q(caFile, cert, key), "x509"},
 		{"no ca_file", q(cert, key, sn), "unknown authority"},
-		{"no client certificate", q(ca, sn), "tls"},
+		{"no client certificate", q(caFile, sn), "tls"},
 	} {
 		p, err := outboxurl.Open(tc.raw, nil)
 		if err == nil {
@@ -256,53 +250,4 @@ func TestOpenNATSTLS(t *testing.T) {
 			t.Errorf("%s: error %q does not say %q", tc.name, err, tc.want)
 		}
 	}
-}
-
-// natsTLSFiles writes a CA, a server certificate for "nats.test" and a
-// client certificate into dir.
-func natsTLSFiles(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	files := map[string]string{}
-	write := func(name, typ string, der []byte) {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		files[name] = path
-	}
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	now := time.Now()
-	caKey := newKey()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "outbox test CA"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	write("ca.pem", "CERTIFICATE", caDER)
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage, dns []string) {
-		k := newKey()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: dns}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		write(name+".pem", "CERTIFICATE", der)
-		write(name+".key", "EC PRIVATE KEY", kb)
-	}
-	leaf("server", 2, x509.ExtKeyUsageServerAuth, []string{"nats.test"})
-	leaf("client", 3, x509.ExtKeyUsageClientAuth, nil)
-	return files
 }
