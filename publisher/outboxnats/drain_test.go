@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 )
 
@@ -69,15 +70,15 @@ func TestDrainThroughput(t *testing.T) {
 		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
 	start = time.Now()
-	runRelay(t, db, timed, func(c *outbox.RelayConfig) {
-		c.MaxPollInterval = 0
-		c.OnBatch = func(r outbox.BatchReport) {
-			rounds.Add(1)
-			if sent.Add(int64(r.Sent)) == int64(n) {
-				close(done)
-			}
+	cfg := relaytest.Config(timed)
+	cfg.MaxPollInterval = 0
+	cfg.OnBatch = func(r outbox.BatchReport) {
+		rounds.Add(1)
+		if sent.Add(int64(r.Sent)) == int64(n) {
+			close(done)
 		}
-	})
+	}
+	relaytest.Start(t, db, cfg)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Minute):

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 )
 
@@ -32,7 +33,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	runRelay(t, db, p, nil)
+	relaytest.Start(t, db, relaytest.Config(p))
 
 	msgs := readStream(t, js, stream, 2, 30*time.Second)
 	ids := map[string]string{} // payload → message_id in the table
@@ -80,9 +81,9 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 30*time.Second, "the rows settled", func() bool {
-		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 2 &&
-			db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'") == 1
+	relaytest.WaitFor(t, 30*time.Second, "the rows settled", func() bool {
+		return relaytest.Count(t, db, "sent") == 2 &&
+			relaytest.Count(t, db, "dead") == 1
 	})
 	var lastError string
 	if err := db.Pool.QueryRow(context.Background(), "SELECT last_error FROM outbox_messages WHERE topic = $1", missing).Scan(&lastError); err != nil {

@@ -2,12 +2,12 @@ package outboxnats_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
@@ -38,22 +38,12 @@ func TestOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	runRelay(t, db, p, nil)
+	relaytest.Start(t, db, relaytest.Config(p))
 
 	// A producer commits 10 messages every 20 ms, before, during and
 	// after the kill.
-	enq := newEnqueuer(t, db)
-	produced := make(chan error, 1)
-	go func() {
-		for from := 0; from < total; from += perTx {
-			if err := enq.enqueue(context.Background(), orderMsgs("outage.order.created", from, perTx, keys)); err != nil {
-				produced <- err
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		produced <- nil
-	}()
+	enq := relaytest.NewEnqueuer(t, db)
+	produced := enq.Flow("outage.order.created", total, perTx, keys, 20*time.Millisecond)
 
 	count := func() uint64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -68,33 +58,33 @@ func TestOutage(t *testing.T) {
 		}
 		return info.State.Msgs
 	}
-	waitFor(t, 30*time.Second, "deliveries to start", func() bool { return count() >= 100 })
+	relaytest.WaitFor(t, 30*time.Second, "deliveries to start", func() bool { return count() >= 100 })
 	before := count()
 	srv.stop()
 	killed := time.Now()
 	t.Logf("nats-server killed with %d messages in the stream", before)
 
-	waitFor(t, outage, "the relay to see the destination unavailable", func() bool {
+	relaytest.WaitFor(t, outage, "the relay to see the destination unavailable", func() bool {
 		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND last_error LIKE '%unavailable%'") > 0
 	})
 	if err := <-produced; err != nil {
 		t.Fatalf("producer: %v", err)
 	}
 	time.Sleep(time.Until(killed.Add(outage))) // hold the outage open
-	if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'"); n != 0 {
+	if n := relaytest.Count(t, db, "dead"); n != 0 {
 		t.Fatalf("%d messages dead during the outage", n)
 	}
-	pendingAtRestart := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'")
+	pendingAtRestart := relaytest.Count(t, db, "pending")
 	srv.start()
 	t.Logf("nats-server restarted after %v; %d messages pending", time.Since(killed).Round(time.Millisecond), pendingAtRestart)
 	if pendingAtRestart == 0 {
 		t.Fatal("nothing was pending when the server came back: the outage did not interrupt the flow")
 	}
 
-	waitFor(t, 90*time.Second, "every row sent", func() bool {
-		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == total
+	relaytest.WaitFor(t, 90*time.Second, "every row sent", func() bool {
+		return relaytest.Count(t, db, "sent") == total
 	})
-	if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'"); n != 0 {
+	if n := relaytest.Count(t, db, "dead"); n != 0 {
 		t.Fatalf("%d messages dead", n)
 	}
 	if n := count(); n != total {
@@ -102,19 +92,13 @@ func TestOutage(t *testing.T) {
 	}
 	msgs := readStream(t, admin, "OUTAGE", total, 30*time.Second)
 	got := map[string]bool{}
-	last := map[int]int{}
+	var order relaytest.KeyOrder
 	for _, m := range msgs {
-		got[m.Headers().Get(jetstream.MsgIDHeader)] = true
-		var k, seq int
-		if _, err := fmt.Sscanf(string(m.Data()), `{"k":%d,"seq":%d}`, &k, &seq); err != nil {
-			t.Fatalf("payload %q: %v", m.Data(), err)
-		}
-		if prev, ok := last[k]; ok && seq <= prev {
-			t.Fatalf("key-%d: seq %d stored after %d", k, seq, prev)
-		}
-		last[k] = seq
+		id := m.Headers().Get(jetstream.MsgIDHeader)
+		got[id] = true
+		order.Check(t, id, m.Data())
 	}
-	ids := enq.all()
+	ids := enq.IDs()
 	if len(ids) != total || len(got) != total {
 		t.Fatalf("enqueued %d ids, stream has %d distinct ids; want %d each", len(ids), len(got), total)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -216,17 +217,6 @@ func proxied(t *testing.T) (*faultproxy.Proxy, *nats.Conn, jetstream.JetStream) 
 	return fp, nc, js
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // While the connection is down every message is unavailable (the relay
 // pauses the route without counting attempts); once the server is back,
 // the connection recovers by itself and publishing works again.
@@ -240,14 +230,14 @@ func TestUnavailableThenReconnects(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	fp.SetMode(faultproxy.Refuse)
-	waitFor(t, 10*time.Second, "the client to notice the disconnect", func() bool { return !nc.IsConnected() })
+	relaytest.WaitFor(t, 10*time.Second, "the client to notice the disconnect", func() bool { return !nc.IsConnected() })
 	down := []*outbox.Envelope{env(stream+".a", "k1", `2`), env(stream+".b", "k2", `3`)}
 	for i, err := range publish(t, p, 10*time.Second, down...) {
 		wantClass(t, "publish while disconnected", err, outbox.ClassUnavailable, "not connected")
 		_ = i
 	}
 	fp.SetMode(faultproxy.Pass)
-	waitFor(t, 20*time.Second, "the client to reconnect", nc.IsConnected)
+	relaytest.WaitFor(t, 20*time.Second, "the client to reconnect", nc.IsConnected)
 	if errs := publish(t, p, 10*time.Second, down...); errs[0] != nil || errs[1] != nil {
 		t.Fatalf("publish after reconnect: %v", errs)
 	}
@@ -285,7 +275,7 @@ func TestDisconnectWhileAwaitingIsUnknown(t *testing.T) {
 		defer cancel()
 		done <- p.Publish(ctx, []*outbox.Envelope{env(stream+".a", "k1", `1`), env(stream+".b", "k2", `2`)})
 	}()
-	waitFor(t, 10*time.Second, "the messages to be in flight", func() bool { return js.PublishAsyncPending() == 2 })
+	relaytest.WaitFor(t, 10*time.Second, "the messages to be in flight", func() bool { return js.PublishAsyncPending() == 2 })
 	fp.SetMode(faultproxy.Refuse)
 	select {
 	case errs := <-done:
