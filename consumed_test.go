@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
@@ -29,8 +30,8 @@ func TestMarkConsumed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runRelay(t, r)
-		waitFor(t, 20*time.Second, "sent", func() bool {
+		relaytest.Run(t, r)
+		relaytest.WaitFor(t, 20*time.Second, "sent", func() bool {
 			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 2
 		})
 		for i := 0; i < 2; i++ { // idempotent

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -187,8 +188,8 @@ func TestCrashRedeliversNeverLoses(t *testing.T) {
 				time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
 				if d, _ := rec.counts(); d == n || kills >= 12 || time.Now().After(deadline) {
 					// Let the last one finish in peace.
-					waitFor(t, time.Until(deadline)+time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
-					waitFor(t, 30*time.Second, "all rows sent", func() bool {
+					relaytest.WaitFor(t, time.Until(deadline)+time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
+					relaytest.WaitFor(t, 30*time.Second, "all rows sent", func() bool {
 						return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status <> 'sent'") == 0
 					})
 					ch.term(t)
@@ -231,12 +232,12 @@ func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		children = append(children, startChild(t, h.db.URL, srv.URL, fmt.Sprintf("relay-%d", i), batch, 3*time.Second))
 	}
-	waitFor(t, time.Minute, "three relays sharing the partitions", func() bool {
+	relaytest.WaitFor(t, time.Minute, "three relays sharing the partitions", func() bool {
 		return h.db.Count(t, "SELECT count(DISTINCT owner) FROM outbox_leases WHERE owner IS NOT NULL") == 3
 	})
-	waitFor(t, time.Minute, "a quarter delivered", func() bool { d, _ := rec.counts(); return d >= n/4 })
+	relaytest.WaitFor(t, time.Minute, "a quarter delivered", func() bool { d, _ := rec.counts(); return d >= n/4 })
 	children[0].kill()
-	waitFor(t, 3*time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
+	relaytest.WaitFor(t, 3*time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
 	distinct, total := rec.counts()
 	t.Logf("%d delivered, %d duplicates", distinct, total-distinct)
 	if total-distinct > batch {
@@ -270,9 +271,9 @@ func TestRelaysNoDuplicatesWithoutCrash(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runRelay(t, r)
+			relaytest.Run(t, r)
 		}
-		waitFor(t, 2*time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
+		relaytest.WaitFor(t, 2*time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
 		if d, tot := rec.counts(); tot != d {
 			t.Fatalf("%d duplicates without any crash", tot-d)
 		}

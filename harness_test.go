@@ -3,13 +3,12 @@ package outbox_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -36,17 +35,6 @@ var driverCases = []driverCase{
 	{"mysql", store.MySQL, false},
 	{"sqlite", store.SQLite, false},
 }
-
-func quietLogger() *slog.Logger {
-	if os.Getenv("OUTBOX_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(discard{}, nil))
-}
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 func newHarness(t *testing.T, c driverCase) *harness {
 	t.Helper()
@@ -142,46 +130,10 @@ func (s *sink) total() int {
 	return len(s.got)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// runRelay starts r and stops it at cleanup, failing on a Run error.
-func runRelay(t *testing.T, r *outbox.Relay) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("relay run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("relay did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 func fastRelayConfig(routes ...outbox.Route) *outbox.RelayConfig {
 	return &outbox.RelayConfig{
 		Routes:          routes,
-		Logger:          quietLogger(),
+		Logger:          relaytest.Logger(),
 		LeaseTTL:        2 * time.Second,
 		MaxPollInterval: 100 * time.Millisecond,
 		Retry:           outbox.RetryPolicy{Base: 50 * time.Millisecond, Cap: 200 * time.Millisecond},

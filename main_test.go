@@ -17,6 +17,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/dburl"
+	"github.com/txoutbox/outbox/internal/relaytest"
 )
 
 // TestMain doubles as a relay process for the crash tests: with
@@ -62,7 +63,7 @@ func childRelay(url, sink string) int {
 	})
 	batch, _ := strconv.Atoi(os.Getenv("OUTBOX_TEST_CHILD_BATCH"))
 	ttl, _ := time.ParseDuration(os.Getenv("OUTBOX_TEST_CHILD_TTL"))
-	logger := quietLogger()
+	logger := relaytest.Logger()
 	if os.Getenv("OUTBOX_TEST_LOG") == "" {
 		// Warnings (a lost partition, a fenced settle) explain duplicates.
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 )
 
 func TestEnqueueValidation(t *testing.T) {
@@ -148,8 +149,8 @@ func TestEnvelopeCarriesPayloadHeadersAndTrace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runRelay(t, r)
-		waitFor(t, 20*time.Second, "3 deliveries", func() bool { return s.distinct() == 3 })
+		relaytest.Run(t, r)
+		relaytest.WaitFor(t, 20*time.Second, "3 deliveries", func() bool { return s.distinct() == 3 })
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		byID := map[string]*outbox.Envelope{}

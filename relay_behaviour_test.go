@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -51,8 +52,8 @@ func TestRelayBackoffScheduleDeadAndRequeue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runRelay(t, r)
-		waitFor(t, 20*time.Second, "message dead", func() bool { return listOne(t, h, ids[0]).Status == "dead" })
+		relaytest.Run(t, r)
+		relaytest.WaitFor(t, 20*time.Second, "message dead", func() bool { return listOne(t, h, ids[0]).Status == "dead" })
 		row := listOne(t, h, ids[0])
 		if row.Attempts != 4 || !strings.Contains(row.LastError, "max attempts (4)") || !strings.Contains(row.LastError, "downstream said no") {
 			t.Fatalf("dead row: attempts %d, last_error %q", row.Attempts, row.LastError)
@@ -83,7 +84,7 @@ func TestRelayBackoffScheduleDeadAndRequeue(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("requeued message not delivered")
 		}
-		waitFor(t, 10*time.Second, "sent", func() bool { return listOne(t, h, ids[0]).Status == "sent" })
+		relaytest.WaitFor(t, 10*time.Second, "sent", func() bool { return listOne(t, h, ids[0]).Status == "sent" })
 	})
 }
 
@@ -93,15 +94,15 @@ func TestRelayJitterStaysUnderCeiling(t *testing.T) {
 	pub := outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error {
 		return errors.New("nope")
 	})
-	r, err := h.newRelay(&outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: pub}}, Retry: policy, Logger: quietLogger()})
+	r, err := h.newRelay(&outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: pub}}, Retry: policy, Logger: relaytest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.enqueue(context.Background(), msgs(20, "a.b", nil), false); err != nil {
 		t.Fatal(err)
 	}
-	runRelay(t, r)
-	waitFor(t, 20*time.Second, "20 first attempts recorded", func() bool {
+	relaytest.Run(t, r)
+	relaytest.WaitFor(t, 20*time.Second, "20 first attempts recorded", func() bool {
 		return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE attempts = 1") == 20
 	})
 	// Delays are drawn from [0, 10 s): the next attempts must be spread
@@ -143,9 +144,9 @@ func TestRelayPermanentNoRouteAndOversizedGoDead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runRelay(t, r)
-		waitFor(t, 20*time.Second, "good messages", func() bool { return s.distinct() == len(good) })
-		waitFor(t, 20*time.Second, "three dead", func() bool {
+		relaytest.Run(t, r)
+		relaytest.WaitFor(t, 20*time.Second, "good messages", func() bool { return s.distinct() == len(good) })
+		relaytest.WaitFor(t, 20*time.Second, "three dead", func() bool {
 			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'") == 3
 		})
 		if row := listOne(t, h, bad[0]); row.Attempts != 1 || !strings.Contains(row.LastError, "bad order") {
@@ -171,7 +172,7 @@ func TestRelayCommitOrderDiffersFromIDOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runRelay(t, r)
+		relaytest.Run(t, r)
 		ctx := context.Background()
 		p, err := outbox.NewProducer(h.db.Std, nil)
 		if err != nil {
@@ -194,11 +195,11 @@ func TestRelayCommitOrderDiffersFromIDOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "later ids delivered", func() bool { return s.distinct() == len(fast) })
+		relaytest.WaitFor(t, 10*time.Second, "later ids delivered", func() bool { return s.distinct() == len(fast) })
 		if err := slow.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "the lower id committed late", func() bool {
+		relaytest.WaitFor(t, 10*time.Second, "the lower id committed late", func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			return s.count[slowID] == 1
@@ -242,8 +243,8 @@ func TestRelayCheckerSkipsWhatArrived(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runRelay(t, r)
-		waitFor(t, 20*time.Second, "all sent", func() bool {
+		relaytest.Run(t, r)
+		relaytest.WaitFor(t, 20*time.Second, "all sent", func() bool {
 			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == len(ids)
 		})
 		mu.Lock()
@@ -287,10 +288,10 @@ func TestRelayUnavailablePausesWithoutBurningAttempts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runRelay(t, r)
+		relaytest.Run(t, r)
 		// Every message is either tried (and refused) or held back by the
 		// paused route; none of it counts as an attempt.
-		waitFor(t, 10*time.Second, "every message refused or deferred", func() bool {
+		relaytest.WaitFor(t, 10*time.Second, "every message refused or deferred", func() bool {
 			return calls.Load() > 0 && h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE last_error IS NOT NULL") == 30
 		})
 		time.Sleep(1500 * time.Millisecond) // the route stays paused; no attempt is burnt
@@ -302,7 +303,7 @@ func TestRelayUnavailablePausesWithoutBurningAttempts(t *testing.T) {
 			t.Fatalf("%d publish calls in 1.5 s: the route was not paused", before)
 		}
 		down.Store(false)
-		waitFor(t, 30*time.Second, "delivery after recovery", func() bool { return s.distinct() == len(ids) })
+		relaytest.WaitFor(t, 30*time.Second, "delivery after recovery", func() bool { return s.distinct() == len(ids) })
 	})
 }
 
@@ -325,7 +326,7 @@ func TestRelayShutdownFinishesInFlightBatch(t *testing.T) {
 		if _, err := h.enqueue(context.Background(), msgs(10, "a.b", nil), false); err != nil {
 			t.Fatal(err)
 		}
-		stop := runRelay(t, r)
+		stop := relaytest.Run(t, r)
 		<-started
 		stopped := make(chan struct{})
 		go func() { stop(); close(stopped) }()
@@ -362,7 +363,7 @@ func TestRelayShutdownTimeoutReleasesUnfinished(t *testing.T) {
 	if _, err := h.enqueue(context.Background(), msgs(5, "a.b", nil), false); err != nil {
 		t.Fatal(err)
 	}
-	stop := runRelay(t, r)
+	stop := relaytest.Run(t, r)
 	time.Sleep(500 * time.Millisecond)
 	stop()
 	if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND attempts = 0"); n != 5 {
@@ -389,14 +390,14 @@ func TestRelayBatchSizeAdapts(t *testing.T) {
 	if _, err := h.enqueue(context.Background(), msgs(3000, "a.b", nil), false); err != nil {
 		t.Fatal(err)
 	}
-	runRelay(t, r)
-	waitFor(t, 30*time.Second, "backlog drained", func() bool { return s.distinct() == 3000 })
+	relaytest.Run(t, r)
+	relaytest.WaitFor(t, 30*time.Second, "backlog drained", func() bool { return s.distinct() == 3000 })
 	// Then a trickle: single messages, well apart.
 	for i := 0; i < 8; i++ {
 		if _, err := h.enqueue(context.Background(), msgs(1, "a.b", nil), false); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "trickle message", func() bool { return s.distinct() == 3001+i })
+		relaytest.WaitFor(t, 10*time.Second, "trickle message", func() bool { return s.distinct() == 3001+i })
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 )
 
 func TestRelayDeliversEverything(t *testing.T) {
@@ -24,14 +25,14 @@ func TestRelayDeliversEverything(t *testing.T) {
 			}
 			want = append(want, ids...)
 		}
-		runRelay(t, r)
-		waitFor(t, 30*time.Second, "500 deliveries", func() bool { return s.distinct() == 500 })
+		relaytest.Run(t, r)
+		relaytest.WaitFor(t, 30*time.Second, "500 deliveries", func() bool { return s.distinct() == 500 })
 		for _, id := range want {
 			if s.count[id] != 1 {
 				t.Fatalf("message %s delivered %d times", id, s.count[id])
 			}
 		}
-		waitFor(t, 10*time.Second, "rows marked sent", func() bool {
+		relaytest.WaitFor(t, 10*time.Second, "rows marked sent", func() bool {
 			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 500
 		})
 	})

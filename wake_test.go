@@ -10,6 +10,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/driver/outboxpgx"
 	"github.com/txoutbox/outbox/driver/outboxsql"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -27,7 +28,7 @@ func idleRelay(t *testing.T, newRelay func(*outbox.RelayConfig) (*outbox.Relay, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	time.Sleep(300 * time.Millisecond) // past its first, empty read
 	return s
 }
@@ -64,7 +65,7 @@ func TestListenNotifyWakesRelayInAnotherProcess(t *testing.T) {
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 20*time.Second, "delivery woken by NOTIFY", func() bool { return s.distinct() == 1 })
+			relaytest.WaitFor(t, 20*time.Second, "delivery woken by NOTIFY", func() bool { return s.distinct() == 1 })
 		})
 	}
 }
@@ -86,5 +87,5 @@ func TestInProcessWake(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "delivery woken in-process", func() bool { return s.distinct() == 3 })
+	relaytest.WaitFor(t, 20*time.Second, "delivery woken in-process", func() bool { return s.distinct() == 3 })
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
@@ -50,17 +51,16 @@ func TestDrainThroughput(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	prod, err := outbox.NewProducer(db.PGX, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enq := relaytest.NewEnqueuer(t, db)
 	payload := []byte(`{"order_id":123456,"customer":"c-42","amount_cents":1999,"currency":"EUR"}`)
 	for start := 0; start < n; start += 1000 {
 		var msgs []outbox.Message
 		for i := start; i < min(start+1000, n); i++ {
 			msgs = append(msgs, outbox.Message{Topic: topic, Key: fmt.Sprint("customer-", i%10000), Payload: payload})
 		}
-		enqueue(t, db, prod, msgs)
+		if _, err := enq.Enqueue(context.Background(), msgs); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	p := &timedPublisher{Publisher: newPublisher(t, rabbitURL, nil)}
@@ -69,8 +69,8 @@ func TestDrainThroughput(t *testing.T) {
 	var sent, rounds atomic.Int64
 	cfg.OnBatch = func(r outbox.BatchReport) { sent.Add(int64(r.Sent)); rounds.Add(1) }
 	begin := time.Now()
-	runRelay(t, db, cfg)
-	waitFor(t, 10*time.Minute, "the backlog drained", func() bool { return sent.Load() >= int64(n) })
+	relaytest.Start(t, db, cfg)
+	relaytest.WaitFor(t, 10*time.Minute, "the backlog drained", func() bool { return sent.Load() >= int64(n) })
 	elapsed := time.Since(begin)
 	q, err := ch.QueueDeclarePassive(qname, durable, false, false, false, nil)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -202,7 +203,7 @@ func TestReconnect(t *testing.T) {
 	if err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{last})[0]; err != nil {
 		t.Fatalf("publish after the broker came back: %v", err)
 	}
-	waitFor(t, 20*time.Second, "the message sent after reconnecting", func() bool { return c.has(last.ID) })
+	relaytest.WaitFor(t, 20*time.Second, "the message sent after reconnecting", func() bool { return c.has(last.ID) })
 }
 
 // TestBlackhole: the broker stops answering (the connection stays open but
@@ -243,10 +244,10 @@ func TestBlackhole(t *testing.T) {
 
 	proxy.SetMode(faultproxy.Pass)
 	last := env(dest, "a", `22`)
-	waitFor(t, 30*time.Second, "a successful publish after the blackhole", func() bool {
+	relaytest.WaitFor(t, 30*time.Second, "a successful publish after the blackhole", func() bool {
 		return p.Publish(publishCtx(t, 5*time.Second), []*outbox.Envelope{last})[0] == nil
 	})
-	waitFor(t, 20*time.Second, "the message published after recovery", func() bool { return c.has(last.ID) })
+	relaytest.WaitFor(t, 20*time.Second, "the message published after recovery", func() bool { return c.has(last.ID) })
 }
 
 // TestMaxMessageBytes: a payload over Config.MaxMessageBytes fails

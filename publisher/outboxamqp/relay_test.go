@@ -2,88 +2,29 @@ package outboxamqp_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 )
 
-func testLogger() *slog.Logger {
-	if os.Getenv("OUTBOX_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// relayConfig routes every topic to p, with short polls and retries.
+// relayConfig routes every topic to p as relaytest.Config does, but
+// bounds each publish to 5 s and backs off from 100 ms up to 1 s.
 func relayConfig(p outbox.Publisher) *outbox.RelayConfig {
-	return &outbox.RelayConfig{
-		Routes:          []outbox.Route{{Pattern: "*", Publisher: p}},
-		Logger:          testLogger(),
-		LeaseTTL:        2 * time.Second,
-		MaxPollInterval: 100 * time.Millisecond,
-		PublishTimeout:  5 * time.Second,
-		Retry:           outbox.RetryPolicy{Base: 100 * time.Millisecond, Cap: time.Second},
-	}
-}
-
-// runRelay runs a relay over db until the test ends.
-func runRelay(t testing.TB, db *testdb.DB, cfg *outbox.RelayConfig) {
-	t.Helper()
-	r, err := outbox.NewRelay(db.PGX, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("relay: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("relay did not stop within 30s")
-		}
-	})
-}
-
-// enqueue commits msgs in one transaction through the producer.
-func enqueue(t testing.TB, db *testdb.DB, prod *outbox.Producer[pgx.Tx], msgs []outbox.Message) []string {
-	t.Helper()
-	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Error(err)
-		return nil
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	ids, err := prod.EnqueueMany(ctx, tx, msgs)
-	if err == nil {
-		err = tx.Commit(ctx)
-	}
-	if err != nil {
-		t.Error(err)
-		return nil
-	}
-	return ids
+	cfg := relaytest.Config(p)
+	cfg.PublishTimeout = 5 * time.Second
+	cfg.Retry = outbox.RetryPolicy{Base: 100 * time.Millisecond, Cap: time.Second}
+	return cfg
 }
 
 // TestRelayUnroutableIsNeverSent: through a real relay, a message whose
@@ -96,10 +37,6 @@ func TestRelayUnroutableIsNeverSent(t *testing.T) {
 	bound, unbound := randomName("routable."), randomName("unroutable.")
 	c := consume(t, outboxamqp.DefaultExchange, bound)
 	p := newPublisher(t, rabbitURL, nil)
-	prod, err := outbox.NewProducer(db.PGX, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var msgs []outbox.Message
 	for i := range 10 {
 		topic := bound
@@ -108,13 +45,15 @@ func TestRelayUnroutableIsNeverSent(t *testing.T) {
 		}
 		msgs = append(msgs, outbox.Message{Topic: topic, Key: fmt.Sprint("k", i), Payload: fmt.Appendf(nil, `{"i":%d}`, i)})
 	}
-	enqueue(t, db, prod, msgs)
+	if _, err := relaytest.NewEnqueuer(t, db).Enqueue(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
 
 	var sent atomic.Int64
 	cfg := relayConfig(p)
 	cfg.OnBatch = func(r outbox.BatchReport) { sent.Add(int64(r.Sent)) }
-	runRelay(t, db, cfg)
-	waitFor(t, 30*time.Second, "every message settled", func() bool {
+	relaytest.Start(t, db, cfg)
+	relaytest.WaitFor(t, 30*time.Second, "every message settled", func() bool {
 		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status IN ('sent', 'dead')") == 10
 	})
 	if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = $1 AND status = 'sent'", bound); n != 5 {
@@ -169,33 +108,22 @@ func TestRelayOutage(t *testing.T) {
 	topic := randomName("outage.")
 	c := consume(t, outboxamqp.DefaultExchange, topic)
 	p := newPublisher(t, viaAddr(t, proxy.Addr()), &outboxamqp.Config{DialTimeout: 2 * time.Second})
-	prod, err := outbox.NewProducer(db.PGX, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var deferred atomic.Int64
 	cfg := relayConfig(p)
 	cfg.OnBatch = func(r outbox.BatchReport) { deferred.Add(int64(r.Deferred)) }
-	runRelay(t, db, cfg)
+	relaytest.Start(t, db, cfg)
 
-	var produced sync.WaitGroup
-	produced.Go(func() {
-		for n := 0; n < total; n += perTx {
-			var msgs []outbox.Message
-			for i := n; i < n+perTx; i++ {
-				msgs = append(msgs, outbox.Message{Topic: topic, Key: fmt.Sprint("key-", i%keys), Payload: fmt.Appendf(nil, `{"k":%d,"seq":%d}`, i%keys, i)})
-			}
-			enqueue(t, db, prod, msgs)
-			time.Sleep(100 * time.Millisecond) // a steady flow across the outage
-		}
-	})
-	waitFor(t, 30*time.Second, "the flow to start", func() bool { return c.distinct() >= 100 })
+	// A steady flow across the outage.
+	produced := relaytest.NewEnqueuer(t, db).Flow(topic, total, perTx, keys, 100*time.Millisecond)
+	relaytest.WaitFor(t, 30*time.Second, "the flow to start", func() bool { return c.distinct() >= 100 })
 	proxy.SetMode(faultproxy.Refuse)
 	outageAt := c.distinct()
 	time.Sleep(10 * time.Second) // the outage
 	duringOutage := c.distinct()
 	proxy.SetMode(faultproxy.Pass)
-	produced.Wait()
+	if err := <-produced; err != nil {
+		t.Error(err)
+	}
 	if duringOutage != outageAt {
 		t.Logf("%d messages arrived while the connection was being cut", duringOutage-outageAt)
 	}
@@ -206,11 +134,11 @@ func TestRelayOutage(t *testing.T) {
 		t.Fatal("the relay never found the broker unavailable: no outage happened")
 	}
 
-	waitFor(t, 120*time.Second, fmt.Sprintf("all %d messages at the consumer", total), func() bool { return c.distinct() == total })
-	waitFor(t, 30*time.Second, "every row settled", func() bool {
-		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0
+	relaytest.WaitFor(t, 120*time.Second, fmt.Sprintf("all %d messages at the consumer", total), func() bool { return c.distinct() == total })
+	relaytest.WaitFor(t, 30*time.Second, "every row settled", func() bool {
+		return relaytest.Count(t, db, "pending") == 0
 	})
-	if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'"); n != 0 {
+	if n := relaytest.Count(t, db, "dead"); n != 0 {
 		t.Errorf("%d messages dead after the outage", n)
 	}
 	if maxAttempts := db.Count(t, "SELECT max(attempts) FROM outbox_messages"); maxAttempts > 3 {
@@ -219,44 +147,19 @@ func TestRelayOutage(t *testing.T) {
 	t.Logf("attempts: %d in all for %d messages; %d deliveries (duplicates are allowed)",
 		db.Count(t, "SELECT sum(attempts) FROM outbox_messages"), total, len(c.deliveries()))
 
-	rows, err := db.Pool.Query(context.Background(), "SELECT message_id FROM outbox_messages WHERE status = 'sent'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sentRows := 0
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		sentRows++
+	sentIDs := relaytest.SentIDs(t, db)
+	for _, id := range sentIDs {
 		if !c.has(id) {
 			t.Errorf("message %s is marked sent but never arrived", id)
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if sentRows != total {
-		t.Errorf("%d rows sent, want %d", sentRows, total)
+	if len(sentIDs) != total {
+		t.Errorf("%d rows sent, want %d", len(sentIDs), total)
 	}
 
-	seen := map[string]bool{}
-	last := map[int]int{}
+	var order relaytest.KeyOrder
 	for _, d := range c.deliveries() {
-		if seen[d.MessageId] {
-			continue // a redelivered copy; consumers dedupe by message_id
-		}
-		seen[d.MessageId] = true
-		var m struct{ K, Seq int }
-		if err := json.Unmarshal(d.Body, &m); err != nil {
-			t.Fatal(err)
-		}
-		if prev, ok := last[m.K]; ok && m.Seq < prev {
-			t.Errorf("key %d: seq %d first arrived after %d", m.K, m.Seq, prev)
-		}
-		last[m.K] = m.Seq
+		order.Check(t, d.MessageId, d.Body)
 	}
 }
 
@@ -284,7 +187,7 @@ func TestEndToEndSQLInsert(t *testing.T) {
 		ids[payload] = id
 	}
 	rows.Close()
-	runRelay(t, db, relayConfig(p))
+	relaytest.Start(t, db, relayConfig(p))
 
 	got := map[string]amqp.Delivery{}
 	for _, d := range c.waitN(t, 2, 30*time.Second) {
@@ -316,7 +219,7 @@ func TestEndToEndSQLInsert(t *testing.T) {
 	if _, ok := h[outbox.HeaderBusinessKey]; ok || h["x-tenant"] != "acme" || !strings.HasPrefix(h[outbox.HeaderTraceParent], "00-4bf92f35") {
 		t.Errorf("headers of the keyless message: %v", h)
 	}
-	waitFor(t, 10*time.Second, "both rows marked sent", func() bool {
-		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 2
+	relaytest.WaitFor(t, 10*time.Second, "both rows marked sent", func() bool {
+		return relaytest.Count(t, db, "sent") == 2
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 )
 
 // TestDrainThroughput measures how fast one relay drains a backlog from
@@ -36,14 +37,14 @@ func TestDrainThroughput(t *testing.T) {
 	const topic = "order.created"
 	db := postgres(t)
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(12, topic))
-	e := newEnqueuer(t, db)
+	e := relaytest.NewEnqueuer(t, db)
 	ctx := context.Background()
 	for n := 0; n < total; n += 1000 {
 		msgs := make([]outbox.Message, 0, 1000)
 		for i := n; i < min(n+1000, total); i++ {
 			msgs = append(msgs, outbox.Message{Topic: topic, Key: fmt.Sprintf("customer-%d", i%5000), Payload: fmt.Appendf(nil, `{"order_id":%d,"amount_cents":1999,"currency":"EUR"}`, i)})
 		}
-		if err := e.enqueue(ctx, msgs); err != nil {
+		if _, err := e.Enqueue(ctx, msgs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,15 +52,15 @@ func TestDrainThroughput(t *testing.T) {
 	done := make(chan struct{})
 	pub := &timedPublisher{Publisher: dial(t, c)}
 	start := time.Now()
-	startRelay(t, db, pub, func(cfg *outbox.RelayConfig) {
-		cfg.PublishTimeout = 0 // the defaults, as the command line runs it
-		cfg.Retry = outbox.RetryPolicy{}
-		cfg.OnBatch = func(r outbox.BatchReport) {
-			if sent.Add(int64(r.Sent)) == int64(total) {
-				close(done)
-			}
+	cfg := relayConfig(pub)
+	cfg.PublishTimeout = 0 // the defaults, as the command line runs it
+	cfg.Retry = outbox.RetryPolicy{}
+	cfg.OnBatch = func(r outbox.BatchReport) {
+		if sent.Add(int64(r.Sent)) == int64(total) {
+			close(done)
 		}
-	})
+	}
+	relaytest.Start(t, db, cfg)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Minute):

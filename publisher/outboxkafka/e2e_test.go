@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 )
 
@@ -17,7 +18,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Parallel()
 	db := postgres(t)
 	c := newCluster(t, kfake.NumBrokers(3), kfake.SeedTopics(4, "order.created"))
-	startRelay(t, db, dial(t, c), nil)
+	relaytest.Start(t, db, relayConfig(dial(t, c)))
 
 	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES ('order.created', 'order-42', '{"order_id":42}')`)
 	db.Exec(t, `INSERT INTO outbox_messages (topic, payload, headers) VALUES ('order.created', '{"order_id":43}', '{"x-tenant":"acme","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}')`)
@@ -71,7 +72,7 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 10*time.Second, "both rows marked sent", func() bool {
-		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 2
+	relaytest.WaitFor(t, 10*time.Second, "both rows marked sent", func() bool {
+		return relaytest.Count(t, db, "sent") == 2
 	})
 }

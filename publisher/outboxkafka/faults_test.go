@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -210,7 +211,7 @@ func TestBrokerDownIsUnavailableAndRecovers(t *testing.T) {
 	}
 	c2 := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"), kfake.Ports(port))
 	env := envelope("orders", "k", `{"after":"restart"}`)
-	waitFor(t, 30*time.Second, "a publish to succeed after the restart", func() bool {
+	relaytest.WaitFor(t, 30*time.Second, "a publish to succeed after the restart", func() bool {
 		return publish(t, p, 10*time.Second, env)[0] == nil
 	})
 	found := false

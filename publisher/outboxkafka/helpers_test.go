@@ -142,15 +142,3 @@ func publish(t testing.TB, p outbox.Publisher, d time.Duration, batch ...*outbox
 	}
 	return errs
 }
-
-// waitFor polls cond until it holds, failing after d.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

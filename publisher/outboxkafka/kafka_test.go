@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 )
 
@@ -195,7 +196,7 @@ func TestCloseDuringPublish(t *testing.T) {
 	refused := blockProduce(c)
 	done := make(chan []error, 1)
 	go func() { done <- publish(t, p, time.Minute, envelope("orders", "k", `2`)) }()
-	waitFor(t, 10*time.Second, "the record to reach the broker", func() bool { return refused.Load() > 0 })
+	relaytest.WaitFor(t, 10*time.Second, "the record to reach the broker", func() bool { return refused.Load() > 0 })
 	_ = p.Close()
 	select {
 	case errs := <-done:

@@ -4,135 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 )
 
-// startRelay runs a relay over db that routes every topic to p, and stops
-// it at cleanup (or when the returned function is called).
-func startRelay(t *testing.T, db *testdb.DB, p outbox.Publisher, tune func(*outbox.RelayConfig)) (stop func()) {
-	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("OUTBOX_TEST_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	cfg := &outbox.RelayConfig{
-		Routes:          []outbox.Route{{Pattern: "*", Publisher: p}},
-		Logger:          logger,
-		LeaseTTL:        2 * time.Second,
-		MaxPollInterval: 100 * time.Millisecond,
-		PublishTimeout:  5 * time.Second,
-		Retry:           outbox.RetryPolicy{Base: 50 * time.Millisecond, Cap: 500 * time.Millisecond},
-	}
-	if tune != nil {
-		tune(cfg)
-	}
-	r, err := outbox.NewRelay(db.PGX, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("relay: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("relay did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-// enqueuer commits messages through the outbox producer, each batch in its
-// own pgx transaction.
-type enqueuer struct {
-	db  *testdb.DB
-	p   *outbox.Producer[pgx.Tx]
-	mu  sync.Mutex
-	ids []string
-}
-
-func newEnqueuer(t *testing.T, db *testdb.DB) *enqueuer {
-	t.Helper()
-	p, err := outbox.NewProducer(db.PGX, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &enqueuer{db: db, p: p}
-}
-
-func (e *enqueuer) enqueue(ctx context.Context, msgs []outbox.Message) error {
-	tx, err := e.db.Pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	ids, err := e.p.EnqueueMany(ctx, tx, msgs)
-	if err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	e.mu.Lock()
-	e.ids = append(e.ids, ids...)
-	e.mu.Unlock()
-	return nil
-}
-
-func (e *enqueuer) all() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]string(nil), e.ids...)
-}
-
-// flow enqueues total messages over keys, perBatch at a time every
-// interval, in the background; the returned channel yields its error.
-func (e *enqueuer) flow(topic string, total, perBatch, keys int, interval time.Duration) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		for n := 0; n < total; n += perBatch {
-			msgs := make([]outbox.Message, 0, perBatch)
-			for i := n; i < min(n+perBatch, total); i++ {
-				msgs = append(msgs, outbox.Message{Topic: topic, Key: fmt.Sprintf("key-%d", i%keys), Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := e.enqueue(ctx, msgs)
-			cancel()
-			if err != nil {
-				done <- err
-				return
-			}
-			time.Sleep(interval)
-		}
-		done <- nil
-	}()
-	return done
+// relayConfig routes every topic to p as relaytest.Config does, but
+// bounds each publish to 5 s and backs off up to 500 ms.
+func relayConfig(p outbox.Publisher) *outbox.RelayConfig {
+	cfg := relaytest.Config(p)
+	cfg.PublishTimeout = 5 * time.Second
+	cfg.Retry.Cap = 500 * time.Millisecond
+	return cfg
 }
 
 // seen collects the distinct message ids a consumer read.
@@ -205,28 +100,16 @@ func consumeInto(t *testing.T, c *consumer, s *seen) (stop func()) {
 // and checks that every sent message arrived.
 func checkSettled(t *testing.T, db *testdb.DB, want []string, arrived func(id string) bool) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d messages marked sent", len(want)), func() bool {
-		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == len(want)
+	relaytest.WaitFor(t, 60*time.Second, fmt.Sprintf("%d messages marked sent", len(want)), func() bool {
+		return relaytest.Count(t, db, "sent") == len(want)
 	})
-	if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'"); n != 0 {
+	if n := relaytest.Count(t, db, "dead"); n != 0 {
 		t.Fatalf("%d messages dead", n)
 	}
-	rows, err := db.Pool.Query(context.Background(), "SELECT message_id FROM outbox_messages WHERE status = 'sent'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+	for _, id := range relaytest.SentIDs(t, db) {
 		if !arrived(id) {
 			t.Fatalf("message %s is marked sent but never arrived", id)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -267,29 +150,29 @@ func outage(t *testing.T, keep bool) {
 	c1 := newCluster(t, opts...)
 	port := portOf(t, c1)
 	p := dial(t, c1)
-	startRelay(t, db, p, nil)
-	e := newEnqueuer(t, db)
+	relaytest.Start(t, db, relayConfig(p))
+	e := relaytest.NewEnqueuer(t, db)
 
 	var before seen
 	stop1 := consumeInto(t, newConsumer(t, c1.ListenAddrs(), topic), &before)
-	flowDone := e.flow(topic, total, 10, 25, 250*time.Millisecond)
-	waitFor(t, 30*time.Second, "the first messages to arrive", func() bool { return before.len() >= 150 })
+	flowDone := e.Flow(topic, total, 10, 25, 250*time.Millisecond)
+	relaytest.WaitFor(t, 30*time.Second, "the first messages to arrive", func() bool { return before.len() >= 150 })
 
 	if !keep {
 		// The new broker starts empty: stop it accepting records, read
 		// all it has, then take it down.
 		blockProduce(c1)
 		ends := endOffsets(t, c1, topic)
-		waitFor(t, 20*time.Second, "the consumer to read everything the first broker holds", func() bool {
+		relaytest.WaitFor(t, 20*time.Second, "the consumer to read everything the first broker holds", func() bool {
 			return before.caughtUp(ends)
 		})
 	}
 	stop1()
 	c1.Close()
-	down, atDown := time.Now(), len(e.all())
+	down, atDown := time.Now(), len(e.IDs())
 	time.Sleep(holdOutage)
 	c2 := newCluster(t, append(opts, kfake.Ports(port))...)
-	atUp := len(e.all())
+	atUp := len(e.IDs())
 	t.Logf("broker down for %v; %d messages read before, %d enqueued before, %d during the outage",
 		time.Since(down).Round(time.Millisecond), before.len(), atDown, atUp-atDown)
 	if atUp == atDown {
@@ -301,9 +184,9 @@ func outage(t *testing.T, keep bool) {
 
 	var after seen
 	consumeInto(t, newConsumer(t, c2.ListenAddrs(), topic), &after)
-	want := e.all()
+	want := e.IDs()
 	arrived := func(id string) bool { return after.has(id) || before.has(id) }
-	waitFor(t, 90*time.Second, fmt.Sprintf("all %d messages to arrive", total), func() bool {
+	relaytest.WaitFor(t, 90*time.Second, fmt.Sprintf("all %d messages to arrive", total), func() bool {
 		for _, id := range want {
 			if !arrived(id) {
 				return false

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -59,26 +59,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// quiet is the publishers' logger: silent unless OUTBOX_TEST_LOG is set.
-func quiet() *slog.Logger {
-	if os.Getenv("OUTBOX_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 // dial returns a publisher on addr, closed at cleanup.
 func dial(t testing.TB, addr string, cfg *outboxmqtt.DialConfig) *outboxmqtt.Publisher {
 	t.Helper()
@@ -87,7 +67,7 @@ func dial(t testing.TB, addr string, cfg *outboxmqtt.DialConfig) *outboxmqtt.Pub
 	}
 	cfg.Server = "mqtt://" + addr
 	if cfg.Logger == nil {
-		cfg.Logger = quiet()
+		cfg.Logger = relaytest.Logger()
 	}
 	p, err := outboxmqtt.Dial(cfg)
 	if err != nil {
@@ -163,7 +143,7 @@ func subscribe(t testing.TB, addr, filter string) *subscriber {
 		_ = cm.Disconnect(dctx)
 		cancel()
 	})
-	waitFor(t, 15*time.Second, "the subscription to "+filter+" at "+addr, s.subscribed.Load)
+	relaytest.WaitFor(t, 15*time.Second, "the subscription to "+filter+" at "+addr, s.subscribed.Load)
 	return s
 }
 
@@ -301,7 +281,7 @@ func (m *mosquitto) start() {
 	m.mu.Lock()
 	m.cmd, m.done = cmd, done
 	m.mu.Unlock()
-	waitFor(m.t, 10*time.Second, "mosquitto to listen on "+m.addr, func() bool {
+	relaytest.WaitFor(m.t, 10*time.Second, "mosquitto to listen on "+m.addr, func() bool {
 		select {
 		case <-done:
 			m.t.Fatalf("mosquitto exited at start:\n%s", m.output())

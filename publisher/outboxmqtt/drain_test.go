@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
@@ -39,10 +40,7 @@ func TestDrainThroughput(t *testing.T) {
 	sub := subscribe(t, brokerAddr, prefix+"/#")
 	p := dial(t, brokerAddr, nil)
 
-	producer, err := outbox.NewProducer(db.PGX, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enq := relaytest.NewEnqueuer(t, db)
 	ctx := context.Background()
 	payload := []byte(`{"order_id":42,"customer":"c-1234","amount_cents":129900,"currency":"EUR","items":3}`)
 	for n := 0; n < total; n += 1000 {
@@ -50,26 +48,19 @@ func TestDrainThroughput(t *testing.T) {
 		for i := range msgs {
 			msgs[i] = outbox.Message{Topic: prefix + ".order.created", Key: fmt.Sprint("order-", n+i), Payload: payload}
 		}
-		tx, err := db.Pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := producer.EnqueueMany(ctx, tx, msgs); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
+		if _, err := enq.Enqueue(ctx, msgs); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Logf("enqueued %d messages; draining", total)
 
 	start := time.Now()
-	runRelay(t, db, p, func(cfg *outbox.RelayConfig) { cfg.Logger = quiet() })
-	waitFor(t, 30*time.Minute, "the backlog to drain", func() bool {
-		return db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'sent'`) == total
+	relaytest.Start(t, db, relayConfig(p))
+	relaytest.WaitFor(t, 30*time.Minute, "the backlog to drain", func() bool {
+		return relaytest.Count(t, db, "sent") == total
 	})
 	drained := time.Since(start)
-	waitFor(t, 5*time.Minute, "every message at the subscriber", func() bool { return sub.distinct() == total })
+	relaytest.WaitFor(t, 5*time.Minute, "every message at the subscriber", func() bool { return sub.distinct() == total })
 	received := time.Since(start)
 	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status <> 'sent'`); n != 0 {
 		t.Fatalf("%d messages not sent", n)

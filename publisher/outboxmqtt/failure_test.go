@@ -15,6 +15,7 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 )
 
@@ -43,7 +44,7 @@ func wantClass(t *testing.T, what string, err error, want outbox.ErrorClass) {
 // valid message is merely unavailable.
 func TestInvalidTopicIsPermanentWithoutSending(t *testing.T) {
 	t.Parallel()
-	p := dial(t, deadAddr(t), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{ConnectWait: 100 * time.Millisecond, Logger: quiet()}})
+	p := dial(t, deadAddr(t), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{ConnectWait: 100 * time.Millisecond, Logger: relaytest.Logger()}})
 	tab := env("ok.topic", "", `1`)
 	tab.Headers["x-note"] = "a\tb"
 	noName := env("ok.topic", "", `1`)
@@ -90,7 +91,7 @@ func quote(s string) string {
 // attempts.
 func TestNotConnectedIsUnavailable(t *testing.T) {
 	t.Parallel()
-	p := dial(t, deadAddr(t), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{ConnectWait: 200 * time.Millisecond, Logger: quiet()}})
+	p := dial(t, deadAddr(t), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{ConnectWait: 200 * time.Millisecond, Logger: relaytest.Logger()}})
 	errs := publish(p, 10*time.Second, env("a.b", "k1", `1`), env("a.b", "k2", `2`))
 	for i, err := range errs {
 		wantClass(t, "publish while the broker is down", err, outbox.ClassUnavailable)
@@ -99,7 +100,7 @@ func TestNotConnectedIsUnavailable(t *testing.T) {
 		}
 	}
 	// The error tells the operator why.
-	waitFor(t, 10*time.Second, "the error to give the reason", func() bool {
+	relaytest.WaitFor(t, 10*time.Second, "the error to give the reason", func() bool {
 		err := publish(p, 10*time.Second, env("a.b", "k1", `1`))[0]
 		return outbox.Classify(err) == outbox.ClassUnavailable && strings.Contains(err.Error(), "connection refused")
 	})
@@ -116,7 +117,7 @@ func TestNotAuthorizedIsPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := startMosquitto(t, "acl_file "+acl+"\n")
-	p := dial(t, m.addr, &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: quiet()}})
+	p := dial(t, m.addr, &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	errs := publish(p, 20*time.Second, env("closed.orders", "k", `1`), env("open.orders", "k2", `2`))
 	wantClass(t, "publish to a topic the ACL denies", errs[0], outbox.ClassPermanent)
 	var pe *outboxmqtt.PubackError
@@ -140,7 +141,7 @@ func TestTooLargeIsPermanentWithoutSending(t *testing.T) {
 	m := startMosquitto(t, "max_packet_size 4000\n")
 	dest := "big" + randomHex(4) + ".x"
 	sub := subscribe(t, m.addr, outboxmqtt.Topic(dest))
-	p := dial(t, m.addr, &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: quiet()}})
+	p := dial(t, m.addr, &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	if errs := publish(p, 20*time.Second, env(dest, "warm", `0`)); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -170,7 +171,7 @@ func TestPubackReasonCodes(t *testing.T) {
 		defer mu.Unlock()
 		return int(codes[p.Topic])
 	})
-	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: quiet()}})
+	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	cases := []struct {
 		code byte
 		want outbox.ErrorClass // -1: success
@@ -209,7 +210,7 @@ func TestPubackReasonCodes(t *testing.T) {
 func TestConnectionLostAfterSendIsUnknown(t *testing.T) {
 	t.Parallel()
 	f := newFakeBroker(t, 100, func(*packets.Publish, func(byte)) int { return -1 })
-	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: quiet()}})
+	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	errs := publish(p, 5*time.Minute, env("lost.x", "k", `1`))
 	wantClass(t, "connection dropped after PUBLISH", errs[0], outbox.ClassUnknown)
 	if !strings.Contains(errs[0].Error(), "connection to the broker lost") {
@@ -222,7 +223,7 @@ func TestConnectionLostAfterSendIsUnknown(t *testing.T) {
 func TestNoPubackIsUnknown(t *testing.T) {
 	t.Parallel()
 	f := newFakeBroker(t, 100, func(*packets.Publish, func(byte)) int { return -2 })
-	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: quiet()}})
+	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	if errs := publish(p, 10*time.Second); len(errs) != 0 {
 		t.Fatalf("empty batch: %v", errs)
 	}
@@ -254,7 +255,7 @@ func TestInFlightIsBounded(t *testing.T) {
 			time.AfterFunc(20*time.Millisecond, func() { outstanding.Add(-1); ack(0) })
 			return -2
 		})
-		p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{MaxInFlight: tc.maxIn, Logger: quiet()}})
+		p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{MaxInFlight: tc.maxIn, Logger: relaytest.Logger()}})
 		var batch []*outbox.Envelope
 		for i := range 30 {
 			batch = append(batch, env("bounded.x", fmt.Sprint("k", i), `1`))
@@ -275,19 +276,19 @@ func TestInFlightIsBounded(t *testing.T) {
 func TestReconnectsAfterBrokerRestart(t *testing.T) {
 	t.Parallel()
 	m := startMosquitto(t, "")
-	p := dial(t, m.addr, &outboxmqtt.DialConfig{Config: outboxmqtt.Config{ConnectWait: 200 * time.Millisecond, Logger: quiet()}})
+	p := dial(t, m.addr, &outboxmqtt.DialConfig{Config: outboxmqtt.Config{ConnectWait: 200 * time.Millisecond, Logger: relaytest.Logger()}})
 	if errs := publish(p, 20*time.Second, env("restart.x", "k", `1`)); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	m.kill()
-	waitFor(t, 20*time.Second, "publishing to the stopped broker to fail as unavailable", func() bool {
+	relaytest.WaitFor(t, 20*time.Second, "publishing to the stopped broker to fail as unavailable", func() bool {
 		err := publish(p, 5*time.Second, env("restart.x", "k", `2`))[0]
 		return err != nil && outbox.Classify(err) == outbox.ClassUnavailable
 	})
 	m.start()
 	sub := subscribe(t, m.addr, "restart/x")
 	e := env("restart.x", "k", `3`)
-	waitFor(t, 30*time.Second, "publishing to succeed after the restart", func() bool {
+	relaytest.WaitFor(t, 30*time.Second, "publishing to succeed after the restart", func() bool {
 		return publish(p, 5*time.Second, e)[0] == nil
 	})
 	if got := sub.wait(t, 1, 10*time.Second); got[0].ID != e.ID {
@@ -302,7 +303,7 @@ func TestCloseEndsPublishInProgress(t *testing.T) {
 	t.Parallel()
 	arrived := make(chan struct{}, 2)
 	f := newFakeBroker(t, 100, func(*packets.Publish, func(byte)) int { arrived <- struct{}{}; return -2 })
-	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: quiet()}})
+	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	done := make(chan []error, 1)
 	go func() { done <- publish(p, 5*time.Minute, env("close.x", "k", `2`), env("close.x", "k2", `3`)) }()
 	<-arrived

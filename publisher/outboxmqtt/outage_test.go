@@ -2,7 +2,6 @@ package outboxmqtt_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -61,52 +61,21 @@ func TestBrokerOutage(t *testing.T) {
 	prefix := "outage" + randomHex(4)
 	sub := subscribe(t, m.addr, prefix+"/#")
 	pub := &recorder{Publisher: dial(t, proxy.Addr(), nil)}
-	runRelay(t, db, pub, nil)
+	relaytest.Start(t, db, relayConfig(pub))
 
-	producer, err := outbox.NewProducer(db.PGX, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var enqueued atomic.Int32
-	produced := make(chan error, 1)
-	go func() {
-		ctx := context.Background()
-		for n := 0; n < total; n += perTx {
-			msgs := make([]outbox.Message, perTx)
-			for i := range msgs {
-				seq := n + i
-				msgs[i] = outbox.Message{Topic: prefix + ".flow", Key: fmt.Sprint("key-", seq%keys), Payload: fmt.Appendf(nil, `{"key":%d,"seq":%d}`, seq%keys, seq)}
-			}
-			tx, err := db.Pool.Begin(ctx)
-			if err != nil {
-				produced <- err
-				return
-			}
-			if _, err := producer.EnqueueMany(ctx, tx, msgs); err != nil {
-				_ = tx.Rollback(ctx)
-				produced <- err
-				return
-			}
-			if err := tx.Commit(ctx); err != nil {
-				produced <- err
-				return
-			}
-			enqueued.Add(perTx)
-			time.Sleep(125 * time.Millisecond) // a steady flow for about 15 s
-		}
-		produced <- nil
-	}()
+	enq := relaytest.NewEnqueuer(t, db)
+	produced := enq.Flow(prefix+".flow", total, perTx, keys, 125*time.Millisecond) // a steady flow for about 15 s
 
-	waitFor(t, 60*time.Second, "150 messages before the outage", func() bool { return sub.distinct() >= 150 })
+	relaytest.WaitFor(t, 60*time.Second, "150 messages before the outage", func() bool { return sub.distinct() >= 150 })
 	connects := sub.connects.Load()
 	m.kill()
 	proxy.SetMode(faultproxy.Refuse)
 	outage := time.Now()
-	waitFor(t, 10*time.Second, "the relay to find the broker unavailable", func() bool { return pub.unavailable.Load() > 0 })
-	t.Logf("broker down: %d messages enqueued, %d delivered", enqueued.Load(), sub.distinct())
+	relaytest.WaitFor(t, 10*time.Second, "the relay to find the broker unavailable", func() bool { return pub.unavailable.Load() > 0 })
+	t.Logf("broker down: %d messages enqueued, %d delivered", len(enq.IDs()), sub.distinct())
 	time.Sleep(10*time.Second - time.Since(outage)) // hold the outage open for 10 s
 	m.start()
-	waitFor(t, 30*time.Second, "the subscriber to reconnect and subscribe again", func() bool {
+	relaytest.WaitFor(t, 30*time.Second, "the subscriber to reconnect and subscribe again", func() bool {
 		return sub.connects.Load() > connects && sub.subscribed.Load()
 	})
 	proxy.SetMode(faultproxy.Pass)
@@ -114,32 +83,20 @@ func TestBrokerOutage(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
-	waitFor(t, 90*time.Second, fmt.Sprintf("all %d messages at the subscriber", total), func() bool { return sub.distinct() == total })
-	waitFor(t, 30*time.Second, "every row to be marked sent", func() bool {
-		return db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'sent'`) == total
+	relaytest.WaitFor(t, 90*time.Second, fmt.Sprintf("all %d messages at the subscriber", total), func() bool { return sub.distinct() == total })
+	relaytest.WaitFor(t, 30*time.Second, "every row to be marked sent", func() bool {
+		return relaytest.Count(t, db, "sent") == total
 	})
-	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'dead'`); n != 0 {
+	if n := relaytest.Count(t, db, "dead"); n != 0 {
 		t.Fatalf("%d messages dead after the outage", n)
 	}
 	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE attempts > 2`); n != 0 {
 		t.Errorf("%d messages counted more than one failed attempt: the outage burnt attempts", n)
 	}
 	// Per key, the first arrival of each message follows enqueue order.
-	first := map[string]bool{}
-	last := map[int]int{}
+	var order relaytest.KeyOrder
 	for _, msg := range sub.messages() {
-		if first[msg.ID] {
-			continue // a redelivery of an unknown outcome
-		}
-		first[msg.ID] = true
-		var body struct{ Key, Seq int }
-		if err := json.Unmarshal(msg.Payload, &body); err != nil {
-			t.Fatalf("payload %q: %v", msg.Payload, err)
-		}
-		if prev, ok := last[body.Key]; ok && body.Seq < prev {
-			t.Errorf("key %d: seq %d arrived after seq %d", body.Key, body.Seq, prev)
-		}
-		last[body.Key] = body.Seq
+		order.Check(t, msg.ID, msg.Payload)
 	}
 	t.Logf("delivered %d distinct of %d arrivals; publish failures: %d unavailable, %d unknown, %d other",
 		sub.distinct(), len(sub.messages()), pub.unavailable.Load(), pub.unknown.Load(), pub.other.Load())

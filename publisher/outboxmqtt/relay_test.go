@@ -4,50 +4,22 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 )
 
-// runRelay runs a relay over db with one route to p until cleanup.
-func runRelay(t testing.TB, db *testdb.DB, p outbox.Publisher, tune func(*outbox.RelayConfig)) {
-	t.Helper()
-	cfg := &outbox.RelayConfig{
-		Routes:          []outbox.Route{{Pattern: "*", Publisher: p, Name: "mqtt"}},
-		Logger:          quiet(),
-		LeaseTTL:        2 * time.Second,
-		MaxPollInterval: 100 * time.Millisecond,
-		Retry:           outbox.RetryPolicy{Base: 50 * time.Millisecond, Cap: 500 * time.Millisecond},
-	}
-	if tune != nil {
-		tune(cfg)
-	}
-	r, err := outbox.NewRelay(db.PGX, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("relay: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("relay did not stop within 30s")
-			}
-		})
-	})
+// relayConfig routes every topic to p as relaytest.Config does, but backs
+// off up to 500 ms.
+func relayConfig(p outbox.Publisher) *outbox.RelayConfig {
+	cfg := relaytest.Config(p)
+	cfg.Retry.Cap = 500 * time.Millisecond
+	return cfg
 }
 
 // TestEndToEnd: rows inserted with plain SQL reach a real MQTT consumer
@@ -63,7 +35,7 @@ func TestEndToEnd(t *testing.T) {
 	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES ($1, 'order-42', '{"order_id":42}')`, prefix+".order.created")
 	db.Exec(t, `INSERT INTO outbox_messages (topic, payload, headers) VALUES ($1, 'plain text', $2)`, prefix+".note",
 		`{"content-type":"text/plain","x-tenant":"acme","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`)
-	runRelay(t, db, p, nil)
+	relaytest.Start(t, db, relayConfig(p))
 
 	got := sub.wait(t, 2, 30*time.Second)
 	byTopic := map[string]message{}
@@ -116,8 +88,8 @@ func TestEndToEnd(t *testing.T) {
 	case string(note.Payload) != "plain text":
 		t.Errorf("note: payload %q", note.Payload)
 	}
-	waitFor(t, 10*time.Second, "both rows to be marked sent", func() bool {
-		return db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'sent'`) == 2
+	relaytest.WaitFor(t, 10*time.Second, "both rows to be marked sent", func() bool {
+		return relaytest.Count(t, db, "sent") == 2
 	})
 }
 
@@ -134,11 +106,11 @@ func TestInvalidTopicGoesDead(t *testing.T) {
 	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES ($1, 'k1', '1')`, prefix+".sensor.+.temp")
 	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES ($1, 'k2', '2')`, prefix+".sensor.#")
 	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES ($1, 'k3', '3')`, prefix+".sensor.ok")
-	runRelay(t, db, p, nil)
+	relaytest.Start(t, db, relayConfig(p))
 
-	waitFor(t, 30*time.Second, "two dead rows and one sent", func() bool {
-		return db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'dead'`) == 2 &&
-			db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'sent'`) == 1
+	relaytest.WaitFor(t, 30*time.Second, "two dead rows and one sent", func() bool {
+		return relaytest.Count(t, db, "dead") == 2 &&
+			relaytest.Count(t, db, "sent") == 1
 	})
 	rows, err := db.Pool.Query(context.Background(), `SELECT topic, attempts, coalesce(last_error, '') FROM outbox_messages WHERE status = 'dead'`)
 	if err != nil {

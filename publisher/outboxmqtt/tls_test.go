@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
@@ -41,7 +42,7 @@ func TestTLS(t *testing.T) {
 
 	p := open(base)
 	var err error
-	waitFor(t, 20*time.Second, "a publish over TLS", func() bool {
+	relaytest.WaitFor(t, 20*time.Second, "a publish over TLS", func() bool {
 		err = publish(p, 5*time.Second, env("tls.orders", "k", `1`))[0]
 		return err == nil
 	})
@@ -61,11 +62,11 @@ func TestTLS(t *testing.T) {
 		})
 		err = publish(p, 10*time.Second, env("tls.orders", "k", `2`))[0]
 		wantClass(t, "publish over unverifiable TLS ("+raw+")", err, outbox.ClassUnavailable)
-		waitFor(t, 10*time.Second, "a certificate error in the log", func() bool { return strings.Contains(logs.String(), "certificate") })
+		relaytest.WaitFor(t, 10*time.Second, "a certificate error in the log", func() bool { return strings.Contains(logs.String(), "certificate") })
 	}
 	// The certificate's other name verifies when asked for.
 	p = open(base + "&" + outboxurl.ParamServerName + "=mqtt.test")
-	waitFor(t, 20*time.Second, "a publish verified against server_name", func() bool {
+	relaytest.WaitFor(t, 20*time.Second, "a publish verified against server_name", func() bool {
 		err = publish(p, 5*time.Second, env("tls.orders", "k", `3`))[0]
 		return err == nil
 	})

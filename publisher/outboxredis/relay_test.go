@@ -2,12 +2,9 @@ package outboxredis_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,59 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
-
-func quietLogger() *slog.Logger {
-	if os.Getenv("OUTBOX_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// runRelay runs a relay over db with routes until cleanup.
-func runRelay(t *testing.T, db *testdb.DB, cfg *outbox.RelayConfig) {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
-	}
-	r, err := outbox.NewRelay(db.PGX, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("relay: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("relay did not stop within 30s")
-		}
-	})
-}
-
-// waitRows waits until query counts 0 rows.
-func waitNone(t *testing.T, db *testdb.DB, within time.Duration, what, query string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		n := db.Count(t, query, args...)
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v still %d %s", within, n, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // TestEndToEnd: a plain SQL insert, as any language would do it, reaches a
 // consumer group reading the stream, with its id, key, headers and payload.
@@ -82,7 +31,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	runRelay(t, db, &outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "outboxtest.>", Publisher: p}}, MaxPollInterval: 100 * time.Millisecond})
+	relaytest.Start(t, db, &outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "outboxtest.>", Publisher: p}}, MaxPollInterval: 100 * time.Millisecond})
 
 	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload, headers) VALUES ($1, 'order-42', '{"order_id":42}', $2)`,
@@ -114,7 +63,9 @@ func TestEndToEnd(t *testing.T) {
 	if err := admin.XAck(ctx, topic, "consumers", m.ID).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitNone(t, db, 10*time.Second, "rows not sent", `SELECT count(*) FROM outbox_messages WHERE status <> 'sent'`)
+	relaytest.WaitFor(t, 10*time.Second, "every row sent", func() bool {
+		return db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status <> 'sent'`) == 0
+	})
 }
 
 // TestRelayDeadLetters: a key that is not a stream and a stream that does
@@ -134,27 +85,16 @@ func TestRelayDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	prod, err := outbox.NewProducer(db.PGX, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := prod.EnqueueMany(ctx, tx, []outbox.Message{
+	if _, err := relaytest.NewEnqueuer(t, db).Enqueue(ctx, []outbox.Message{
 		{Topic: ok, Key: "a", Payload: []byte(`1`)},
 		{Topic: wrong, Key: "b", Payload: []byte(`2`)},
 		{Topic: missing, Key: "c", Payload: []byte(`3`)},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	runRelay(t, db, &outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: p}}, MaxPollInterval: 100 * time.Millisecond})
-	waitNone(t, db, 20*time.Second, "pending rows", `SELECT count(*) FROM outbox_messages WHERE status = 'pending'`)
+	relaytest.Start(t, db, &outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: p}}, MaxPollInterval: 100 * time.Millisecond})
+	relaytest.WaitFor(t, 20*time.Second, "no pending rows", func() bool { return relaytest.Count(t, db, "pending") == 0 })
 
 	for _, tc := range []struct {
 		topic, status string
@@ -206,7 +146,7 @@ func TestRelayOutage(t *testing.T) {
 	db := testdb.New(t, store.Postgres)
 	pub := newPublisher(t, srv.client(t, nil), nil)
 	var deferred, retried atomic.Int64
-	runRelay(t, db, &outbox.RelayConfig{
+	relaytest.Start(t, db, &outbox.RelayConfig{
 		Routes:          []outbox.Route{{Pattern: "order.*", Publisher: pub, Destination: stream}},
 		BatchSize:       50,
 		LeaseTTL:        2 * time.Second,
@@ -221,51 +161,16 @@ func TestRelayOutage(t *testing.T) {
 		},
 	})
 
-	prod, err := outbox.NewProducer(db.PGX, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const total, perTx, keys = 600, 15, 25
-	var (
-		mu  sync.Mutex
-		ids []string
-	)
-	produced := make(chan error, 1)
-	go func() {
-		ctx := context.Background()
-		for i := 0; i < total; i += perTx {
-			var msgs []outbox.Message
-			for j := i; j < i+perTx; j++ {
-				msgs = append(msgs, outbox.Message{Topic: "order.created", Key: fmt.Sprintf("order-%d", j%keys), Payload: fmt.Appendf(nil, `{"seq":%d}`, j)})
-			}
-			tx, err := db.Pool.Begin(ctx)
-			if err != nil {
-				produced <- err
-				return
-			}
-			got, err := prod.EnqueueMany(ctx, tx, msgs)
-			if err == nil {
-				err = tx.Commit(ctx)
-			}
-			if err != nil {
-				_ = tx.Rollback(ctx)
-				produced <- err
-				return
-			}
-			mu.Lock()
-			ids = append(ids, got...)
-			mu.Unlock()
-			time.Sleep(400 * time.Millisecond) // a steady flow across the outage
-		}
-		produced <- nil
-	}()
+	enq := relaytest.NewEnqueuer(t, db)
+	produced := enq.Flow("order.created", total, perTx, keys, 400*time.Millisecond) // a steady flow across the outage
 
 	waitEntries(t, admin, stream, 60, 30*time.Second)
 	srv.kill()
 	down := time.Now()
 	t.Logf("redis-server killed with %d of %d messages enqueued", db.Count(t, `SELECT count(*) FROM outbox_messages`), total)
 	time.Sleep(10 * time.Second) // the outage
-	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'dead'`); n != 0 {
+	if n := relaytest.Count(t, db, "dead"); n != 0 {
 		t.Fatalf("%d messages dead during the outage", n)
 	}
 	srv.start()
@@ -274,27 +179,18 @@ func TestRelayOutage(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
-	waitNone(t, db, 90*time.Second, "messages not sent", `SELECT count(*) FROM outbox_messages WHERE status <> 'sent'`)
+	relaytest.WaitFor(t, 90*time.Second, "every message sent", func() bool {
+		return db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status <> 'sent'`) == 0
+	})
 
 	got := readAll(t, admin, stream)
 	inStream := map[string]int{}
-	lastSeq := map[string]int{}
+	var order relaytest.KeyOrder // judged on first arrivals
 	for _, e := range got {
 		inStream[e.ID]++
-		if inStream[e.ID] > 1 {
-			continue // a redelivery; order is judged on first arrivals
-		}
-		var body struct{ Seq int }
-		if err := json.Unmarshal(e.Payload, &body); err != nil {
-			t.Fatalf("payload %q: %v", e.Payload, err)
-		}
-		if prev, ok := lastSeq[e.Key]; ok && body.Seq <= prev {
-			t.Errorf("key %s: seq %d arrived after %d", e.Key, body.Seq, prev)
-		}
-		lastSeq[e.Key] = body.Seq
+		order.Check(t, e.ID, e.Payload)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	ids := enq.IDs()
 	for _, id := range ids {
 		if inStream[id] == 0 {
 			t.Errorf("message %s is marked sent but is not in the stream", id)
@@ -303,7 +199,7 @@ func TestRelayOutage(t *testing.T) {
 	if len(inStream) != total || len(ids) != total {
 		t.Errorf("%d distinct ids in the stream, %d enqueued; want %d", len(inStream), len(ids), total)
 	}
-	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'dead'`); n != 0 {
+	if n := relaytest.Count(t, db, "dead"); n != 0 {
 		t.Errorf("%d messages dead", n)
 	}
 	var maxAttempts int
@@ -353,8 +249,10 @@ func TestDrainThroughput(t *testing.T) {
 		n = 0 // nothing reaches the stream
 	}
 	start := time.Now()
-	runRelay(t, db, &outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: timed}}})
-	waitNone(t, db, 10*time.Minute, "messages not sent", `SELECT count(*) FROM outbox_messages WHERE status <> 'sent'`)
+	relaytest.Start(t, db, &outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: timed}}})
+	relaytest.WaitFor(t, 10*time.Minute, "every message sent", func() bool {
+		return db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status <> 'sent'`) == 0
+	})
 	took := time.Since(start)
 	if l, err := admin.XLen(context.Background(), "bench.drain").Result(); err != nil || l < int64(n) {
 		t.Fatalf("XLEN = %d, %v; want %d", l, err, n)
