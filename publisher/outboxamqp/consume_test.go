@@ -1,0 +1,215 @@
+package outboxamqp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher/outboxamqp"
+	"github.com/txoutbox/outbox/publisher/publishertest"
+)
+
+const traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+// boundQueue declares an exclusive queue bound to the default exchange
+// with bindingKey and returns a channel of the same connection to consume
+// it on, and its name.
+func boundQueue(t *testing.T, bindingKey string) (*amqp.Channel, string) {
+	t.Helper()
+	conn := dialRabbit(t)
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ch.QueueDeclare("", false, false, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(q.Name, bindingKey, outboxamqp.DefaultExchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	return ch, q.Name
+}
+
+// runConsume runs Consume until the test ends and checks it returned nil.
+func runConsume(t *testing.T, ch *amqp.Channel, queue string, handler func(context.Context, *inbox.Message) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- outboxamqp.Consume(ctx, ch, queue, handler, &outboxamqp.ConsumeOptions{Logger: relaytest.Logger(), RetryDelay: 10 * time.Millisecond})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Consume: %v", err)
+		}
+	})
+}
+
+// effects is an inbox over db plus a table its handler writes one row to
+// per applied message.
+func effects(t *testing.T, db *testdb.DB) *inbox.Inbox[pgx.Tx] {
+	t.Helper()
+	db.Exec(t, `CREATE TABLE effects (message_id text NOT NULL)`)
+	ib, err := inbox.New(db.PGX, &inbox.Config{Consumer: "consume-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ib
+}
+
+func insertEffect(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
+	_, err := tx.Exec(ctx, `INSERT INTO effects (message_id) VALUES ($1)`, m.ID)
+	return err
+}
+
+// TestConsumeDecodes: a message published by the Publisher reaches the
+// handler with its id, topic, key, headers, payload and trace; a delivery
+// without message_id is rejected, never handed to the handler.
+func TestConsumeDecodes(t *testing.T) {
+	t.Parallel()
+	dest := randomName("consume.decode.")
+	ch, queue := boundQueue(t, dest)
+	if err := ch.PublishWithContext(t.Context(), outboxamqp.DefaultExchange, dest, true, false, amqp.Publishing{Body: []byte("foreign")}); err != nil {
+		t.Fatal(err)
+	}
+	env := publishertest.Envelope(dest, "order-42", []byte(`{"order_id":42}`), "application/json",
+		map[string]string{"x-tenant": "acme", outbox.HeaderTraceParent: traceParent})
+	if errs := newPublisher(t, rabbitURL, nil).Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+
+	got := make(chan *inbox.Message, 2)
+	traces := make(chan string, 2)
+	runConsume(t, ch, queue, func(ctx context.Context, m *inbox.Message) error {
+		traces <- trace.SpanContextFromContext(ctx).TraceID().String()
+		got <- m
+		return nil
+	})
+	var m *inbox.Message
+	select {
+	case m = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no message within 30s")
+	}
+	if m.ID != env.ID || m.Topic != "conformance.test" || m.Key != "order-42" || m.ContentType != "application/json" ||
+		string(m.Payload) != `{"order_id":42}` {
+		t.Errorf("decoded %+v", m)
+	}
+	for k, v := range env.Headers {
+		if m.Headers[k] != v {
+			t.Errorf("header %s = %q, want %q", k, m.Headers[k], v)
+		}
+	}
+	if tr := <-traces; tr != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("handler's trace id %q, want the producer's", tr)
+	}
+	if _, err := outboxamqp.Decode(amqp.Delivery{Body: []byte("foreign")}); !errors.Is(err, outboxamqp.ErrNoMessageID) {
+		t.Errorf("Decode of a foreign delivery: %v, want ErrNoMessageID", err)
+	}
+	select {
+	case m := <-got:
+		t.Errorf("unexpected second message %+v", m)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestConsumeRequeuesFailedHandler: a handler that fails (after writing
+// its effect, rolled back with the inbox record) gets the message again,
+// and the effect is applied exactly once.
+func TestConsumeRequeuesFailedHandler(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.Postgres)
+	ib := effects(t, db)
+	dest := randomName("consume.retry.")
+	ch, queue := boundQueue(t, dest)
+	env := publishertest.Envelope(dest, "k", []byte(`{}`), "application/json", nil)
+	if errs := newPublisher(t, rabbitURL, nil).Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	var calls atomic.Int32
+	runConsume(t, ch, queue, func(ctx context.Context, m *inbox.Message) error {
+		_, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx pgx.Tx) error {
+			if err := insertEffect(ctx, tx, m); err != nil {
+				return err
+			}
+			if calls.Add(1) <= 2 {
+				return errors.New("injected failure")
+			}
+			return nil
+		})
+		return err
+	})
+	relaytest.WaitFor(t, 30*time.Second, "the third call", func() bool { return calls.Load() >= 3 })
+	relaytest.WaitFor(t, 10*time.Second, "one effect", func() bool {
+		return db.Count(t, `SELECT count(*) FROM effects WHERE message_id = $1`, env.ID) == 1
+	})
+	time.Sleep(200 * time.Millisecond)
+	if n := db.Count(t, `SELECT count(*) FROM effects`); n != 1 || calls.Load() != 3 {
+		t.Errorf("%d effects after %d calls, want 1 after 3", n, calls.Load())
+	}
+}
+
+// twice publishes every batch two times, as a redelivery would.
+type twice struct{ outbox.Publisher }
+
+func (p twice) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+	if errs := p.Publisher.Publish(ctx, batch); errors.Join(errs...) != nil {
+		return errs
+	}
+	return p.Publisher.Publish(ctx, batch)
+}
+
+// TestConsumeEndToEnd: rows inserted with plain SQL go through a real
+// relay, each published twice, to Consume with an inbox: every message
+// has exactly one effect, and each key's messages are applied in order.
+func TestConsumeEndToEnd(t *testing.T) {
+	t.Parallel()
+	const total = 40
+	db := testdb.New(t, store.Postgres)
+	ib := effects(t, db)
+	topic := randomName("consume.e2e.")
+	ch, queue := boundQueue(t, topic)
+	relaytest.Start(t, db, relayConfig(twice{newPublisher(t, rabbitURL, nil)}))
+	for i := range total {
+		db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES ($1, $2, $3)`,
+			topic, fmt.Sprintf("key-%d", i%5), fmt.Sprintf(`{"k":%d,"seq":%d}`, i%5, i))
+	}
+
+	var mu sync.Mutex
+	var order relaytest.KeyOrder
+	var deliveries, applied atomic.Int32
+	runConsume(t, ch, queue, func(ctx context.Context, m *inbox.Message) error {
+		deliveries.Add(1)
+		ok, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx pgx.Tx) error { return insertEffect(ctx, tx, m) })
+		if ok {
+			applied.Add(1)
+			mu.Lock()
+			order.Check(t, m.ID, m.Payload)
+			mu.Unlock()
+		}
+		return err
+	})
+	relaytest.WaitFor(t, 60*time.Second, "every copy delivered", func() bool { return deliveries.Load() >= 2*total })
+	relaytest.WaitFor(t, 30*time.Second, "every message marked sent", func() bool { return relaytest.Count(t, db, "sent") == total })
+	if n := db.Count(t, `SELECT count(*) FROM effects`); n != total || applied.Load() != total {
+		t.Errorf("%d effects, %d applied, want %d", n, applied.Load(), total)
+	}
+	if n := db.Count(t, `SELECT count(DISTINCT e.message_id) FROM effects e JOIN outbox_messages m ON m.message_id::text = e.message_id`); n != total {
+		t.Errorf("%d effects match outbox messages, want %d", n, total)
+	}
+}
