@@ -229,3 +229,45 @@ func TestConsumeEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumeTermsUndecodable: a message without Nats-Msg-Id is
+// terminated, never handed to the handler, and the next one still is.
+func TestConsumeTermsUndecodable(t *testing.T) {
+	t.Parallel()
+	nc, js := connect(t)
+	stream := newStream(t, js, nil)
+	if err := nc.Publish(stream+".raw", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := outboxnats.New(js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &outbox.Envelope{ID: uuid.NewString(), Topic: "t", Destination: stream + ".t", Payload: []byte(`{}`), Headers: map[string]string{}}
+	if errs := pub.Publish(context.Background(), []*outbox.Envelope{env}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	cons := durable(t, js, stream)
+	got := make(chan string, 2)
+	consume(t, cons, func(_ context.Context, m *inbox.Message) error {
+		got <- m.ID
+		return nil
+	})
+	select {
+	case id := <-got:
+		if id != env.ID {
+			t.Fatalf("handler got %q, want %s", id, env.ID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing consumed within 10s")
+	}
+	relaytest.WaitFor(t, 5*time.Second, "both messages settled", func() bool {
+		info, err := cons.Info(context.Background())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	})
+	select {
+	case id := <-got:
+		t.Errorf("handler got a second message %q", id)
+	default:
+	}
+}

@@ -59,4 +59,12 @@
 // The publisher does not implement outbox.Checker: JetStream can only
 // tell whether a message id is within its duplicate window by receiving
 // the message again, which is exactly what a retry does.
+//
+// # Consuming
+//
+// Consume runs a durable pull consumer and hands each message, decoded by
+// Decode, to a handler as an *inbox.Message: acked when the handler
+// returns nil, nakked (redelivered) when it fails, terminated when it
+// carries no Nats-Msg-Id. Wrap the handler with inbox.Handle to apply
+// each message exactly once.
 package outboxnats

@@ -53,6 +53,15 @@
 //   - OOM, LOADING, BUSY, READONLY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN,
 //     NOREPLICAS, MISCONF and other server errors: transient, retried with
 //     backoff.
+//
+// # Consuming
+//
+// Consume reads a stream as one consumer of a group and hands each entry,
+// decoded by Decode, to a handler as an *inbox.Message: XACK when the
+// handler returns nil, left pending and run again when it fails. It
+// starts with the consumer's own pending entries and can take over a dead
+// consumer's (ConsumeOptions.ClaimIdle). Wrap the handler with
+// inbox.Handle to apply each message exactly once.
 package outboxredis
 
 import (
