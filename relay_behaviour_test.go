@@ -411,3 +411,35 @@ func TestRelayBatchSizeAdapts(t *testing.T) {
 		t.Errorf("batch size %d after a trickle of single messages; it should have shrunk", last)
 	}
 }
+
+// A paused route holds back only its own messages — and, per-key order
+// being across topics, later messages of the same keys; other keys on
+// other routes flow.
+func TestPausedRouteLeavesOtherRoutesFlowing(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		healthy := newSink()
+		down := outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error {
+			return outbox.Unavailable(errors.New("broker refused the connection"))
+		})
+		r, err := h.newRelay(fastRelayConfig(
+			outbox.Route{Pattern: "billing.>", Publisher: down},
+			outbox.Route{Pattern: "order.>", Publisher: outbox.PublisherFunc(healthy.publish)},
+		))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := h.enqueue(ctx, msgs(20, "billing.charged", func(i int) string { return []string{"a", "b"}[i%2] }), false); err != nil {
+			t.Fatal(err)
+		}
+		orders, err := h.enqueue(ctx, msgs(20, "order.created", func(i int) string { return []string{"c", "d"}[i%2] }), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		relaytest.Run(t, r)
+		relaytest.WaitFor(t, 20*time.Second, "the healthy route's messages", func() bool { return healthy.distinct() == len(orders) })
+		if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 'billing.charged' AND status = 'pending' AND attempts = 0"); n != 20 {
+			t.Fatalf("%d of 20 messages of the paused route are pending with no attempt burnt", n)
+		}
+	})
+}
