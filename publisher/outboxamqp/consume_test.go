@@ -60,23 +60,6 @@ func runConsume(t *testing.T, ch *amqp.Channel, queue string, handler func(conte
 	})
 }
 
-// effects is an inbox over db plus a table its handler writes one row to
-// per applied message.
-func effects(t *testing.T, db *testdb.DB) *inbox.Inbox[pgx.Tx] {
-	t.Helper()
-	db.Exec(t, `CREATE TABLE effects (message_id text NOT NULL)`)
-	ib, err := inbox.New(db.PGX, &inbox.Config{Consumer: "consume-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ib
-}
-
-func insertEffect(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
-	_, err := tx.Exec(ctx, `INSERT INTO effects (message_id) VALUES ($1)`, m.ID)
-	return err
-}
-
 // TestConsumeDecodes: a message published by the Publisher reaches the
 // handler with its id, topic, key, headers, payload and trace; a delivery
 // without message_id is rejected, never handed to the handler.
@@ -134,7 +117,7 @@ func TestConsumeDecodes(t *testing.T) {
 func TestConsumeRequeuesFailedHandler(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t, store.Postgres)
-	ib := effects(t, db)
+	ib := relaytest.Effects(t, db, "consume-test")
 	dest := randomName("consume.retry.")
 	ch, queue := boundQueue(t, dest)
 	env := publishertest.Envelope(dest, "k", []byte(`{}`), "application/json", nil)
@@ -144,7 +127,7 @@ func TestConsumeRequeuesFailedHandler(t *testing.T) {
 	var calls atomic.Int32
 	runConsume(t, ch, queue, func(ctx context.Context, m *inbox.Message) error {
 		_, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx pgx.Tx) error {
-			if err := insertEffect(ctx, tx, m); err != nil {
+			if err := relaytest.InsertEffect(ctx, tx, m); err != nil {
 				return err
 			}
 			if calls.Add(1) <= 2 {
@@ -164,16 +147,6 @@ func TestConsumeRequeuesFailedHandler(t *testing.T) {
 	}
 }
 
-// twice publishes every batch two times, as a redelivery would.
-type twice struct{ outbox.Publisher }
-
-func (p twice) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
-	if errs := p.Publisher.Publish(ctx, batch); errors.Join(errs...) != nil {
-		return errs
-	}
-	return p.Publisher.Publish(ctx, batch)
-}
-
 // TestConsumeEndToEnd: rows inserted with plain SQL go through a real
 // relay, each published twice, to Consume with an inbox: every message
 // has exactly one effect, and each key's messages are applied in order.
@@ -181,10 +154,10 @@ func TestConsumeEndToEnd(t *testing.T) {
 	t.Parallel()
 	const total = 40
 	db := testdb.New(t, store.Postgres)
-	ib := effects(t, db)
+	ib := relaytest.Effects(t, db, "consume-test")
 	topic := randomName("consume.e2e.")
 	ch, queue := boundQueue(t, topic)
-	relaytest.Start(t, db, relayConfig(twice{newPublisher(t, rabbitURL, nil)}))
+	relaytest.Start(t, db, relayConfig(relaytest.Twice{Publisher: newPublisher(t, rabbitURL, nil)}))
 	for i := range total {
 		db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES ($1, $2, $3)`,
 			topic, fmt.Sprintf("key-%d", i%5), fmt.Sprintf(`{"k":%d,"seq":%d}`, i%5, i))
@@ -195,7 +168,7 @@ func TestConsumeEndToEnd(t *testing.T) {
 	var deliveries, applied atomic.Int32
 	runConsume(t, ch, queue, func(ctx context.Context, m *inbox.Message) error {
 		deliveries.Add(1)
-		ok, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx pgx.Tx) error { return insertEffect(ctx, tx, m) })
+		ok, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx pgx.Tx) error { return relaytest.InsertEffect(ctx, tx, m) })
 		if ok {
 			applied.Add(1)
 			mu.Lock()

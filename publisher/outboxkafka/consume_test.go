@@ -17,7 +17,6 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -57,23 +56,6 @@ func runConsume(t *testing.T, cl *kgo.Client, handler func(context.Context, *inb
 			t.Errorf("Consume: %v", err)
 		}
 	})
-}
-
-// effects is an inbox over db plus a table its handler writes one row to
-// per applied message.
-func effects(t *testing.T, db *testdb.DB) *inbox.Inbox[pgx.Tx] {
-	t.Helper()
-	db.Exec(t, `CREATE TABLE effects (message_id text NOT NULL)`)
-	ib, err := inbox.New(db.PGX, &inbox.Config{Consumer: "consume-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ib
-}
-
-func insertEffect(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
-	_, err := tx.Exec(ctx, `INSERT INTO effects (message_id) VALUES ($1)`, m.ID)
-	return err
 }
 
 // TestConsumeDecodes: a message published by the Publisher reaches the
@@ -135,7 +117,7 @@ func TestConsumeRetriesFailedHandler(t *testing.T) {
 	t.Parallel()
 	const topic = "consume.retry"
 	db := postgres(t)
-	ib := effects(t, db)
+	ib := relaytest.Effects(t, db, "consume-test")
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
 	env := publishertest.Envelope(topic, "k", []byte(`{}`), "application/json", nil)
 	if errs := publish(t, dial(t, c), 10*time.Second, env); errs[0] != nil {
@@ -144,7 +126,7 @@ func TestConsumeRetriesFailedHandler(t *testing.T) {
 	var calls atomic.Int32
 	runConsume(t, groupClient(t, c, topic), func(ctx context.Context, m *inbox.Message) error {
 		_, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx pgx.Tx) error {
-			if err := insertEffect(ctx, tx, m); err != nil {
+			if err := relaytest.InsertEffect(ctx, tx, m); err != nil {
 				return err
 			}
 			if calls.Add(1) <= 2 {
@@ -164,16 +146,6 @@ func TestConsumeRetriesFailedHandler(t *testing.T) {
 	}
 }
 
-// twice publishes every batch two times, as a redelivery would.
-type twice struct{ outbox.Publisher }
-
-func (p twice) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
-	if errs := p.Publisher.Publish(ctx, batch); errors.Join(errs...) != nil {
-		return errs
-	}
-	return p.Publisher.Publish(ctx, batch)
-}
-
 // TestConsumeEndToEnd: rows inserted with plain SQL go through a real
 // relay, each published twice, to Consume with an inbox: every message
 // has exactly one effect, and each key's messages are applied in order.
@@ -181,9 +153,9 @@ func TestConsumeEndToEnd(t *testing.T) {
 	t.Parallel()
 	const topic, total = "consume.e2e", 40
 	db := postgres(t)
-	ib := effects(t, db)
+	ib := relaytest.Effects(t, db, "consume-test")
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(3, topic))
-	relaytest.Start(t, db, relayConfig(twice{dial(t, c)}))
+	relaytest.Start(t, db, relayConfig(relaytest.Twice{Publisher: dial(t, c)}))
 	for i := range total {
 		db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES ($1, $2, $3)`,
 			topic, fmt.Sprintf("key-%d", i%5), fmt.Sprintf(`{"k":%d,"seq":%d}`, i%5, i))
@@ -194,7 +166,7 @@ func TestConsumeEndToEnd(t *testing.T) {
 	var deliveries, applied atomic.Int32
 	runConsume(t, groupClient(t, c, topic), func(ctx context.Context, m *inbox.Message) error {
 		deliveries.Add(1)
-		ok, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx pgx.Tx) error { return insertEffect(ctx, tx, m) })
+		ok, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx pgx.Tx) error { return relaytest.InsertEffect(ctx, tx, m) })
 		if ok {
 			applied.Add(1)
 			mu.Lock()

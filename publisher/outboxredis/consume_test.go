@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
@@ -213,17 +212,6 @@ func TestConsumeReclaimsPending(t *testing.T) {
 	})
 }
 
-// twice publishes every batch two times: each message reaches the stream
-// as two entries with the same message_id.
-type twice struct{ outbox.Publisher }
-
-func (p twice) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
-	if errs := p.Publisher.Publish(ctx, batch); errors.Join(errs...) != nil {
-		return errs
-	}
-	return p.Publisher.Publish(ctx, batch)
-}
-
 // TestConsumeEndToEnd: plain SQL inserts → relay → XADD of every message
 // twice → two consumers of the group through a real inbox: each message
 // is applied exactly once.
@@ -238,7 +226,7 @@ func TestConsumeEndToEnd(t *testing.T) {
 		db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload, headers) VALUES ($1, $2, $3, $4)`,
 			topic, fmt.Sprintf("key-%d", i%3), fmt.Sprintf(`{"seq":%d}`, i), `{"traceparent":"`+testTrace+`"}`)
 	}
-	relaytest.Start(t, db, relaytest.Config(twice{newPublisher(t, admin, nil)}))
+	relaytest.Start(t, db, relaytest.Config(relaytest.Twice{Publisher: newPublisher(t, admin, nil)}))
 	var mu sync.Mutex
 	deliveries := 0
 	h := applyOnce(ib)
