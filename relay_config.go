@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Relay defaults.
@@ -97,6 +99,11 @@ type RelayConfig struct {
 	// OnBatch, when set, is called after every settled round, from the
 	// workers' goroutines (concurrently when Workers > 1). Keep it fast.
 	OnBatch func(BatchReport)
+	// Metrics, when set, is where the relay registers its Prometheus
+	// metrics (outbox_published_total, outbox_pending_messages, …; see
+	// docs/operations.md). NewRelay fails if registering fails. Defaults
+	// to nil: no metrics are collected.
+	Metrics prometheus.Registerer
 }
 
 func (c *RelayConfig) validate() error {
