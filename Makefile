@@ -10,6 +10,7 @@ services: ## start the local services the tests need, if they are not running
 	@scripts/services.sh
 
 test: services ## run every test against the real local services, with the race detector
+	@scripts/chromium.sh >/dev/null || true
 	CI=$${CI:-true} $(GO) test -race -count=1 -timeout 30m $(PKGS)
 
 test-short: ## run the tests that need no service
