@@ -1,11 +1,15 @@
 package outboxredis_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxredis"
 )
 
@@ -38,4 +42,24 @@ func BenchmarkPublish(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+}
+
+// BenchmarkDrain measures one relay draining a PostgreSQL backlog of b.N
+// messages into a Redis stream of the benchmark's own redis-server
+// (appendonly, appendfsync everysec):
+//
+//	go test -run '^$' -bench Drain -benchtime 100000x ./publisher/outboxredis/
+func BenchmarkDrain(b *testing.B) {
+	srv := startServer(b, "--appendonly", "yes", "--appendfsync", "everysec")
+	admin := srv.client(b, nil)
+	createStream(b, admin, "bench.drain")
+	p, err := outboxredis.New(srv.client(b, nil), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	relaytest.Drain(b, testdb.New(b, store.Postgres), "bench.drain", p)
+	if l, err := admin.XLen(context.Background(), "bench.drain").Result(); err != nil || l < int64(b.N) {
+		b.Fatalf("XLEN = %d, %v; want %d", l, err, b.N)
+	}
 }

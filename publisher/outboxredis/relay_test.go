@@ -3,7 +3,6 @@ package outboxredis_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -216,66 +215,4 @@ func TestRelayOutage(t *testing.T) {
 	}
 	t.Logf("%d entries for %d messages (%d redelivered); %d deferred and %d retried publishes; max attempts %d",
 		len(got), total, len(got)-len(inStream), deferred.Load(), retried.Load(), maxAttempts)
-}
-
-// TestDrainThroughput measures draining 100k messages from PostgreSQL to
-// Redis through one relay. It is a measurement, not a test: run it with
-// OUTBOX_DRAIN_BENCH=1 (OUTBOX_DRAIN_BENCH_N to change the count).
-func TestDrainThroughput(t *testing.T) {
-	if os.Getenv("OUTBOX_DRAIN_BENCH") == "" {
-		t.Skip("set OUTBOX_DRAIN_BENCH=1 to measure the drain throughput")
-	}
-	n := 100_000
-	if v := os.Getenv("OUTBOX_DRAIN_BENCH_N"); v != "" {
-		_, _ = fmt.Sscan(v, &n)
-	}
-	fsync := envOr("OUTBOX_DRAIN_BENCH_FSYNC", "everysec")
-	srv := startServer(t, "--appendonly", "yes", "--appendfsync", fsync)
-	admin := srv.client(t, nil)
-	createStream(t, admin, "bench.drain")
-	db := testdb.New(t, store.Postgres)
-	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload)
-		SELECT 'bench.drain', 'key-' || (i % 1000), '{"n":' || i || ',"pad":"' || repeat('x', 200) || '"}'
-		FROM generate_series(1, $1) AS i`, n)
-	p, err := outboxurl.Open("redis://"+srv.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	timed := &timedPublisher{Publisher: p}
-	if os.Getenv("OUTBOX_DRAIN_BENCH_NULL") != "" {
-		// The relay's own ceiling: a publisher that confirms at once.
-		timed.Publisher = outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error { return nil })
-		n = 0 // nothing reaches the stream
-	}
-	start := time.Now()
-	relaytest.Start(t, db, &outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: timed}}})
-	relaytest.WaitFor(t, 10*time.Minute, "every message sent", func() bool {
-		return db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status <> 'sent'`) == 0
-	})
-	took := time.Since(start)
-	if l, err := admin.XLen(context.Background(), "bench.drain").Result(); err != nil || l < int64(n) {
-		t.Fatalf("XLEN = %d, %v; want %d", l, err, n)
-	}
-	calls, msgs, in := timed.calls.Load(), timed.msgs.Load(), time.Duration(timed.nanos.Load())
-	total := db.Count(t, `SELECT count(*) FROM outbox_messages`)
-	t.Logf("drained %d messages PostgreSQL → %s in %v: %.0f msg/s", total, map[bool]string{true: "Redis (appendfsync " + fsync + ")", false: "a publisher that confirms at once"}[n > 0], took.Round(time.Millisecond), float64(total)/took.Seconds())
-	t.Logf("%d publishes of %.0f messages on average took %v summed over the relay's concurrent rounds (%.0f%% of the drain's wall time; %v each)",
-		calls, float64(msgs)/float64(max(calls, 1)), in.Round(time.Millisecond), 100*in.Seconds()/took.Seconds(), (in / time.Duration(max(calls, 1))).Round(time.Microsecond))
-}
-
-// timedPublisher adds up the time spent publishing.
-type timedPublisher struct {
-	outbox.Publisher
-	calls, msgs, nanos atomic.Int64
-}
-
-func (p *timedPublisher) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
-	start := time.Now()
-	defer func() {
-		p.calls.Add(1)
-		p.msgs.Add(int64(len(batch)))
-		p.nanos.Add(int64(time.Since(start)))
-	}()
-	return p.Publisher.Publish(ctx, batch)
 }
