@@ -1,0 +1,603 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// PreviewChars is how many characters of the payload Search returns.
+const PreviewChars = 200
+
+// DefaultBulkBatch is how many rows one statement of a bulk change touches.
+const DefaultBulkBatch = 1000
+
+// Search selects messages for operators. Empty fields match all.
+type Search struct {
+	Status    string
+	Topic     string
+	Key       string
+	MessageID string
+	// Since and Until bound created_at: Since <= created_at < Until.
+	Since, Until time.Time
+	// Before, when positive, keeps rows with id < Before (keyset paging).
+	Before int64
+	// Limit is the most rows returned; 0 means 50.
+	Limit int
+}
+
+// Record is a message as operators see it.
+type Record struct {
+	ID          int64
+	MessageID   string
+	Topic       string
+	Key         *string
+	Status      string
+	Attempts    int
+	MaxAttempts int
+	CreatedAt   time.Time
+	AvailableAt time.Time
+	SentAt      *time.Time
+	ConsumedAt  *time.Time
+	LastError   *string
+	// Payload is the whole body from Get, its first PreviewChars
+	// characters from Search.
+	Payload string
+	// Headers is the headers JSON text from Get, "" from Search.
+	Headers string
+}
+
+// StatusError reports a message whose status does not allow the change.
+type StatusError struct{ Status string }
+
+func (e *StatusError) Error() string { return "message is " + e.Status }
+
+// Is makes errors.Is(err, ErrWrongStatus) true.
+func (e *StatusError) Is(target error) bool { return target == ErrWrongStatus }
+
+// ErrWrongStatus is matched by every *StatusError.
+var ErrWrongStatus = errors.New("wrong status")
+
+// BulkAction is a change applied to many messages at once.
+type BulkAction string
+
+// The bulk actions.
+const (
+	// ActionRequeue: dead (or waiting pending) → pending now, attempts reset.
+	ActionRequeue BulkAction = "requeue"
+	// ActionDiscard deletes dead messages.
+	ActionDiscard BulkAction = "discard"
+	// ActionConsumed: sent → consumed.
+	ActionConsumed BulkAction = "consumed"
+)
+
+// BulkFilter selects the messages of a bulk change. Empty fields match all;
+// Status defaults to the status the action applies to (see CheckBulk).
+type BulkFilter struct {
+	Status     string
+	Topic      string
+	Key        string
+	MessageIDs []string
+	Since      time.Time
+	Until      time.Time
+}
+
+// BulkOptions tunes a bulk change.
+type BulkOptions struct {
+	// BatchSize is how many rows one statement changes; 0 means
+	// DefaultBulkBatch.
+	BatchSize int
+	// Progress, when set, is called after every batch with the rows
+	// changed so far.
+	Progress func(changed int64)
+}
+
+// CheckBulk fills in f's default status for a and reports a status the
+// action cannot apply to.
+func CheckBulk(a BulkAction, f *BulkFilter) error {
+	switch a {
+	case ActionRequeue:
+		if f.Status == "" {
+			f.Status = StatusDead
+		}
+		if f.Status != StatusDead && f.Status != StatusPending {
+			return errors.New("requeue applies to dead or pending messages, not " + f.Status)
+		}
+	case ActionDiscard:
+		if f.Status == "" {
+			f.Status = StatusDead
+		}
+		if f.Status != StatusDead {
+			return errors.New("discard applies to dead messages only, not " + f.Status)
+		}
+	case ActionConsumed:
+		if f.Status == "" {
+			f.Status = StatusSent
+		}
+		if f.Status != StatusSent {
+			return errors.New("consumed applies to sent messages only, not " + f.Status)
+		}
+	default:
+		return errors.New("unknown bulk action " + quote(string(a)))
+	}
+	return nil
+}
+
+// cond collects predicates and their arguments; "{}" in a predicate
+// becomes the next placeholder.
+type cond struct {
+	d     Dialect
+	parts []string
+	args  []any
+}
+
+func (c *cond) add(pred string, args ...any) {
+	for _, a := range args {
+		pred = strings.Replace(pred, "{}", c.d.ph(len(c.args)+1), 1)
+		c.args = append(c.args, a)
+	}
+	c.parts = append(c.parts, pred)
+}
+
+// arg records a and returns its placeholder.
+func (c *cond) arg(a any) string {
+	c.args = append(c.args, a)
+	return c.d.ph(len(c.args))
+}
+
+func (c *cond) sql() string {
+	if len(c.parts) == 0 {
+		return "1=1"
+	}
+	return strings.Join(c.parts, " AND ")
+}
+
+// msgIDEq is "message_id = placeholder" in a form that uses the unique
+// index (the column is a uuid on PostgreSQL).
+func (d Dialect) msgIDEq() string {
+	if d == Postgres {
+		return "message_id = {}::uuid"
+	}
+	return "message_id = {}"
+}
+
+// timeArg converts t to the argument compared with a timestamp column, and
+// the SQL expression that reads it.
+func (d Dialect) timeArg(t time.Time) (string, any) {
+	t = t.UTC()
+	switch d {
+	case Postgres:
+		return "{}::timestamptz", t
+	case MySQL:
+		// A decimal keeps every microsecond; a float would round them.
+		us := t.UnixMicro()
+		s := strconv.FormatInt(us/1e6, 10) + "." + leftPad(strconv.FormatInt(us%1e6, 10), 6)
+		if us < 0 {
+			s = strconv.FormatFloat(float64(us)/1e6, 'f', 6, 64)
+		}
+		return "FROM_UNIXTIME(CAST({} AS DECIMAL(20,6)))", s
+	default:
+		return "{}", t.Format("2006-01-02 15:04:05.000")
+	}
+}
+
+func leftPad(s string, n int) string {
+	for len(s) < n {
+		s = "0" + s
+	}
+	return s
+}
+
+// addTimes adds Since <= created_at < Until.
+func (c *cond) addTimes(since, until time.Time) {
+	if !since.IsZero() {
+		expr, arg := c.d.timeArg(since)
+		c.add("created_at >= "+expr, arg)
+	}
+	if !until.IsZero() {
+		expr, arg := c.d.timeArg(until)
+		c.add("created_at < "+expr, arg)
+	}
+}
+
+// addMessageIDs adds "message_id is one of ids".
+func (c *cond) addMessageIDs(ids []string) {
+	switch c.d {
+	case Postgres:
+		c.add("message_id = ANY({}::uuid[])", ids)
+	case MySQL:
+		ph := make([]string, len(ids))
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			ph[i], args[i] = "{}", id
+		}
+		c.add("message_id IN ("+strings.Join(ph, ", ")+")", args...)
+	default:
+		b, _ := json.Marshal(ids)
+		c.add("message_id IN (SELECT value FROM json_each({}))", string(b))
+	}
+}
+
+// addIDs adds "id is one of ids".
+func (c *cond) addIDs(ids []int64) {
+	switch c.d {
+	case Postgres:
+		c.add("id = ANY({}::bigint[])", ids)
+	case MySQL:
+		ph := make([]string, len(ids))
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			ph[i], args[i] = "{}", id
+		}
+		c.add("id IN ("+strings.Join(ph, ", ")+")", args...)
+	default:
+		b, _ := json.Marshal(ids)
+		c.add("id IN (SELECT value FROM json_each({}))", string(b))
+	}
+}
+
+// validUUID reports whether s can be compared with message_id without a
+// cast error on PostgreSQL.
+func validUUID(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
+}
+
+// recordCols are the columns Search and Get read, payload last.
+func (st *Store) recordCols(payload string) string {
+	msgID, headers := "message_id", "''"
+	if st.d == Postgres {
+		msgID = "message_id::text"
+	}
+	if payload == "payload" {
+		headers = "headers"
+		if st.d == Postgres {
+			headers = "headers::text"
+		}
+	}
+	d := st.d
+	return "id, " + msgID + ", topic, business_key, status, attempts, max_attempts, " +
+		d.epoch("created_at") + ", " + d.epoch("available_at") + ", " + d.epoch("sent_at") + ", " + d.epoch("consumed_at") +
+		", last_error, " + headers + ", " + payload
+}
+
+func (st *Store) previewSQL() string {
+	n := strconv.Itoa(PreviewChars)
+	if st.d == SQLite {
+		return "substr(payload, 1, " + n + ")"
+	}
+	return "left(payload, " + n + ")"
+}
+
+func scanRecord(rows Rows) (Record, error) {
+	var r Record
+	var created, avail float64
+	var sent, consumed *float64
+	if err := rows.Scan(&r.ID, &r.MessageID, &r.Topic, &r.Key, &r.Status, &r.Attempts, &r.MaxAttempts,
+		&created, &avail, &sent, &consumed, &r.LastError, &r.Headers, &r.Payload); err != nil {
+		return r, err
+	}
+	r.CreatedAt, r.AvailableAt = fromEpoch(created), fromEpoch(avail)
+	if sent != nil {
+		t := fromEpoch(*sent)
+		r.SentAt = &t
+	}
+	if consumed != nil {
+		t := fromEpoch(*consumed)
+		r.ConsumedAt = &t
+	}
+	return r, nil
+}
+
+// Search returns the messages s selects, newest (highest id) first, with
+// a payload preview.
+func (st *Store) Search(ctx context.Context, s Search) ([]Record, error) {
+	c := &cond{d: st.d}
+	if s.Status != "" {
+		c.add("status = {}", s.Status)
+	}
+	if s.Topic != "" {
+		c.add("topic = {}", s.Topic)
+	}
+	if s.Key != "" {
+		c.add("business_key = {}", s.Key)
+	}
+	if s.MessageID != "" {
+		if !validUUID(s.MessageID) {
+			return nil, nil
+		}
+		c.add(st.d.msgIDEq(), strings.ToLower(s.MessageID))
+	}
+	c.addTimes(s.Since, s.Until)
+	if s.Before > 0 {
+		c.add("id < {}", s.Before)
+	}
+	limit := s.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	q := "SELECT " + st.recordCols(st.previewSQL()) + " FROM outbox_messages WHERE " + c.sql() + " ORDER BY id DESC LIMIT " + c.arg(limit)
+	rows, err := st.db.Query(ctx, q, c.args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]Record, 0, limit)
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Get returns the message messageID with its whole payload and headers,
+// or ErrNotFound.
+func (st *Store) Get(ctx context.Context, messageID string) (Record, error) {
+	if !validUUID(messageID) {
+		return Record{}, ErrNotFound
+	}
+	c := &cond{d: st.d}
+	c.add(st.d.msgIDEq(), strings.ToLower(messageID))
+	rows, err := st.db.Query(ctx, "SELECT "+st.recordCols("payload")+" FROM outbox_messages WHERE "+c.sql(), c.args...)
+	if err != nil {
+		return Record{}, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Record{}, err
+		}
+		return Record{}, ErrNotFound
+	}
+	r, err := scanRecord(rows)
+	if err != nil {
+		return Record{}, err
+	}
+	return r, rows.Err()
+}
+
+// statusOf is the status of messageID, "" when there is no such message.
+func (st *Store) statusOf(ctx context.Context, messageID string) (string, error) {
+	c := &cond{d: st.d}
+	c.add(st.d.msgIDEq(), messageID)
+	rows, err := st.db.Query(ctx, "SELECT status FROM outbox_messages WHERE "+c.sql(), c.args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var s string
+	if rows.Next() {
+		if err := rows.Scan(&s); err != nil {
+			return "", err
+		}
+	}
+	return s, rows.Err()
+}
+
+// one runs stmt, a change of the message messageID guarded by its status
+// ("{id}" in stmt is the message id test), and explains a change that did
+// not happen: ErrNotFound or a *StatusError.
+func (st *Store) one(ctx context.Context, messageID, stmt string) error {
+	if !validUUID(messageID) {
+		return ErrNotFound
+	}
+	messageID = strings.ToLower(messageID)
+	c := &cond{d: st.d}
+	c.add(st.d.msgIDEq(), messageID)
+	n, err := st.db.Exec(ctx, strings.Replace(stmt, "{id}", c.sql(), 1), c.args...)
+	if err != nil || n > 0 {
+		return err
+	}
+	s, err := st.statusOf(ctx, messageID)
+	switch {
+	case err != nil:
+		return err
+	case s == "":
+		return ErrNotFound
+	}
+	return &StatusError{Status: s}
+}
+
+func (st *Store) requeueSet() string {
+	// MySQL assigns left to right with the new values: read the old
+	// status before overwriting it.
+	return "unknown_outcome = CASE WHEN status = 'dead' THEN " + st.falseSQL() + " ELSE unknown_outcome END, " +
+		"status = 'pending', attempts = 0, available_at = " + st.d.nowSQL()
+}
+
+// RequeueOne moves the dead or pending message messageID to pending,
+// available now, attempts reset. It returns ErrNotFound or a *StatusError
+// (sent, consumed) when nothing changed.
+func (st *Store) RequeueOne(ctx context.Context, messageID string) error {
+	return st.one(ctx, messageID, "UPDATE outbox_messages SET "+st.requeueSet()+" WHERE {id} AND status IN ('dead', 'pending')")
+}
+
+// DiscardOne deletes the dead message messageID; ErrNotFound or a
+// *StatusError when nothing changed.
+func (st *Store) DiscardOne(ctx context.Context, messageID string) error {
+	return st.one(ctx, messageID, "DELETE FROM outbox_messages WHERE {id} AND status = 'dead'")
+}
+
+// ConsumeOne moves the sent message messageID to consumed and reports
+// whether it changed; a message already consumed is left as it is
+// (false, nil). ErrNotFound or a *StatusError (pending, dead) otherwise.
+func (st *Store) ConsumeOne(ctx context.Context, messageID string) (bool, error) {
+	err := st.one(ctx, messageID, "UPDATE outbox_messages SET status = 'consumed', consumed_at = "+st.d.nowSQL()+" WHERE {id} AND status = 'sent'")
+	var se *StatusError
+	if errors.As(err, &se) && se.Status == StatusConsumed {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// bulkCond is the predicate of a bulk change, including the status the
+// action applies to (requeue of pending rows takes only those waiting).
+func (st *Store) bulkCond(f BulkFilter) *cond {
+	c := &cond{d: st.d}
+	c.add("status = {}", f.Status)
+	if f.Status == StatusPending {
+		c.add("available_at > " + st.d.nowSQL())
+	}
+	if f.Topic != "" {
+		c.add("topic = {}", f.Topic)
+	}
+	if f.Key != "" {
+		c.add("business_key = {}", f.Key)
+	}
+	if len(f.MessageIDs) > 0 {
+		ids := make([]string, 0, len(f.MessageIDs))
+		for _, id := range f.MessageIDs {
+			if validUUID(id) {
+				ids = append(ids, strings.ToLower(id))
+			}
+		}
+		if len(ids) == 0 {
+			c.add("1=0")
+		} else {
+			c.addMessageIDs(ids)
+		}
+	}
+	c.addTimes(f.Since, f.Until)
+	return c
+}
+
+func (st *Store) queryInt64s(ctx context.Context, q string, args ...any) ([]int64, error) {
+	rows, err := st.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var v *int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		if v != nil {
+			out = append(out, *v)
+		}
+	}
+	return out, rows.Err()
+}
+
+// CountBulk is how many messages the bulk action a would change now.
+func (st *Store) CountBulk(ctx context.Context, a BulkAction, f BulkFilter) (int64, error) {
+	if err := CheckBulk(a, &f); err != nil {
+		return 0, err
+	}
+	c := st.bulkCond(f)
+	n, err := st.queryInt64s(ctx, "SELECT count(*) FROM outbox_messages WHERE "+c.sql(), c.args...)
+	if err != nil || len(n) == 0 {
+		return 0, err
+	}
+	return n[0], nil
+}
+
+// Bulk applies a to the messages f selects, in batches of
+// opts.BatchSize rows, each its own statement and transaction, so a
+// change of millions of rows never holds one long transaction. Messages
+// that match only after the call started are left alone. It returns how
+// many rows changed, also when it stops early on an error.
+func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts BulkOptions) (int64, error) {
+	if err := CheckBulk(a, &f); err != nil {
+		return 0, err
+	}
+	batch := opts.BatchSize
+	if batch <= 0 {
+		batch = DefaultBulkBatch
+	}
+	top, err := st.queryInt64s(ctx, "SELECT max(id) FROM outbox_messages")
+	if err != nil || len(top) == 0 {
+		return 0, err
+	}
+	var guard, change string
+	switch a {
+	case ActionRequeue:
+		guard = "status = 'dead'"
+		if f.Status == StatusPending {
+			guard = "status = 'pending' AND available_at > " + st.d.nowSQL()
+		}
+		change = "UPDATE outbox_messages SET " + st.requeueSet() + " WHERE "
+	case ActionDiscard:
+		guard = "status = 'dead'"
+		change = "DELETE FROM outbox_messages WHERE "
+	case ActionConsumed:
+		guard = "status = 'sent'"
+		change = "UPDATE outbox_messages SET status = 'consumed', consumed_at = " + st.d.nowSQL() + " WHERE "
+	}
+	var total int64
+	for after := int64(0); ; {
+		sel := st.bulkCond(f)
+		sel.add("id > {}", after)
+		sel.add("id <= {}", top[0])
+		q := "SELECT id FROM outbox_messages WHERE " + sel.sql() + " ORDER BY id LIMIT " + sel.arg(batch)
+		ids, err := st.queryInt64s(ctx, q, sel.args...)
+		if err != nil {
+			return total, err
+		}
+		if len(ids) == 0 {
+			return total, nil
+		}
+		upd := &cond{d: st.d}
+		upd.addIDs(ids)
+		upd.add(guard)
+		n, err := st.db.Exec(ctx, change+upd.sql(), upd.args...)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if opts.Progress != nil {
+			opts.Progress(total)
+		}
+		if len(ids) < batch {
+			return total, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+// AuditEntry is one row of outbox_audit.
+type AuditEntry struct {
+	ID     int64
+	At     time.Time
+	Actor  string
+	Action string
+	Target string
+	Count  int64
+}
+
+// InsertAudit records an operator's change.
+func (st *Store) InsertAudit(ctx context.Context, e AuditEntry) error {
+	d := st.d
+	_, err := st.db.Exec(ctx, "INSERT INTO outbox_audit (actor, action, target, count) VALUES ("+
+		d.ph(1)+", "+d.ph(2)+", "+d.ph(3)+", "+d.ph(4)+")", e.Actor, e.Action, e.Target, e.Count)
+	return err
+}
+
+// Audit returns the newest limit audit entries, newest first.
+func (st *Store) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
+	rows, err := st.db.Query(ctx, "SELECT id, "+st.d.epoch("at")+", actor, action, target, count FROM outbox_audit ORDER BY id DESC LIMIT "+st.d.ph(1), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []AuditEntry{}
+	for rows.Next() {
+		var e AuditEntry
+		var at float64
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Target, &e.Count); err != nil {
+			return nil, err
+		}
+		e.At = fromEpoch(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
