@@ -5,6 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -149,7 +153,9 @@ func workloadsAgainst(t *testing.T, url string, dialect store.Dialect) {
 		assertClean(t, url)
 	})
 	t.Run("steady", func(t *testing.T) {
-		r := mustJSON(t, "steady", "--db", url, "--rate", "100", "--duration", "1s", "--warmup", "200ms", "--clients", "2")
+		plot := filepath.Join(t.TempDir(), "steady.svg")
+		r := mustJSON(t, "steady", "--db", url, "--rate", "100", "--duration", "1s", "--warmup", "200ms", "--clients", "2", "--plot", plot)
+		checkPlot(t, plot)
 		s := r.Steady
 		if s == nil || s.Count <= 0 || s.Committed <= 0 || s.AchievedRate <= 0 {
 			t.Fatalf("steady: %+v", s)
@@ -375,6 +381,56 @@ func TestCommas(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", -1234567: "-1,234,567", 100000: "100,000"} {
 		if got := commas(n); got != want {
 			t.Errorf("commas(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// checkPlot parses the SVG that steady --plot drew: two latency curves
+// through every plotted percentile, rising, and a backlog series.
+func checkPlot(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var doc struct {
+		Polylines []struct {
+			Points string `xml:"points,attr"`
+		} `xml:"polyline"`
+	}
+	if err := xml.NewDecoder(f).Decode(&doc); err != nil {
+		t.Fatalf("--plot wrote no valid SVG: %v", err)
+	}
+	if len(doc.Polylines) != 3 {
+		t.Fatalf("%d curves, want 2 latency curves and the backlog", len(doc.Polylines))
+	}
+	for i, pl := range doc.Polylines[:2] {
+		pts := strings.Fields(pl.Points)
+		if len(pts) != len(plotQuantiles) {
+			t.Fatalf("latency curve %d has %d points, want %d", i, len(pts), len(plotQuantiles))
+		}
+		lastY := math.Inf(1)
+		for _, p := range pts {
+			var x, y float64
+			if _, err := fmt.Sscanf(p, "%f,%f", &x, &y); err != nil {
+				t.Fatalf("point %q: %v", p, err)
+			}
+			if y > lastY { // SVG y grows downwards: latency may only rise
+				t.Fatalf("latency curve %d falls at %q", i, p)
+			}
+			lastY = y
+		}
+	}
+	if len(strings.Fields(doc.Polylines[2].Points)) == 0 {
+		t.Error("the backlog series is empty")
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for in, want := range map[float64]float64{0: 1, 0.3: 0.5, 1: 1, 1.2: 2, 3: 5, 7: 10, 11: 20, 420: 500} {
+		if got := niceCeil(in); math.Abs(got-want) > 1e-9 {
+			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
 		}
 	}
 }

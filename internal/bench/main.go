@@ -64,6 +64,7 @@ type options struct {
 	sentRows     int
 	rate         float64
 	cpuprofile   string
+	plot         string
 	stall        time.Duration
 	analyze      bool
 }
@@ -282,6 +283,7 @@ func flagSet(o *options) *flag.FlagSet {
 		fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured time")
 		fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "time before the measured time, excluded from the figures")
 		fs.StringVar(&o.clients, "clients", "16", "producer goroutines taking the scheduled sends")
+		fs.StringVar(&o.plot, "plot", "", "draw the latency percentile curves and the backlog over time into `FILE.svg`")
 	case wCeiling:
 		relayFlags()
 		fs.IntVar(&o.messages, "messages", 100000, "messages to pre-fill and settle")

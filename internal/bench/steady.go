@@ -119,6 +119,7 @@ type recorder struct {
 	c2cDone []atomic.Bool
 
 	confirmed atomic.Int64 // measured slots confirmed
+	all       atomic.Int64 // slots confirmed, warm-up included
 	lat, c2c  *hist
 }
 
@@ -149,6 +150,7 @@ func (r *recorder) Publish(ctx context.Context, batch []*outbox.Envelope) []erro
 		if !r.confirm[slot].CompareAndSwap(0, now) {
 			continue // delivered again: count the first confirm only
 		}
+		r.all.Add(1)
 		if slot < r.firstSlot {
 			continue
 		}
@@ -270,6 +272,9 @@ func (b *bench) steady(ctx context.Context) (*steadyResult, error) {
 	producersDone := make(chan struct{})
 	go func() { wg.Wait(); close(producersDone) }()
 	var lastC, lastD int64
+	var backlog []backlogPoint
+	sample := time.NewTicker(100 * time.Millisecond)
+	defer sample.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	progress := func(phase string) {
@@ -287,6 +292,8 @@ wait:
 			cancel()
 			<-producersDone
 			return nil, err
+		case now := <-sample.C:
+			backlog = append(backlog, backlogPoint{At: now.Sub(start).Seconds(), Backlog: committed.Load() - rec.all.Load()})
 		case now := <-tick.C:
 			phase := "warm-up"
 			if now.After(measureFrom) {
@@ -340,6 +347,17 @@ wait:
 	res.Batches = stats.snapshot()
 	if res.Count == 0 {
 		return res, errors.New("steady: no message was confirmed")
+	}
+	if o.plot != "" {
+		title := fmt.Sprintf("outbox bench steady: %s msg/s target, %s achieved", commas(int64(o.rate)), commas(int64(res.AchievedRate)))
+		subtitle := fmt.Sprintf("%s → %s; %d relay(s), %d producer clients", b.d, b.dest.name, o.relays, o.clientList[0])
+		err := writePlot(o.plot, title, subtitle, []curve{
+			rec.lat.curve("intended send → confirmed", "#d62728"),
+			rec.c2c.curve("commit → confirmed", "#1f77b4"),
+		}, backlog)
+		if err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }
