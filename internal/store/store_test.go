@@ -39,7 +39,7 @@ func newMsg(topic, key string) store.NewMessage {
 	return store.NewMessage{MessageID: uuid.NewString(), Topic: topic, Key: key, Payload: `{"a":1}`, Headers: `{"content-type":"application/json"}`}
 }
 
-func insert(t *testing.T, db *testdb.DB, st *store.Store, msgs ...store.NewMessage) {
+func insert(t testing.TB, db *testdb.DB, st *store.Store, msgs ...store.NewMessage) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.SQL.BeginTx(ctx, nil)
@@ -55,7 +55,7 @@ func insert(t *testing.T, db *testdb.DB, st *store.Store, msgs ...store.NewMessa
 	}
 }
 
-func allParts(t *testing.T, st *store.Store) []int {
+func allParts(t testing.TB, st *store.Store) []int {
 	n, err := st.Partitions(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func allParts(t *testing.T, st *store.Store) []int {
 	return parts
 }
 
-func acquireAll(t *testing.T, st *store.Store, owner string) []int {
+func acquireAll(t testing.TB, st *store.Store, owner string) []int {
 	t.Helper()
 	parts := allParts(t, st)
 	leases, err := st.Acquire(context.Background(), owner, parts, time.Minute)
