@@ -43,6 +43,15 @@
 //
 // MQTT has no notion of a destination that does not exist: a broker takes
 // any valid topic, with or without subscribers.
+//
+// # Consuming
+//
+// Consume subscribes at QoS 1 with a persistent session and hands each
+// message, decoded by Decode, to a handler as an *inbox.Message,
+// acknowledging it only after the handler returned nil. MQTT redelivers an
+// unacknowledged message only when the session reconnects, so after a
+// handler error Consume reconnects (Clean Start 0) to get it again. Wrap
+// the handler with inbox.Handle to apply each message exactly once.
 package outboxmqtt
 
 import (
