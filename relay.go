@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -31,6 +34,12 @@ type Relay struct {
 	running atomic.Bool
 
 	checkers bool // some route has a Checker: record in-flight ids
+
+	metrics *relayMetrics // nil without RelayConfig.Metrics
+	alerts  *alerter      // nil without RelayConfig.Alerts
+	tracer  trace.Tracer
+	clock   dbClock
+	owned   int // partitions counted in outbox_owned_partitions
 }
 
 // worker is one read-publish-settle loop over its share of the owned
@@ -51,6 +60,9 @@ type routeState struct {
 	openUntil time.Time
 	pauses    int
 	lastErr   string
+
+	publishDur prometheus.Observer // nil without metrics
+	circuit    prometheus.Gauge    // nil without metrics
 }
 
 // NewRelay returns a relay reading through driver's database. The driver's
@@ -93,6 +105,20 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 			r.checkers = true
 		}
 		r.router.routes = append(r.router.routes, rs)
+	}
+	r.tracer = newTracer(c.TracerProvider)
+	if c.Metrics != nil {
+		m, err := newRelayMetrics(c.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		r.metrics = m
+		for _, rs := range r.router.routes {
+			m.route(rs)
+		}
+	}
+	if c.Alerts != nil {
+		r.alerts = newAlerter(*c.Alerts, r.id, r.log)
 	}
 	return r, nil
 }
@@ -151,6 +177,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.listenLoop(loopCtx)
 		}()
 	}
+	r.startObserving(loopCtx)
 
 	var workers sync.WaitGroup
 	for i := range r.cfg.Workers {
@@ -172,6 +199,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := r.store.DropRelay(finish, r.id); err != nil {
 		r.log.Warn("outbox relay: releasing partitions on shutdown failed; they move when the leases expire", "relay", r.id, "err", err)
 	}
+	r.reportOwned(0)
 	r.log.Info("outbox relay: stopped", "relay", r.id)
 	return nil
 }
@@ -262,7 +290,11 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	if len(parts) == 0 {
 		return -1, nil
 	}
+	readStart := time.Now()
 	rows, err := r.store.Read(ctx, parts, w.batchSize)
+	if r.metrics != nil {
+		r.metrics.readDur.Observe(time.Since(readStart).Seconds())
+	}
 	if err != nil {
 		return 0, fmt.Errorf("read: %w", err)
 	}
@@ -271,6 +303,9 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 		return 0, nil
 	}
 	report := BatchReport{Read: len(rows), BatchSize: w.batchSize}
+	if r.metrics != nil {
+		r.metrics.batch.Observe(float64(len(rows)))
+	}
 	switch {
 	case len(rows) == w.batchSize:
 		w.batchSize = min(r.cfg.BatchSize, w.batchSize*2)
@@ -282,8 +317,12 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 			return 0, fmt.Errorf("mark in-flight: %w", err)
 		}
 	}
-	outs := r.deliver(ctx, rows, &report)
-	if len(outs) > 0 {
+	decided := r.deliver(ctx, rows, &report)
+	if len(decided) > 0 {
+		outs := make([]store.Outcome, len(decided))
+		for i, it := range decided {
+			outs[i] = it.out
+		}
 		settled, err := r.settle(ctx, outs)
 		report.Settled = settled
 		if err != nil {
@@ -292,6 +331,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 		if want := int64(len(outs)); settled < want {
 			r.log.Warn("outbox relay: some outcomes were not recorded: partition moved to another relay", "relay", r.id, "expected", want, "settled", settled)
 		}
+		r.recorded(decided)
 	}
 	if r.cfg.OnBatch != nil {
 		r.cfg.OnBatch(report)
@@ -318,6 +358,9 @@ func (r *Relay) markInflight(ctx context.Context, rows []store.Row) error {
 // settle writes outcomes, retrying a failed statement while the leases
 // last: a batch that was published but not recorded is delivered again.
 func (r *Relay) settle(ctx context.Context, outs []store.Outcome) (int64, error) {
+	if r.metrics != nil {
+		defer func(start time.Time) { r.metrics.settleDur.Observe(time.Since(start).Seconds()) }(time.Now())
+	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Relay defaults.
@@ -103,7 +104,25 @@ type RelayConfig struct {
 	// metrics (outbox_published_total, outbox_pending_messages, …; see
 	// docs/operations.md). NewRelay fails if registering fails. Defaults
 	// to nil: no metrics are collected.
+	//
+	// Relays sharing one registerer share its collectors: counters add up
+	// and the table gauges are the same figure. Relays over different
+	// databases need registerers told apart, e.g. with
+	// prometheus.WrapRegistererWith.
 	Metrics prometheus.Registerer
+	// MetricsInterval is how often the relay samples the outbox table for
+	// the gauges (pending and dead counts, oldest pending age) and the
+	// oldest-pending alert. Defaults to DefaultMetricsInterval (15 s).
+	MetricsInterval time.Duration
+	// TracerProvider makes the relay's spans: one "send" span per publish
+	// attempt, a child of the producer's span when the message carries a
+	// traceparent, whose context replaces traceparent and tracestate on
+	// the wire so consumers continue under it. Defaults to nil: the
+	// OpenTelemetry global provider (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
+	// Alerts, when set, sends alerts about new dead letters and a growing
+	// backlog to a webhook and the log. Defaults to nil: no alerts.
+	Alerts *AlertConfig
 }
 
 func (c *RelayConfig) validate() error {
@@ -145,6 +164,14 @@ func (c *RelayConfig) validate() error {
 	if err := c.Retry.validate(); err != nil {
 		return fmt.Errorf("outbox: RelayConfig.%w", err)
 	}
+	if c.MetricsInterval < 0 {
+		return errors.New("outbox: RelayConfig.MetricsInterval must not be negative")
+	}
+	if c.Alerts != nil {
+		if err := c.Alerts.validate(); err != nil {
+			return fmt.Errorf("outbox: RelayConfig.Alerts.%w", err)
+		}
+	}
 	return nil
 }
 
@@ -180,5 +207,8 @@ func (c *RelayConfig) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.MetricsInterval == 0 {
+		c.MetricsInterval = DefaultMetricsInterval
 	}
 }

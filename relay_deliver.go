@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -22,10 +24,14 @@ type item struct {
 	// decided: out holds the outcome. Undecided items after the round are
 	// left untouched (held back, or cut off by shutdown).
 	decided bool
+	// confirmed is when the destination (or the Checker) confirmed a sent
+	// item, by the local clock.
+	confirmed time.Time
 }
 
-// deliver publishes a batch and returns the outcomes to record.
-func (r *Relay) deliver(ctx context.Context, rows []store.Row, rep *BatchReport) []store.Outcome {
+// deliver publishes a batch and returns the decided items, whose outcomes
+// are to be recorded.
+func (r *Relay) deliver(ctx context.Context, rows []store.Row, rep *BatchReport) []*item {
 	items := make([]*item, len(rows))
 	for i := range rows {
 		items[i] = r.prepare(&rows[i])
@@ -92,7 +98,7 @@ func (r *Relay) deliver(ctx context.Context, rows []store.Row, rep *BatchReport)
 		}
 	}
 
-	outs := make([]store.Outcome, 0, len(items))
+	decided := items[:0]
 	for _, it := range items {
 		if !it.decided {
 			rep.Skipped++
@@ -103,15 +109,14 @@ func (r *Relay) deliver(ctx context.Context, rows []store.Row, rep *BatchReport)
 			rep.Sent++
 		case it.out.Status == store.StatusDead:
 			rep.Dead++
-			r.log.Warn("outbox relay: message dead", "message_id", it.row.MessageID, "topic", it.row.Topic, "attempts", it.row.Attempts+btoi(it.out.CountAttempt), "error", it.out.Error)
 		case it.out.CountAttempt:
 			rep.Retried++
 		default:
 			rep.Deferred++
 		}
-		outs = append(outs, it.out)
+		decided = append(decided, it)
 	}
-	return outs
+	return decided
 }
 
 func btoi(b bool) int {
@@ -198,6 +203,7 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 			if ok {
 				it.decided = true
 				it.out = store.Outcome{ID: it.row.ID, Status: store.StatusSent, CountAttempt: true}
+				it.confirmed = time.Now()
 			}
 		}()
 	}
@@ -232,10 +238,17 @@ func (r *Relay) publishWave(ctx context.Context, todo []*item, aborted *atomic.B
 
 func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item, aborted *atomic.Bool) {
 	batch := make([]*Envelope, len(group))
+	spans := make([]trace.Span, len(group))
 	for i, it := range group {
 		batch[i] = it.env
+		spans[i] = r.startSend(rs, it)
 	}
+	start := time.Now()
 	errs := rs.Publisher.Publish(ctx, batch)
+	confirmed := time.Now()
+	if rs.publishDur != nil {
+		rs.publishDur.Observe(confirmed.Sub(start).Seconds())
+	}
 	if len(errs) != len(batch) {
 		bad := Unknown(errors.New("publisher returned " + strconv.Itoa(len(errs)) + " results for " + strconv.Itoa(len(batch)) + " messages"))
 		errs = make([]error, len(batch))
@@ -247,10 +260,12 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 	anyOK := false
 	for i, it := range group {
 		err := errs[i]
+		endSend(spans[i], err)
 		if err == nil {
 			anyOK = true
 			it.decided = true
 			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusSent, CountAttempt: true}
+			it.confirmed = confirmed
 			continue
 		}
 		if aborted.Load() {
@@ -264,12 +279,12 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 	}
 	switch {
 	case unavailable != nil && !anyOK:
-		if rs.trip(unavailable) {
-			r.log.Warn("outbox relay: route paused: destination unavailable", "route", rs.name, "err", oneLine(unavailable.Error()))
+		if pause, opened := rs.trip(unavailable); opened {
+			r.log.Warn("outbox relay: route paused: destination unavailable", "relay", r.id, "route", rs.name, "pause", pause, "err", rs.lastError())
 		}
 	case anyOK:
 		if rs.reset() {
-			r.log.Info("outbox relay: route resumed", "route", rs.name)
+			r.log.Info("outbox relay: route resumed", "relay", r.id, "route", rs.name)
 		}
 	}
 }
@@ -277,7 +292,7 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 // failure turns a publish error into an outcome.
 func (r *Relay) failure(rs *routeState, row *store.Row, err error) store.Outcome {
 	cls, after := classify(err)
-	msg := oneLine(err.Error())
+	msg := redactText(oneLine(err.Error()))
 	attempt := row.Attempts + 1
 	switch cls {
 	case ClassPermanent:
@@ -319,15 +334,20 @@ func (rs *routeState) pauseFor() time.Duration {
 	return min(d, pauseMax)
 }
 
-// trip pauses the route and reports whether it was running before.
-func (rs *routeState) trip(err error) bool {
+// trip pauses the route and returns for how long, and whether it was
+// running before.
+func (rs *routeState) trip(err error) (time.Duration, bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	d := min(pauseBase<<min(rs.pauses, 5), pauseMax)
 	rs.openUntil = time.Now().Add(d)
-	rs.lastErr = oneLine(err.Error())
+	rs.lastErr = redactText(oneLine(err.Error()))
 	rs.pauses++
-	return rs.pauses == 1
+	opened := rs.pauses == 1
+	if opened && rs.circuit != nil {
+		rs.circuit.Add(1)
+	}
+	return d, opened
 }
 
 // reset closes the breaker and reports whether it was open.
@@ -337,5 +357,14 @@ func (rs *routeState) reset() bool {
 	was := rs.pauses > 0
 	rs.pauses = 0
 	rs.openUntil = time.Time{}
+	if was && rs.circuit != nil {
+		rs.circuit.Add(-1)
+	}
 	return was
+}
+
+func (rs *routeState) lastError() string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.lastErr
 }

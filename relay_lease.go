@@ -147,6 +147,7 @@ func (r *Relay) balance(ctx context.Context, partitions int, prune bool) error {
 	r.own.parts = held
 	r.own.validUntil = start.Add(ttl - ttl/10)
 	r.own.mu.Unlock()
+	r.reportOwned(len(held))
 	if !slices.Equal(before, held) {
 		gained, lost := diff(held, before), diff(before, held)
 		r.log.Info("outbox relay: partitions changed", "relay", r.id, "held", len(held), "gained", len(gained), "lost", len(lost), "live_relays", len(live))

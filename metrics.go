@@ -1,0 +1,277 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// DefaultMetricsInterval is how often a relay samples the table for its
+// gauges (pending and dead counts, oldest pending age) and for the
+// oldest-pending alert.
+const DefaultMetricsInterval = 15 * time.Second
+
+// Values of the result label of outbox_published_total.
+const (
+	resultSent     = "sent"     // the destination confirmed it
+	resultRetry    = "retry"    // the attempt failed and counts; another follows after a backoff
+	resultDead     = "dead"     // it will not be sent again
+	resultDeferred = "deferred" // put back without counting an attempt (destination unavailable, route paused)
+)
+
+// maxTopicSeries bounds the distinct topic label values a relay reports;
+// further topics are reported as otherTopic. Topics are usually a fixed
+// set of event types; the cap keeps a producer that puts ids into topics
+// from flooding the metrics.
+const maxTopicSeries = 256
+
+// otherTopic is the topic label of topics beyond maxTopicSeries. It is not
+// a valid topic, so it cannot clash with one.
+const otherTopic = "(other)"
+
+// noRoute is the route label of messages no route matches.
+const noRoute = "(none)"
+
+// relayMetrics is a relay's Prometheus collectors. Label children are
+// resolved once per route and per topic, so the delivery path only adds to
+// counters.
+type relayMetrics struct {
+	published  *prometheus.CounterVec
+	dead       *prometheus.CounterVec
+	pending    prometheus.Gauge
+	deadRows   prometheus.Gauge
+	oldest     prometheus.Gauge
+	latency    prometheus.Histogram
+	publishDur *prometheus.HistogramVec
+	batch      prometheus.Histogram
+	readDur    prometheus.Histogram
+	settleDur  prometheus.Histogram
+	owned      prometheus.Gauge
+	circuit    *prometheus.GaugeVec
+
+	mu     sync.RWMutex
+	topics map[string]*topicMetrics // by topic
+	other  map[string]*topicMetrics // by route name, for topics past the cap
+}
+
+// topicMetrics are the counters of one route and topic.
+type topicMetrics struct {
+	sent, retry, dead, deferred prometheus.Counter
+	deadTotal                   prometheus.Counter
+}
+
+// newRelayMetrics registers the relay's collectors on reg. A collector
+// that is already registered there by another relay is shared: counters
+// and histograms then add up both relays' work, and outbox_owned_partitions
+// and outbox_circuit_open are kept as sums too (each relay adds and removes
+// its own share).
+func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
+	m := &relayMetrics{topics: map[string]*topicMetrics{}, other: map[string]*topicMetrics{}}
+	var errs []error
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels), &errs)
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help}), &errs)
+	}
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		return register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}), &errs)
+	}
+	m.published = counterVec("outbox_published_total",
+		"Publish outcomes recorded by the relay, by route, topic and result (sent, retry, dead, deferred).", "route", "topic", "result")
+	m.dead = counterVec("outbox_dead_total", "Messages the relay moved to dead, by route and topic.", "route", "topic")
+	m.pending = gauge("outbox_pending_messages", "Pending messages in the outbox table, sampled.")
+	m.deadRows = gauge("outbox_dead_messages", "Dead messages in the outbox table, sampled.")
+	m.oldest = gauge("outbox_oldest_pending_age_seconds", "Age of the oldest pending message by database time, sampled; 0 when none is pending.")
+	m.latency = histogram("outbox_delivery_latency_seconds",
+		"Time from a message's created_at (database time of the enqueuing transaction) to the destination's confirmation.",
+		[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600})
+	m.publishDur = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "outbox_publish_duration_seconds",
+		Help:    "Duration of one publish call (a batch of one route) until every result was known.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30},
+	}, []string{"route"}), &errs)
+	m.batch = histogram("outbox_batch_size", "Messages read per non-empty round.",
+		[]float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000})
+	dbBuckets := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
+	m.readDur = histogram("outbox_read_duration_seconds", "Duration of the statement reading a round's batch.", dbBuckets)
+	m.settleDur = histogram("outbox_settle_duration_seconds", "Duration of recording a round's outcomes, retries included.", dbBuckets)
+	m.owned = gauge("outbox_owned_partitions", "Partitions the relay holds.")
+	m.circuit = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "outbox_circuit_open",
+		Help: "1 while the route is paused because its destination is unavailable, 0 while it runs.",
+	}, []string{"route"}), &errs)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("outbox: RelayConfig.Metrics: %w", errs[0])
+	}
+	return m, nil
+}
+
+// register registers c on reg, or returns the equal collector already
+// registered there.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, errs *[]error) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	*errs = append(*errs, err)
+	return c
+}
+
+// route prepares the per-route children: the circuit gauge starts at 0 so
+// the series exists before the first outage.
+func (m *relayMetrics) route(rs *routeState) {
+	rs.publishDur = m.publishDur.WithLabelValues(rs.name)
+	rs.circuit = m.circuit.WithLabelValues(rs.name)
+	rs.circuit.Add(0)
+}
+
+// topic returns the counters of topic on route (nil: no route).
+func (m *relayMetrics) topic(rs *routeState, topic string) *topicMetrics {
+	m.mu.RLock()
+	tm := m.topics[topic]
+	m.mu.RUnlock()
+	if tm != nil {
+		return tm
+	}
+	route := noRoute
+	if rs != nil {
+		route = rs.name
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if tm = m.topics[topic]; tm != nil {
+		return tm
+	}
+	if len(m.topics) < maxTopicSeries {
+		tm = m.newTopic(route, topic)
+		m.topics[topic] = tm
+		return tm
+	}
+	if tm = m.other[route]; tm == nil {
+		tm = m.newTopic(route, otherTopic)
+		m.other[route] = tm
+	}
+	return tm
+}
+
+func (m *relayMetrics) newTopic(route, topic string) *topicMetrics {
+	return &topicMetrics{
+		sent:      m.published.WithLabelValues(route, topic, resultSent),
+		retry:     m.published.WithLabelValues(route, topic, resultRetry),
+		dead:      m.published.WithLabelValues(route, topic, resultDead),
+		deferred:  m.published.WithLabelValues(route, topic, resultDeferred),
+		deadTotal: m.dead.WithLabelValues(route, topic),
+	}
+}
+
+// dbClock estimates the database's clock from a sample of it and the local
+// monotonic clock, so that latencies measured against created_at do not
+// depend on the host's clock agreeing with the database's.
+type dbClock struct {
+	sample atomic.Pointer[clockSample]
+}
+
+type clockSample struct {
+	db    time.Time // the database's clock
+	local time.Time // the local clock (with its monotonic reading) at that moment
+}
+
+// set records that the database read db at some moment between start and
+// end on the local clock.
+func (c *dbClock) set(db, start, end time.Time) {
+	c.sample.Store(&clockSample{db: db, local: start.Add(end.Sub(start) / 2)})
+}
+
+// at is the database time at local time t; the local clock until a sample
+// exists.
+func (c *dbClock) at(t time.Time) time.Time {
+	s := c.sample.Load()
+	if s == nil {
+		return t
+	}
+	return s.db.Add(t.Sub(s.local))
+}
+
+// sampleLoop samples the gauges every MetricsInterval until ctx is done.
+func (r *Relay) sampleLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.MetricsInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		err := r.sample(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			failing = true
+			r.log.Warn("outbox relay: sampling the outbox table for metrics failed", "relay", r.id, "err", err)
+		case err == nil && failing:
+			failing = false
+			r.log.Info("outbox relay: sampling the outbox table recovered", "relay", r.id)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sample takes one sample of the table and hands it to the gauges and the
+// alerts.
+func (r *Relay) sample(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, max(r.cfg.MetricsInterval, 5*time.Second))
+	defer cancel()
+	start := time.Now()
+	g, err := r.store.Gauges(sctx)
+	if err != nil {
+		return err
+	}
+	r.clock.set(g.Now, start, time.Now())
+	if m := r.metrics; m != nil {
+		m.pending.Set(float64(g.Pending))
+		m.deadRows.Set(float64(g.Dead))
+		m.oldest.Set(g.OldestPendingAge.Seconds())
+	}
+	if r.alerts != nil {
+		r.alerts.pendingAge(g.OldestPendingAge, g.Pending)
+	}
+	return nil
+}
+
+// observe records a settled round's outcomes in the metrics.
+func (m *relayMetrics) observe(items []*item, clock *dbClock) {
+	var last *topicMetrics
+	lastTopic := ""
+	for _, it := range items {
+		tm := last
+		if tm == nil || it.row.Topic != lastTopic {
+			tm = m.topic(it.route, it.row.Topic)
+			last, lastTopic = tm, it.row.Topic
+		}
+		switch {
+		case it.out.Status == store.StatusSent:
+			tm.sent.Inc()
+			m.latency.Observe(max(clock.at(it.confirmed).Sub(it.row.CreatedAt).Seconds(), 0))
+		case it.out.Status == store.StatusDead:
+			tm.dead.Inc()
+			tm.deadTotal.Inc()
+		case it.out.CountAttempt:
+			tm.retry.Inc()
+		default:
+			tm.deferred.Inc()
+		}
+	}
+}
