@@ -78,6 +78,9 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	if err := c.Retention.validate(); err != nil {
+		return nil, err
+	}
 	c.setDefaults()
 	r := &Relay{
 		cfg:     c,
@@ -170,6 +173,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		defer r.bg.Done()
 		r.leaseLoop(loopCtx, partitions)
 	}()
+	r.startRetention(ctx)
 	if r.backend.Listen != nil {
 		r.bg.Add(1)
 		go func() {

@@ -100,6 +100,10 @@ type RelayConfig struct {
 	// OnBatch, when set, is called after every settled round, from the
 	// workers' goroutines (concurrently when Workers > 1). Keep it fast.
 	OnBatch func(BatchReport)
+	// Retention removes (or archives) settled messages once they are old
+	// enough; see RetentionConfig. Defaults to nil: on, with the
+	// RetentionConfig defaults (sent 24 h, dead 14 days).
+	Retention *RetentionConfig
 	// Metrics, when set, is where the relay registers its Prometheus
 	// metrics (outbox_published_total, outbox_pending_messages, …; see
 	// docs/operations.md). NewRelay fails if registering fails. Defaults

@@ -8,12 +8,16 @@ import (
 	"encoding/xml"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/txoutbox/outbox/internal/dburl"
@@ -431,6 +435,46 @@ func TestNiceCeil(t *testing.T) {
 	for in, want := range map[float64]float64{0: 1, 0.3: 0.5, 1: 1, 1.2: 2, 3: 5, 7: 10, 11: 20, 420: 500} {
 		if got := niceCeil(in); math.Abs(got-want) > 1e-9 {
 			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// TestBrokerDestinations drains to each local broker: the bench creates
+// the stream, queue or streams its messages need and removes them after.
+func TestBrokerDestinations(t *testing.T) {
+	db := testdb.New(t, store.Postgres)
+	for _, c := range []struct{ name, to, addr string }{
+		{"nats", "nats://127.0.0.1:4222", "127.0.0.1:4222"},
+		{"rabbitmq", "amqp://guest:guest@127.0.0.1:5672/", "127.0.0.1:5672"},
+		{"redis", "redis://127.0.0.1:6379/0", "127.0.0.1:6379"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if conn, err := net.DialTimeout("tcp", c.addr, 2*time.Second); err != nil {
+				testdb.Unavailable(t, c.name, err)
+			} else {
+				_ = conn.Close()
+			}
+			r := mustJSON(t, "drain", "--db", db.URL, "--to", c.to, "--messages", "500", "--keys", "20")
+			if d := r.Drain; d == nil || d.Delivered != 500 || d.VerifiedSent != 500 || d.Batches.Dead != 0 {
+				t.Fatalf("drain to %s: %+v", c.to, r.Drain)
+			}
+			assertClean(t, db.URL)
+		})
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	if keys, err := rdb.Keys(context.Background(), "outbox-bench.*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("Redis streams left behind: %v %v", keys, err)
+	}
+	nc, err := nats.Connect("nats://127.0.0.1:4222")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	for name := range js.StreamNames(context.Background()).Name() {
+		if strings.HasPrefix(name, "OUTBOX_BENCH_") {
+			t.Errorf("JetStream stream %s left behind", name)
 		}
 	}
 }

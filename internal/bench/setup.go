@@ -41,6 +41,8 @@ type bench struct {
 
 	migrated bool
 	relayIDs []string
+
+	brokerCleanup func() // removes what prepareBroker created; nil if nothing
 }
 
 // maxConns is the pool size the workload needs: its clients, its relays
@@ -119,6 +121,13 @@ func open(ctx context.Context, o *options, dest *destination, stderr io.Writer) 
 	if err != nil {
 		db.Close()
 		return nil, err
+	}
+	if dest != nil && !o.sink {
+		b.brokerCleanup, err = prepareBroker(ctx, o.to, b.prefix, b.runID, []string{b.topic("drain"), b.topic("steady")})
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return b, nil
 }
@@ -200,6 +209,9 @@ func (b *bench) newResult() *result {
 // runs even when the run was interrupted.
 func (b *bench) close() error {
 	defer b.db.Close()
+	if b.brokerCleanup != nil {
+		defer b.brokerCleanup()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var errs []error

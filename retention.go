@@ -1,0 +1,275 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// Retention defaults.
+const (
+	// DefaultRetentionSent is how long sent and consumed messages stay in
+	// the table after they were sent.
+	DefaultRetentionSent = 24 * time.Hour
+	// DefaultRetentionDead is how long dead messages stay after their last
+	// attempt.
+	DefaultRetentionDead = 14 * 24 * time.Hour
+	// DefaultRetentionBatchSize is how many rows one retention statement
+	// looks at.
+	DefaultRetentionBatchSize = 1000
+	// DefaultRetentionInterval is the time between retention sweeps.
+	DefaultRetentionInterval = time.Minute
+)
+
+// RetentionConfig configures how a relay removes settled messages from
+// outbox_messages. Retention is on by default: a RelayConfig without one
+// removes sent and consumed messages a day after they were sent and dead
+// ones 14 days after their last attempt. Pending messages are never
+// removed, however old.
+//
+// Only one relay at a time runs retention: the one holding partition 0.
+// It walks the table's primary key from the low end in small batches (one
+// short statement, or one short transaction, each), off the delivery path
+// and without any index beyond the primary key, so producers and the relay
+// pay nothing for it.
+type RetentionConfig struct {
+	// Sent is how long sent and consumed messages are kept, counted from
+	// sent_at (when the destination confirmed the message; created_at for
+	// a row without sent_at). Consuming a message does not extend it.
+	// Defaults to DefaultRetentionSent (24 h).
+	Sent time.Duration
+	// Dead is how long dead messages are kept, counted from their last
+	// attempt (available_at, when the final attempt fell due; created_at
+	// if later). A dead message requeued and dead again starts over.
+	// Defaults to DefaultRetentionDead (14 days).
+	Dead time.Duration
+	// Archive moves expired messages into outbox_messages_archive
+	// (migration 3) instead of deleting them, each batch in one statement
+	// or transaction: a message is in exactly one of the two tables.
+	// Pruning the archive is left to the operator. Defaults to false.
+	Archive bool
+	// BatchSize is how many rows one retention statement looks at.
+	// Defaults to DefaultRetentionBatchSize (1000).
+	BatchSize int
+	// Interval is the time between sweeps. Defaults to
+	// DefaultRetentionInterval (1 min).
+	Interval time.Duration
+	// Disabled turns retention off: settled messages stay until something
+	// else removes them.
+	Disabled bool
+	// OnSweep, when set, is called after every sweep this relay ran, from
+	// the retention goroutine. Keep it fast.
+	OnSweep func(RetentionReport)
+}
+
+// RetentionReport describes one retention sweep.
+type RetentionReport struct {
+	// Relay is the id of the relay that ran the sweep.
+	Relay string
+	// Removed is how many messages the sweep deleted or archived.
+	Removed int64
+	// Archived is true when Removed went to outbox_messages_archive.
+	Archived bool
+	// Batches is how many retention statements (or transactions) ran.
+	Batches int
+	// Full is true when the sweep started from the lowest id still in the
+	// table rather than from where the previous sweep stopped.
+	Full bool
+	// Err is the error that ended the sweep early, if any; retention tries
+	// again at the next interval.
+	Err error
+}
+
+func (c *RetentionConfig) validate() error {
+	if c == nil {
+		return nil
+	}
+	switch {
+	case c.Sent < 0:
+		return errors.New("outbox: RetentionConfig.Sent must not be negative")
+	case c.Dead < 0:
+		return errors.New("outbox: RetentionConfig.Dead must not be negative")
+	case c.BatchSize < 0 || c.BatchSize > 100_000:
+		return errors.New("outbox: RetentionConfig.BatchSize must be between 0 and 100000")
+	case c.Interval < 0:
+		return errors.New("outbox: RetentionConfig.Interval must not be negative")
+	}
+	return nil
+}
+
+// retention is a resolved RetentionConfig.
+type retention struct {
+	policy    store.RetentionPolicy
+	batchSize int
+	interval  time.Duration
+	// rescan is how often a sweep starts over from the lowest id, to
+	// reach rows it passed over because they were not due yet.
+	rescan  time.Duration
+	onSweep func(RetentionReport)
+}
+
+// markReset is how often the low-water mark is forgotten, so that a row
+// committed with a lower id than rows already removed (its transaction
+// stayed open across the retention) is still reached.
+const markReset = 6 * time.Hour
+
+func (c *RetentionConfig) resolve() (retention, bool) {
+	var cfg RetentionConfig
+	if c != nil {
+		cfg = *c
+	}
+	if cfg.Disabled {
+		return retention{}, false
+	}
+	rt := retention{
+		policy:    store.RetentionPolicy{Sent: cfg.Sent, Dead: cfg.Dead, Archive: cfg.Archive},
+		batchSize: cfg.BatchSize,
+		interval:  cfg.Interval,
+		onSweep:   cfg.OnSweep,
+	}
+	if rt.policy.Sent == 0 {
+		rt.policy.Sent = DefaultRetentionSent
+	}
+	if rt.policy.Dead == 0 {
+		rt.policy.Dead = DefaultRetentionDead
+	}
+	if rt.batchSize == 0 {
+		rt.batchSize = DefaultRetentionBatchSize
+	}
+	if rt.interval == 0 {
+		rt.interval = DefaultRetentionInterval
+	}
+	rt.rescan = min(max(min(rt.policy.Sent, rt.policy.Dead)/10, rt.interval), time.Hour)
+	return rt, true
+}
+
+// sweeper is the retention state of the relay that runs it. Nothing in it
+// must survive the relay: a new janitor starts from the lowest id.
+type sweeper struct {
+	// mark: every id up to mark is gone from the table.
+	mark int64
+	// tail is where the last sweep stopped: at the first row too young to
+	// be due.
+	tail      int64
+	lastFull  time.Time
+	markSince time.Time
+}
+
+// startRetention runs retention in the background until ctx ends, unless
+// it is disabled.
+func (r *Relay) startRetention(ctx context.Context) {
+	rt, on := r.cfg.Retention.resolve()
+	if !on {
+		return
+	}
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		r.retentionLoop(ctx, rt)
+	}()
+}
+
+// janitor reports whether this relay runs retention now: it holds
+// partition 0 and its leases are valid.
+func (r *Relay) janitor() bool {
+	parts, ok := r.own.snapshot()
+	return ok && slices.Contains(parts, 0)
+}
+
+func (r *Relay) retentionLoop(ctx context.Context, rt retention) {
+	t := time.NewTicker(rt.interval)
+	defer t.Stop()
+	var s sweeper
+	running, failing := false, false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !r.janitor() {
+			if running {
+				r.log.Info("outbox relay: retention moves to the relay holding partition 0", "relay", r.id)
+			}
+			running, s = false, sweeper{}
+			continue
+		}
+		if !running {
+			running = true
+			r.log.Info("outbox relay: running retention", "relay", r.id, "sent", rt.policy.Sent, "dead", rt.policy.Dead, "archive", rt.policy.Archive)
+		}
+		rep := r.sweep(ctx, rt, &s)
+		switch {
+		case rep.Err != nil && ctx.Err() == nil && !failing:
+			failing = true
+			hint := ""
+			if rt.policy.Archive {
+				hint = " (archiving needs outbox_messages_archive: run `outbox migrate`)"
+			}
+			r.log.Error("outbox relay: retention failed; trying again next interval"+hint, "relay", r.id, "err", rep.Err)
+		case rep.Err == nil && failing:
+			failing = false
+			r.log.Info("outbox relay: retention recovered", "relay", r.id)
+		}
+		if rep.Removed > 0 {
+			r.log.Debug("outbox relay: retention sweep", "relay", r.id, "removed", rep.Removed, "archived", rep.Archived, "batches", rep.Batches, "full", rep.Full)
+		}
+		if rt.onSweep != nil && ctx.Err() == nil {
+			rt.onSweep(rep)
+		}
+	}
+}
+
+// sweep removes expired rows batch by batch up to the first row too young
+// to be due, stopping early when ctx ends or the relay loses partition 0.
+// Between batches it rests as long as the batch took, so retention uses at
+// most half of one connection's time.
+func (r *Relay) sweep(ctx context.Context, rt retention, s *sweeper) RetentionReport {
+	rep := RetentionReport{Relay: r.id, Archived: rt.policy.Archive}
+	now := time.Now()
+	if s.markSince.IsZero() || now.Sub(s.markSince) > markReset {
+		*s = sweeper{markSince: now}
+	}
+	cursor := max(s.tail, s.mark)
+	if now.Sub(s.lastFull) >= rt.rescan {
+		rep.Full, s.lastFull, cursor = true, now, s.mark
+	}
+	// The mark follows the cursor only while every row behind it is gone.
+	advanceMark := cursor == s.mark
+	for ctx.Err() == nil && r.janitor() {
+		start := time.Now()
+		b, err := r.store.Retain(ctx, cursor, rt.batchSize, rt.policy)
+		if err != nil {
+			rep.Err = err
+			return rep
+		}
+		rep.Batches++
+		rep.Removed += b.Removed
+		if advanceMark {
+			switch {
+			case b.FirstKept != 0:
+				s.mark, advanceMark = b.FirstKept-1, false
+			case b.LastID != 0:
+				s.mark = b.LastID
+			}
+		}
+		if b.FirstYoung != 0 || b.Scanned < rt.batchSize {
+			s.tail = max(cursor, b.LastID)
+			if b.FirstYoung != 0 {
+				s.tail = b.FirstYoung - 1
+			}
+			return rep
+		}
+		cursor = b.LastID
+		rest := time.NewTimer(min(time.Since(start), time.Second))
+		select {
+		case <-ctx.Done():
+		case <-rest.C:
+		}
+		rest.Stop()
+	}
+	return rep
+}
