@@ -43,6 +43,7 @@ import (
 	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/store"
@@ -100,15 +101,15 @@ type Config struct {
 
 // Server is the admin HTTP handler. It is safe for concurrent use.
 type Server struct {
-	backend  *store.Backend
-	st       *store.Store
-	tokens   []tokenHash
-	gatherer prometheus.Gatherer
-	ready    func(ctx context.Context) error
-	log      *slog.Logger
-	mux      *http.ServeMux
-	hist     *history
-	running  atomic.Bool
+	backend     *store.Backend
+	st          *store.Store
+	tokens      []tokenHash
+	promHandler http.Handler
+	ready       func(ctx context.Context) error
+	log         *slog.Logger
+	mux         *http.ServeMux
+	hist        *history
+	running     atomic.Bool
 }
 
 type tokenHash struct {
@@ -129,14 +130,16 @@ func New[TTx any](d outbox.Driver[TTx], cfg *Config) (*Server, error) {
 	}
 	b := d.Backend()
 	s := &Server{
-		backend:  b,
-		st:       b.Store,
-		gatherer: cfg.Gatherer,
-		ready:    cfg.Ready,
-		log:      cfg.Logger,
+		backend: b,
+		st:      b.Store,
+		ready:   cfg.Ready,
+		log:     cfg.Logger,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if cfg.Gatherer != nil {
+		s.promHandler = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	}
 	for _, t := range cfg.Tokens {
 		s.tokens = append(s.tokens, tokenHash{name: t.Name, sum: sha256.Sum256([]byte(t.Secret))})

@@ -4,8 +4,6 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // ui is the operator web page: index.html and the files it loads, by
@@ -36,9 +34,9 @@ func (s *Server) static() http.Handler {
 
 // metrics serves Config.Gatherer, or 404 without one.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	if s.gatherer == nil {
+	if s.promHandler == nil {
 		writeError(w, http.StatusNotFound, "metrics are not configured on this server")
 		return
 	}
-	promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: nil, ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+	s.promHandler.ServeHTTP(w, r)
 }

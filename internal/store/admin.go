@@ -193,8 +193,28 @@ func leftPad(s string, n int) string {
 	return s
 }
 
+// MySQL's TIMESTAMP spans 1970-01-01 00:00:01 to 2038-01-19 03:14:07 UTC;
+// FROM_UNIXTIME is NULL outside it.
+var (
+	mysqlFirst = time.Unix(1, 0)
+	mysqlLast  = time.Unix(1<<31-1, 0)
+)
+
 // addTimes adds Since <= created_at < Until.
 func (c *cond) addTimes(since, until time.Time) {
+	if c.d == MySQL {
+		// Bounds outside the column's range select all or nothing.
+		if !since.IsZero() && since.After(mysqlLast) || !until.IsZero() && !until.After(mysqlFirst) {
+			c.add("1=0")
+			return
+		}
+		if since.Before(mysqlFirst) {
+			since = time.Time{}
+		}
+		if until.After(mysqlLast) {
+			until = time.Time{}
+		}
+	}
 	if !since.IsZero() {
 		expr, arg := c.d.timeArg(since)
 		c.add("created_at >= "+expr, arg)

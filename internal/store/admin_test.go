@@ -98,6 +98,9 @@ func TestSearch(t *testing.T) {
 			{"until", store.Search{Until: time.Now().Add(-time.Hour)}, want[8:]},
 			{"since and until", store.Search{Since: time.Now().Add(-4 * time.Hour), Until: time.Now().Add(-2 * time.Hour), Topic: "order.created"}, []string{ids[2], ids[0]}},
 			{"before", store.Search{Before: all[2].ID, Limit: 3}, want[3:6]},
+			{"bounds beyond 1970 and 2038", store.Search{Since: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)}, want},
+			{"since far ahead", store.Search{Since: time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)}, nil},
+			{"until long ago", store.Search{Until: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)}, nil},
 		}
 		for _, c := range cases {
 			got, err := st.Search(ctx, c.s)
