@@ -80,6 +80,7 @@
   function fmtRate(n) {
     if (n === null || n === undefined) return '–';
     n = Number(n);
+    if (n === 0) return '0 msg/s';
     return (n >= 100 ? Math.round(n).toLocaleString('en-US') : n.toFixed(n >= 10 ? 1 : 2)) + ' msg/s';
   }
   function badge(status) { return el('span', { className: 'badge ' + status, text: status }); }
@@ -135,8 +136,7 @@
     return function (err) {
       if (err && err.status === 401) return;
       if (err && err.status === 403) {
-        notice(what + ' refused (403): ' + err.message +
-          '. This token may not change messages, or the server has no admin token configured and is read-only.');
+        notice(what + ' refused (403): ' + err.message);
         return;
       }
       notice(what + ' failed' + (err && err.status ? ' (' + err.status + ')' : '') + ': ' + (err ? err.message : 'unknown error'));
