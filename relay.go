@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/txoutbox/outbox/internal/failpoint"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -73,6 +74,9 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 	}
 	if cfg == nil {
 		return nil, errors.New("outbox: NewRelay: nil config")
+	}
+	if err := failpoint.FromEnv(); err != nil {
+		return nil, err
 	}
 	c := *cfg
 	if err := c.validate(); err != nil {
@@ -321,7 +325,13 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 			return 0, fmt.Errorf("mark in-flight: %w", err)
 		}
 	}
+	if err := failpoint.Inject(failpoint.AfterReadBeforePublish); err != nil {
+		return 0, err
+	}
 	decided := r.deliver(ctx, rows, &report)
+	if err := failpoint.Inject(failpoint.AfterPublishBeforeSettle); err != nil {
+		return len(rows), err
+	}
 	if len(decided) > 0 {
 		outs := make([]store.Outcome, len(decided))
 		for i, it := range decided {
@@ -364,6 +374,9 @@ func (r *Relay) markInflight(ctx context.Context, rows []store.Row) error {
 func (r *Relay) settle(ctx context.Context, outs []store.Outcome) (int64, error) {
 	if r.metrics != nil {
 		defer func(start time.Time) { r.metrics.settleDur.Observe(time.Since(start).Seconds()) }(time.Now())
+	}
+	if err := failpoint.Inject(failpoint.BeforeSettle); err != nil {
+		return 0, err
 	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {

@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/txoutbox/outbox/internal/failpoint"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -78,8 +79,8 @@ func (r *Relay) deliver(ctx context.Context, rows []store.Row, rep *BatchReport)
 		}
 		waves[w] = append(waves[w], it)
 	}
-	for _, wave := range waves {
-		if aborted.Load() || !r.own.valid() {
+	for i, wave := range waves {
+		if aborted.Load() || !r.own.valid() || (i > 0 && failpoint.Inject(failpoint.MidBatch) != nil) {
 			break
 		}
 		var todo []*item
@@ -244,7 +245,7 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 		spans[i] = r.startSend(rs, it)
 	}
 	start := time.Now()
-	errs := rs.Publisher.Publish(ctx, batch)
+	errs := failpoint.PublishBatch(ctx, batch, func(e *Envelope) string { return e.ID }, rs.Publisher.Publish)
 	confirmed := time.Now()
 	if rs.publishDur != nil {
 		rs.publishDur.Observe(confirmed.Sub(start).Seconds())
