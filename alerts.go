@@ -135,7 +135,7 @@ func newAlerter(cfg AlertConfig, relay string, log *slog.Logger) *alerter {
 		cfg:    cfg,
 		relay:  relay,
 		log:    log,
-		client: &http.Client{Timeout: alertTimeout},
+		client: &http.Client{Timeout: alertTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		poke:   make(chan struct{}, 1),
 	}
 }
@@ -282,6 +282,7 @@ func truncate(s string, n int) string {
 func (a *alerter) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	defer a.client.CloseIdleConnections()
 	for {
 		alerts, wait := a.due(time.Now())
 		for _, al := range alerts {
@@ -312,7 +313,7 @@ func (a *alerter) send(ctx context.Context, al alert) {
 	if al.OldestPendingAgeSeconds != nil {
 		attrs = append(attrs, "oldest_pending_age_seconds", *al.OldestPendingAgeSeconds)
 	}
-	a.log.Warn("outbox relay: alert: "+al.Text, attrs...)
+	a.log.Warn("outbox relay: alert", append(attrs, "text", al.Text)...)
 	if a.cfg.WebhookURL == "" {
 		return
 	}
