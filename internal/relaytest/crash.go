@@ -1,0 +1,269 @@
+package relaytest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+// Crash drives the end-to-end crash test of one destination: a producer
+// commits messages with plain SQL, an `outbox relay` process delivers
+// them and is killed with SIGKILL mid-stream and restarted several times,
+// and a consumer applies every delivery through an inbox on the same
+// database. Run checks that each message's effect was applied exactly
+// once and logs how many duplicate deliveries reached the consumer.
+//
+// A test makes a Crash, starts its consumer with Handle (or, for webhooks,
+// Effect and Observe) as the handler, and calls Run with the relay's
+// destination URL.
+type Crash struct {
+	// Messages is how many messages the producer commits. Defaults to 3000.
+	Messages int
+	// Kills is how many times the relay is killed. Defaults to 3.
+	Kills int
+	// Topic is the messages' topic.
+	Topic string
+
+	t     *testing.T
+	db    *testdb.DB
+	ib    *inbox.Inbox[*sql.Tx]
+	mu    sync.Mutex
+	seen  map[string]int // deliveries per message id
+	total int
+}
+
+// NewCrash prepares db (a migrated per-test database of any dialect) for
+// a crash test of topic: an effects table and an inbox over db's
+// database/sql driver.
+func NewCrash(t *testing.T, db *testdb.DB, topic string) *Crash {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("crash end-to-end test: -short")
+	}
+	db.Exec(t, `CREATE TABLE effects (message_id VARCHAR(64) NOT NULL)`)
+	ib, err := inbox.New(db.Std, &inbox.Config{Consumer: "crash-e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Crash{Messages: 3000, Kills: 3, Topic: topic, t: t, db: db, ib: ib, seen: map[string]int{}}
+}
+
+// Inbox is the consumer's inbox.
+func (c *Crash) Inbox() *inbox.Inbox[*sql.Tx] { return c.ib }
+
+// Observe counts one delivery of message id at the consumer.
+func (c *Crash) Observe(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[id]++
+	c.total++
+}
+
+// Effect is the consumer's effect: one row in effects, in the inbox's
+// transaction.
+func (c *Crash) Effect(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
+	_, err := tx.ExecContext(ctx, testdb.Placeholder(c.db.Dialect, `INSERT INTO effects (message_id) VALUES (?)`), m.ID)
+	return err
+}
+
+// Handle is a consumer helper's handler: it counts the delivery and
+// applies the effect through the inbox.
+func (c *Crash) Handle(ctx context.Context, m *inbox.Message) error {
+	c.Observe(m.ID)
+	_, err := c.ib.Handle(ctx, m.ID, func(ctx context.Context, tx *sql.Tx) error { return c.Effect(ctx, tx, m) })
+	return err
+}
+
+func (c *Crash) deliveries() (distinct, total int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen), c.total
+}
+
+// Run commits the messages, relays them to the destination url (env
+// holds extra variables for the relay, such as OUTBOX_WEBHOOK_SECRET)
+// through a relay process it kills Kills times, and checks the effects
+// once everything is sent and applied. The consumer must be running.
+func (c *Crash) Run(url string, env ...string) {
+	t := c.t
+	t.Helper()
+	bin := relayBinary(t)
+	produced := c.produce()
+	var relay *relayProcess
+	for k := 0; k < c.Kills; k++ {
+		relay = startRelay(t, bin, c.db.URL, url, fmt.Sprintf("crash-%d", k), env)
+		// Kill once this relay has made some progress: mid-stream, with a
+		// batch published and not yet settled as likely as not.
+		target := (k + 1) * c.Messages / (c.Kills + 1)
+		WaitFor(t, 60*time.Second, fmt.Sprintf("%d messages sent before kill %d", target, k+1), func() bool {
+			return c.sent() >= target
+		})
+		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+		relay.kill()
+	}
+	relay = startRelay(t, bin, c.db.URL, url, "crash-last", env)
+	if err := <-produced; err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	WaitFor(t, 90*time.Second, "every message sent and applied", func() bool {
+		return c.sent() == c.Messages && c.db.Count(t, `SELECT count(*) FROM effects`) >= c.Messages
+	})
+	relay.term(t)
+
+	effects := c.db.Count(t, `SELECT count(*) FROM effects`)
+	distinct := c.db.Count(t, `SELECT count(DISTINCT message_id) FROM effects`)
+	claimed := c.db.Count(t, testdb.Placeholder(c.db.Dialect, `SELECT count(*) FROM outbox_inbox WHERE consumer = ?`), c.ib.Consumer())
+	id := "message_id"
+	if c.db.Dialect == store.Postgres {
+		id = "message_id::text"
+	}
+	strangers := c.db.Count(t, `SELECT count(*) FROM effects WHERE message_id NOT IN (SELECT `+id+` FROM outbox_messages)`)
+	seen, total := c.deliveries()
+	t.Logf("%s: %d messages, %d relay kills, %d deliveries of %d ids at the consumer: %d duplicates reached it; %d effects",
+		c.db.Dialect, c.Messages, c.Kills, total, seen, total-seen, effects)
+	if effects != c.Messages || distinct != c.Messages || claimed != c.Messages || strangers != 0 {
+		t.Fatalf("%d effects (%d distinct, %d inbox records, %d of unknown ids) for %d messages", effects, distinct, claimed, strangers, c.Messages)
+	}
+	if seen != c.Messages {
+		t.Fatalf("the consumer saw %d message ids, want %d", seen, c.Messages)
+	}
+}
+
+// sent is how many of the messages the relay has marked sent.
+func (c *Crash) sent() int {
+	return c.db.Count(c.t, `SELECT count(*) FROM outbox_messages WHERE status = 'sent'`)
+}
+
+// produce commits the messages in the background with plain SQL, 50 rows
+// per INSERT, as a producer in any language would. Keys cycle over 20
+// values. The channel yields the first error, or nil once all are in.
+func (c *Crash) produce() <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		const chunk = 50
+		for from := 0; from < c.Messages; from += chunk {
+			n := min(chunk, c.Messages-from)
+			rows := make([]string, n)
+			args := make([]any, 0, 3*n)
+			for i := range n {
+				seq := from + i
+				rows[i] = "(?, ?, ?)"
+				args = append(args, c.Topic, fmt.Sprintf("key-%d", seq%20), fmt.Sprintf(`{"seq":%d}`, seq))
+			}
+			q := testdb.Placeholder(c.db.Dialect, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES `+strings.Join(rows, ", "))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err := c.db.SQL.ExecContext(ctx, q, args...)
+			cancel()
+			if err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		done <- nil
+	}()
+	return done
+}
+
+// relayProcess is an `outbox relay` in its own process.
+type relayProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startRelay runs the outbox binary's relay over dbURL to url, killed at
+// cleanup if still running. Leases last 1 s, so a killed relay's
+// partitions are taken over quickly.
+func startRelay(t *testing.T, bin, dbURL, url, id string, env []string) *relayProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "relay", "--db", dbURL, "--to", url, "--id", id,
+		"--batch-size", "100", "--lease-ttl", "1s", "--max-poll", "50ms",
+		"--retry-base", "20ms", "--retry-cap", "200ms", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start relay: %v", err)
+	}
+	p := &relayProcess{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.kill)
+	return p
+}
+
+// kill ends the relay with SIGKILL, as a crash would, and waits for it.
+func (p *relayProcess) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// term stops the relay with SIGTERM and checks it exits 0.
+func (p *relayProcess) term(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("relay exited with %d after SIGTERM", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("relay did not exit within 30s of SIGTERM")
+		p.kill()
+	}
+}
+
+// The outbox binary, built once for the tests of a process that run at
+// the same time, removed when the last of them ends.
+var binary struct {
+	mu   sync.Mutex
+	refs int
+	dir  string
+}
+
+// relayBinary builds ./cmd/outbox (the build cache makes it a link) and
+// returns its path, valid until the test ends.
+func relayBinary(t *testing.T) string {
+	t.Helper()
+	binary.mu.Lock()
+	defer binary.mu.Unlock()
+	if binary.refs == 0 {
+		dir, err := os.MkdirTemp("", "outbox-relaytest-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, err := os.Stat(gobin); err != nil {
+			gobin = "go"
+		}
+		cmd := exec.Command(gobin, "build", "-o", filepath.Join(dir, "outbox"), "github.com/txoutbox/outbox/cmd/outbox")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			_ = os.RemoveAll(dir)
+			t.Fatalf("build the outbox command: %v\n%s", err, out)
+		}
+		binary.dir = dir
+	}
+	binary.refs++
+	path := filepath.Join(binary.dir, "outbox")
+	t.Cleanup(func() {
+		binary.mu.Lock()
+		defer binary.mu.Unlock()
+		binary.refs--
+		if binary.refs == 0 {
+			_ = os.RemoveAll(binary.dir)
+		}
+	})
+	return path
+}
