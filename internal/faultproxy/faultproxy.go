@@ -1,6 +1,7 @@
 // Package faultproxy is a TCP proxy for tests that puts faults between a
-// client and a real server: cut every connection and refuse new ones,
-// blackhole (accept and drop everything), delay, and restore.
+// client and a real server: cut every connection and refuse new ones
+// (with a FIN or a reset), hold or drop everything, let requests through
+// while dropping the replies (a half-open path), delay, and restore.
 package faultproxy
 
 import (
@@ -18,8 +19,18 @@ const (
 	Pass Mode = iota
 	// Refuse closes every connection and closes new ones at once.
 	Refuse
-	// Blackhole keeps connections open but forwards nothing, either way.
+	// Blackhole keeps connections open but forwards nothing, either way:
+	// bytes are held and go through once the mode is Pass again.
 	Blackhole
+	// Drop keeps connections open and accepts new ones, and discards
+	// every byte either way: nothing sent meanwhile ever arrives.
+	Drop
+	// Reset aborts every connection with a TCP reset (RST) and resets new
+	// ones at once.
+	Reset
+	// HalfOpen forwards what clients send and discards what servers
+	// answer: requests arrive, their confirmations never come back.
+	HalfOpen
 )
 
 // Proxy forwards a local port to a target address.
@@ -50,20 +61,32 @@ func New(target string) (*Proxy, error) {
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // SetMode switches the proxy's behaviour. Refuse also closes every open
-// connection.
+// connection, and Reset resets them.
 func (p *Proxy) SetMode(m Mode) {
 	p.mu.Lock()
 	p.mode = m
 	var kill []net.Conn
-	if m == Refuse {
+	if m == Refuse || m == Reset {
 		for c := range p.conns {
 			kill = append(kill, c)
 		}
 	}
 	p.mu.Unlock()
 	for _, c := range kill {
-		_ = c.Close()
+		if m == Reset {
+			abort(c)
+		} else {
+			_ = c.Close()
+		}
 	}
+}
+
+// abort closes c with a TCP reset instead of a FIN.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
 }
 
 // SetDelay delays every forwarded chunk by d.
@@ -104,8 +127,12 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		if m, _ := p.state(); m == Refuse {
+		switch m, _ := p.state(); m {
+		case Refuse:
 			_ = c.Close()
+			continue
+		case Reset:
+			abort(c)
 			continue
 		}
 		p.wg.Add(1)
@@ -123,8 +150,8 @@ func (p *Proxy) serve(client net.Conn) {
 	p.track(client, true)
 	p.track(server, true)
 	done := make(chan struct{}, 2)
-	go p.pipe(server, client, done)
-	go p.pipe(client, server, done)
+	go p.pipe(server, client, true, done)
+	go p.pipe(client, server, false, done)
 	<-done
 	_ = client.Close()
 	_ = server.Close()
@@ -133,27 +160,35 @@ func (p *Proxy) serve(client net.Conn) {
 	p.track(server, false)
 }
 
-func (p *Proxy) pipe(dst, src net.Conn, done chan<- struct{}) {
+// pipe copies src to dst; upstream is the client-to-server direction.
+func (p *Proxy) pipe(dst, src net.Conn, upstream bool, done chan<- struct{}) {
 	defer func() { done <- struct{}{} }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			forward := true
+		wait:
 			for {
 				m, d := p.state()
-				if m == Refuse {
+				switch {
+				case m == Refuse || m == Reset:
 					return
-				}
-				if m == Pass {
+				case m == Drop || (m == HalfOpen && !upstream):
+					forward = false
+					break wait
+				case m == Pass || m == HalfOpen:
 					if d > 0 {
 						time.Sleep(d)
 					}
-					break
+					break wait
 				}
 				time.Sleep(10 * time.Millisecond) // blackholed: hold the bytes
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			if forward {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
 			}
 		}
 		if err != nil {

@@ -2,7 +2,9 @@ package faultproxy_test
 
 import (
 	"bufio"
+	"errors"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,5 +83,147 @@ func TestProxyModes(t *testing.T) {
 	defer c3.Close()
 	if got, err := roundTrip(c3, "back", 5*time.Second); err != nil || got != "back\n" {
 		t.Fatalf("restored: %q %v", got, err)
+	}
+}
+
+// recordingEcho is an echo server that also reports every line it
+// receives on the returned channel.
+func recordingEcho(t *testing.T) (string, <-chan string) {
+	lines := make(chan string, 100)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					lines <- line
+					_, _ = c.Write([]byte(line))
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), lines
+}
+
+func dial(t *testing.T, p *faultproxy.Proxy) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestReset(t *testing.T) {
+	addr, _ := recordingEcho(t)
+	p, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := dial(t, p)
+	if got, err := roundTrip(c, "hi", 5*time.Second); err != nil || got != "hi\n" {
+		t.Fatalf("pass: %q %v", got, err)
+	}
+	p.SetMode(faultproxy.Reset)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("open connection: read %v, want a reset", err)
+	}
+	c2 := dial(t, p)
+	if _, err := roundTrip(c2, "new", 5*time.Second); !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("new connection: %v, want a reset", err)
+	}
+	p.SetMode(faultproxy.Pass)
+	if got, err := roundTrip(dial(t, p), "back", 5*time.Second); err != nil || got != "back\n" {
+		t.Fatalf("restored: %q %v", got, err)
+	}
+}
+
+func TestDropDiscards(t *testing.T) {
+	addr, lines := recordingEcho(t)
+	p, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := dial(t, p)
+	p.SetMode(faultproxy.Drop)
+	if _, err := roundTrip(c, "dropped", 300*time.Millisecond); err == nil {
+		t.Fatal("a dropped line was answered")
+	}
+	// A new connection is accepted, and its bytes vanish too.
+	if _, err := roundTrip(dial(t, p), "also dropped", 300*time.Millisecond); err == nil {
+		t.Fatal("a new connection was answered while dropping")
+	}
+	p.SetMode(faultproxy.Pass)
+	c2 := dial(t, p)
+	if got, err := roundTrip(c2, "after", 5*time.Second); err != nil || got != "after\n" {
+		t.Fatalf("restored: %q %v", got, err)
+	}
+	// Unlike Blackhole, nothing held comes through afterwards.
+	if got := <-lines; got != "after\n" {
+		t.Fatalf("the server received %q first: dropped bytes arrived", got)
+	}
+}
+
+func TestHalfOpenForwardsRequestsDropsReplies(t *testing.T) {
+	addr, lines := recordingEcho(t)
+	p, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := dial(t, p)
+	p.SetMode(faultproxy.HalfOpen)
+	if _, err := roundTrip(c, "request", 300*time.Millisecond); err == nil {
+		t.Fatal("a reply came back through a half-open path")
+	}
+	select {
+	case got := <-lines:
+		if got != "request\n" {
+			t.Fatalf("server got %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request never reached the server")
+	}
+	p.SetMode(faultproxy.Pass)
+	if got, err := roundTrip(dial(t, p), "whole", 5*time.Second); err != nil || got != "whole\n" {
+		t.Fatalf("restored: %q %v", got, err)
+	}
+}
+
+func TestDelayHoldsEachChunk(t *testing.T) {
+	addr, _ := recordingEcho(t)
+	p, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetDelay(400 * time.Millisecond)
+	c := dial(t, p)
+	// A reply needs two delayed hops; a short deadline expires first.
+	if _, err := roundTrip(c, "slow", 200*time.Millisecond); err == nil {
+		t.Fatal("answered before the delay")
+	}
+	p.SetDelay(0)
+	c2 := dial(t, p)
+	if got, err := roundTrip(c2, "fast", 5*time.Second); err != nil || got != "fast\n" {
+		t.Fatalf("%q %v", got, err)
 	}
 }
