@@ -154,7 +154,7 @@ var (
 func init() {
 	commands = []*command{
 		migrateCommand(), migrateSQLCommand(),
-		relayCommand(),
+		relayCommand(), adminCommand(),
 		enqueueCommand(),
 		statusCommand(),
 		deadListCommand(), deadRequeueCommand(), deadDiscardCommand(),

@@ -25,6 +25,10 @@ type fileConfig struct {
 	Relay         relayConfig   `yaml:"relay"`
 	Retry         *retryConfig  `yaml:"retry"`
 	Log           logConfig     `yaml:"log"`
+	// Admin is the admin HTTP address (--admin); AdminTokens maps token
+	// names to tokens.
+	Admin       string            `yaml:"admin"`
+	AdminTokens map[string]string `yaml:"admin_tokens"`
 
 	// path is the file's name, for messages; "" when there is no file.
 	path string
@@ -90,6 +94,9 @@ func (e *env) loadConfig(flagPath string) (*fileConfig, error) {
 	for _, r := range cfg.Routes {
 		e.addSecret(r.Secret)
 		e.addSecret(passwordOf(r.To))
+	}
+	for _, tok := range cfg.AdminTokens {
+		e.addSecret(tok)
 	}
 	return cfg, nil
 }

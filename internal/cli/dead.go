@@ -121,7 +121,7 @@ type deadAction struct {
 	past    string // "requeued"
 	summary string
 	about   string
-	apply   func(st *store.Store, ctx context.Context, f store.Filter) (int64, error)
+	action  store.BulkAction
 }
 
 func deadRequeueCommand() *command {
@@ -129,8 +129,8 @@ func deadRequeueCommand() *command {
 		name: "requeue", past: "requeued",
 		summary: "move dead messages back to pending, attempts reset",
 		about: `Moves dead messages back to pending with their attempts reset; the relay
-delivers them again. Select them with --id (repeatable), --topic or --all.`,
-		apply: (*store.Store).Requeue,
+delivers them again. Select them with --id (repeatable), --topic or --all.` + bulkAbout,
+		action: store.ActionRequeue,
 	}.command()
 }
 
@@ -139,8 +139,8 @@ func deadDiscardCommand() *command {
 		name: "discard", past: "discarded",
 		summary: "delete dead messages",
 		about: `Deletes dead messages for good. Select them with --id (repeatable),
---topic or --all.`,
-		apply: (*store.Store).Discard,
+--topic or --all.` + bulkAbout,
+		action: store.ActionDiscard,
 	}.command()
 }
 
@@ -148,7 +148,7 @@ func (a deadAction) command() *command {
 	full := "dead " + a.name
 	return &command{
 		name:     full,
-		synopsis: "(--id ID … | --topic T | --all)",
+		synopsis: "(--id ID … | --topic T | --all) [--dry-run] [--batch-size N]",
 		summary:  a.summary,
 		about:    a.about,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
@@ -158,6 +158,8 @@ func (a deadAction) command() *command {
 			fs.Var(&ids, "id", "the dead message with this message `ID` (repeatable)")
 			topic := fs.String("topic", "", "every dead message of `TOPIC`")
 			all := fs.Bool("all", false, "every dead message")
+			dryRun := fs.Bool("dry-run", false, "only print how many messages would change")
+			batch := fs.Int("batch-size", store.DefaultBulkBatch, "change at most `N` rows per statement (each its own transaction)")
 			return func(e *env, pos []string) error {
 				if err := noArgs(full, pos); err != nil {
 					return err
@@ -178,7 +180,10 @@ func (a deadAction) command() *command {
 				if set["topic"] && *topic == "" {
 					return usagef("%s: --topic must not be empty", full)
 				}
-				f := store.Filter{Topic: *topic}
+				if *batch < 1 {
+					return usagef("%s: --batch-size must be at least 1", full)
+				}
+				f := store.BulkFilter{Topic: *topic}
 				seen := map[string]bool{}
 				for _, id := range ids {
 					u, err := uuid.Parse(id)
@@ -195,9 +200,17 @@ func (a deadAction) command() *command {
 					return err
 				}
 				defer db.Close()
-				n, err := a.apply(db.Backend().Store, e.ctx, f)
+				st := db.Backend().Store
+				matched, err := st.CountBulk(e.ctx, a.action, f)
 				if err != nil {
 					return e.schemaHint(db, full, err)
+				}
+				n := matched
+				if !*dryRun && matched > 0 {
+					n, err = e.applyDead(st, full, a, f, matched, *batch)
+					if err != nil {
+						return e.schemaHint(db, full, err)
+					}
 				}
 				if len(f.MessageIDs) > 0 && n == 0 {
 					noun := "id"
@@ -206,7 +219,11 @@ func (a deadAction) command() *command {
 					}
 					return fmt.Errorf("%s: no dead message with %s %s", full, noun, strings.Join(f.MessageIDs, ", "))
 				}
-				fmt.Fprintf(e.stdout, "%s %d dead %s", a.past, n, plural(n, "message", "messages"))
+				if *dryRun {
+					fmt.Fprintf(e.stdout, "would %s %d dead %s", a.name, n, plural(n, "message", "messages"))
+				} else {
+					fmt.Fprintf(e.stdout, "%s %d dead %s", a.past, n, plural(n, "message", "messages"))
+				}
 				if len(f.MessageIDs) > 0 && int(n) < len(f.MessageIDs) {
 					fmt.Fprintf(e.stdout, " (%d of %d ids matched a dead message)", n, len(f.MessageIDs))
 				}
@@ -222,4 +239,44 @@ func plural(n int64, one, many string) string {
 		return one
 	}
 	return many
+}
+
+const bulkAbout = `
+
+--dry-run prints how many messages would change and changes nothing.
+Large selections are changed --batch-size rows at a time, each batch its own
+short transaction, with progress on stderr. Each run adds a row (actor
+"cli") to the audit log the admin API shows.`
+
+// applyDead runs a bulk change, reporting progress on stderr when it takes
+// more than one batch, and records it in the audit log.
+func (e *env) applyDead(st *store.Store, full string, a deadAction, f store.BulkFilter, matched int64, batch int) (int64, error) {
+	opts := store.BulkOptions{BatchSize: batch}
+	if matched > int64(batch) {
+		opts.Progress = func(done int64) {
+			fmt.Fprintf(e.stderr, "%s: %d of %d\n", full, done, matched)
+		}
+	}
+	n, err := st.Bulk(e.ctx, a.action, f, opts)
+	if n > 0 {
+		target, _ := json.Marshal(auditFilter{Status: store.StatusDead, Topic: f.Topic, IDs: f.MessageIDs, All: f.Topic == "" && len(f.MessageIDs) == 0})
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), 10*time.Second)
+		defer cancel()
+		if aerr := st.InsertAudit(ctx, store.AuditEntry{Actor: "cli", Action: string(a.action), Target: string(target), Count: n}); aerr != nil {
+			fmt.Fprintf(e.stderr, "outbox: warning: %s: the audit row could not be written (run 'outbox migrate'): %s\n", full, errorLine(aerr))
+		}
+	}
+	if err != nil {
+		return n, fmt.Errorf("stopped after %s %d: %w", a.past, n, err)
+	}
+	return n, nil
+}
+
+// auditFilter is a command line selection as the audit log records it,
+// in the admin API's filter form.
+type auditFilter struct {
+	Status string   `json:"status"`
+	Topic  string   `json:"topic,omitempty"`
+	IDs    []string `json:"ids,omitempty"`
+	All    bool     `json:"all,omitempty"`
 }

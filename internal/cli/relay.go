@@ -11,10 +11,14 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/admin"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
@@ -22,7 +26,7 @@ import (
 func relayCommand() *command {
 	return &command{
 		name:     "relay",
-		synopsis: "[--to URL] [--route 'PATTERN=URL' …] [--config FILE] [flags]",
+		synopsis: "[--to URL] [--route 'PATTERN=URL' …] [--config FILE] [--admin ADDR] [flags]",
 		summary:  "deliver messages until SIGINT/SIGTERM",
 		about: `Delivers committed messages to their destinations until SIGINT or SIGTERM,
 then finishes or releases its in-flight batch and exits 0. Run as many
@@ -36,7 +40,12 @@ no route matches goes dead with "no route". At least one route is needed.
 
 Destinations: ` + strings.Join(outboxurl.Supported, ", ") + `. Webhooks are signed with
 the route's "secret" from the config file, else OUTBOX_WEBHOOK_SECRET, else
-the config's "webhook_secret".`,
+the config's "webhook_secret".
+
+--admin ADDR (or OUTBOX_ADMIN_ADDR, or the config's "admin") also serves the
+admin HTTP API, /metrics, /healthz, /readyz and the web page (docs/admin.md);
+a bare port (":8081") listens on 127.0.0.1 only. Tokens: OUTBOX_ADMIN_TOKEN
+(named "admin" in the audit log) and the config's "admin_tokens".`,
 		setup: relaySetup,
 	}
 }
@@ -59,6 +68,7 @@ type relayFlags struct {
 	retrySchedule   string
 	logLevel        string
 	logFormat       string
+	admin           string
 }
 
 func relaySetup(fs *flag.FlagSet) func(*env, []string) error {
@@ -90,6 +100,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.StringVar(&f.retrySchedule, "retry-schedule", "", "fixed backoff `LIST` instead of exponential, e.g. 10s,30s,1m (the last repeats)")
 	fs.StringVar(&f.logLevel, "log-level", "", "`LEVEL`: debug, info, warn or error (default $OUTBOX_LOG_LEVEL, else info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "`FORMAT`: text or json (default $OUTBOX_LOG_FORMAT, else text)")
+	fs.StringVar(&f.admin, "admin", "", "serve the admin API, metrics and web page on `ADDR`: HOST:PORT, or :PORT for 127.0.0.1 (default $OUTBOX_ADMIN_ADDR; off when unset)")
 	return f
 }
 
@@ -179,6 +190,10 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err != nil {
 		return err
 	}
+	adminCfg, err := resolveAdmin(r, "relay", f.admin, "")
+	if err != nil {
+		return err
+	}
 	specs, err := routeSpecs(r, f)
 	if err != nil {
 		return err
@@ -223,6 +238,16 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if v, err := store.SchemaVersion(e.ctx, db.Backend().Store.DB()); err != nil || v == 0 {
 		return e.schemaHint(db, "relay", err)
 	}
+	// With the admin surface on, the relay's metrics and the Go and
+	// process collectors go to the registry /metrics serves, and the
+	// relay's deliveries feed the history's rate.
+	var registry *prometheus.Registry
+	var delivered atomic.Int64
+	if adminCfg.addr != "" {
+		registry = metricsRegistry()
+		rc.Metrics = registry
+		rc.OnBatch = func(b outbox.BatchReport) { delivered.Add(int64(b.Sent)) }
+	}
 	var relay *outbox.Relay
 	if db.PGX != nil {
 		relay, err = outbox.NewRelay(db.PGX, rc)
@@ -236,14 +261,58 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 		logger.Info("outbox relay: route", "pattern", s.pattern, "to", outboxurl.Redact(s.url), "from", s.source)
 	}
 
+	// The relay counts as running from just before Run until shutdown
+	// begins; /readyz answers 503 outside that.
+	var running atomic.Bool
+	var ln *adminListener
+	if adminCfg.addr != "" {
+		warnAuditTable(e.ctx, db.Backend().Store, logger)
+		srv, err := newAdminServer(db, &admin.Config{
+			Tokens:    adminCfg.tokens,
+			Gatherer:  registry,
+			Delivered: delivered.Load,
+			Logger:    logger,
+			Ready: func(context.Context) error {
+				if !running.Load() {
+					return errors.New("the relay is not running")
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			return err
+		}
+		if ln, err = listenAdmin(e.ctx, adminCfg.addr, srv, len(adminCfg.tokens), logger); err != nil {
+			return err
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// After the first signal, restore the default handling so a second
 	// one ends a shutdown that takes too long.
 	stopAfter := context.AfterFunc(ctx, stop)
 	defer stopAfter()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	running.Store(true)
+	stopReady := context.AfterFunc(ctx, func() { running.Store(false) })
+	defer stopReady()
+	if ln != nil {
+		// The admin surface stops after the relay, so /readyz and
+		// /metrics stay up while the relay finishes its batch.
+		adminCtx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
+		wait := ln.serve(adminCtx, cancel)
+		defer func() {
+			stopAdmin()
+			wait()
+		}()
+	}
 	if err := relay.Run(ctx); err != nil {
 		return err
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err // the admin server failed
 	}
 	return nil
 }

@@ -1,0 +1,284 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/txoutbox/outbox/admin"
+	"github.com/txoutbox/outbox/internal/dburl"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// defaultAdminAddr is where 'outbox admin' listens when no address is given.
+const defaultAdminAddr = "127.0.0.1:8081"
+
+// adminShutdownTimeout bounds the wait for admin requests in flight when
+// the process stops.
+const adminShutdownTimeout = 5 * time.Second
+
+// adminSettings is the resolved admin surface configuration.
+type adminSettings struct {
+	addr   string // host:port to listen on; "" when the admin surface is off
+	tokens []admin.Token
+}
+
+// resolveAdmin reads the admin address (--admin, OUTBOX_ADMIN_ADDR, the
+// config's admin, else def) and the tokens (OUTBOX_ADMIN_TOKEN, named
+// "admin", and the config's admin_tokens).
+func resolveAdmin(r *resolver, cmd, flagVal, def string) (adminSettings, error) {
+	var s adminSettings
+	raw, source := flagVal, "--admin"
+	switch {
+	case r.set["admin"]:
+	case r.env("OUTBOX_ADMIN_ADDR") != "":
+		raw, source = r.env("OUTBOX_ADMIN_ADDR"), "OUTBOX_ADMIN_ADDR"
+	case r.cfg.Admin != "":
+		raw, source = r.cfg.Admin, r.cfg.field("admin")
+	default:
+		raw = def
+	}
+	if raw != "" || r.set["admin"] {
+		addr, err := parseAdminAddr(raw)
+		if err != nil {
+			return s, usagef("%s: %s %q: %v", cmd, source, raw, err)
+		}
+		s.addr = addr
+	}
+	if tok := r.env("OUTBOX_ADMIN_TOKEN"); tok != "" {
+		r.e.addSecret(tok)
+		s.tokens = append(s.tokens, admin.Token{Name: "admin", Secret: tok})
+	}
+	names := make([]string, 0, len(r.cfg.AdminTokens))
+	for name := range r.cfg.AdminTokens {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		tok := r.cfg.AdminTokens[name]
+		at := r.cfg.field("admin_tokens." + name)
+		switch {
+		case strings.TrimSpace(tok) == "":
+			return s, usagef("%s: the token is empty", at)
+		case name == "admin" && r.env("OUTBOX_ADMIN_TOKEN") != "":
+			return s, usagef("%s: the name \"admin\" is taken by OUTBOX_ADMIN_TOKEN; pick another", at)
+		}
+		s.tokens = append(s.tokens, admin.Token{Name: name, Secret: tok})
+	}
+	return s, nil
+}
+
+// parseAdminAddr checks a listen address; a bare port (":8081") means
+// loopback only.
+func parseAdminAddr(raw string) (string, error) {
+	host, port, err := net.SplitHostPort(strings.TrimSpace(raw))
+	if err != nil {
+		return "", errors.New("want HOST:PORT or :PORT, e.g. :8081 or 0.0.0.0:8081")
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if strings.ContainsAny(host, " /?#@") {
+		return "", fmt.Errorf("host %q is not a host name or IP address", host)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// isLoopback reports whether addr listens on the loopback interface only.
+func isLoopback(addr string) bool {
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// metricsRegistry is a registry with the Go runtime and process collectors,
+// for the admin surface's /metrics.
+func metricsRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// newAdminServer builds the admin handler over db.
+func newAdminServer(db *dburl.DB, cfg *admin.Config) (*admin.Server, error) {
+	var srv *admin.Server
+	var err error
+	if db.PGX != nil {
+		srv, err = admin.New(db.PGX, cfg)
+	} else {
+		srv, err = admin.New(db.Std, cfg)
+	}
+	if err != nil {
+		return nil, asUsage(errors.New(errorLine(err)))
+	}
+	return srv, nil
+}
+
+// adminListener is the admin surface bound to its address, not yet serving.
+type adminListener struct {
+	srv    *admin.Server
+	ln     net.Listener
+	http   *http.Server
+	logger *slog.Logger
+}
+
+// listenAdmin binds addr, so a taken port fails before anything starts.
+func listenAdmin(ctx context.Context, addr string, srv *admin.Server, tokens int, logger *slog.Logger) (*adminListener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin: listen on %s: %w", addr, err)
+	}
+	if tokens == 0 && !isLoopback(addr) {
+		logger.Warn("outbox admin: listening beyond loopback without a token: anyone who reaches it can read messages (changes stay refused); set OUTBOX_ADMIN_TOKEN", "addr", ln.Addr().String())
+	}
+	logger.Info("outbox admin: listening", "addr", ln.Addr().String(), "tokens", tokens)
+	return &adminListener{
+		srv: srv, ln: ln, logger: logger,
+		http: &http.Server{
+			Handler:           srv,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		},
+	}, nil
+}
+
+// serve runs the admin surface (and its history sampler) until ctx is
+// done, then shuts it down, letting requests in flight finish for a few
+// seconds. failed is called if the server stops on its own.
+func (a *adminListener) serve(ctx context.Context, failed func(error)) (wait func()) {
+	served := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := a.http.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			failed(fmt.Errorf("admin: %w", err))
+		}
+	}()
+	go func() {
+		defer close(sampled)
+		_ = a.srv.Run(ctx)
+	}()
+	return func() {
+		<-ctx.Done()
+		<-sampled
+		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), adminShutdownTimeout)
+		defer cancel()
+		if err := a.http.Shutdown(stop); err != nil {
+			a.logger.Warn("outbox admin: requests still running at shutdown were cut off", "err", err)
+			_ = a.http.Close()
+		}
+		<-served
+		a.logger.Info("outbox admin: stopped")
+	}
+}
+
+// warnAuditTable logs when the database lacks outbox_audit (migration 2),
+// without which the admin API refuses changes.
+func warnAuditTable(ctx context.Context, st *store.Store, logger *slog.Logger) {
+	if v, err := store.SchemaVersion(ctx, st.DB()); err == nil && v < 2 {
+		logger.Warn("outbox admin: the database has no outbox_audit table (schema version 1); changes will fail until 'outbox migrate' runs", "schema_version", v)
+	}
+}
+
+func adminCommand() *command {
+	return &command{
+		name:     "admin",
+		synopsis: "[--admin ADDR] [--db URL] [--config FILE] [flags]",
+		summary:  "serve the admin HTTP API and web page without a relay",
+		about: `Serves the admin HTTP API, /metrics, /healthz, /readyz and the web page
+(docs/admin.md) over the database until SIGINT or SIGTERM, without
+delivering anything: for operators and consumers next to relays that run
+elsewhere. It listens on --admin, else OUTBOX_ADMIN_ADDR, else the config's
+"admin", else ` + defaultAdminAddr + `; a bare port (":8081") listens on
+127.0.0.1 only.
+
+Tokens: OUTBOX_ADMIN_TOKEN (named "admin" in the audit log) and the
+config's "admin_tokens" (name: token). Without a token, reads are open and
+changes are refused.`,
+		setup: func(fs *flag.FlagSet) func(*env, []string) error {
+			var df dbFlags
+			df.register(fs)
+			addr := fs.String("admin", "", "listen `ADDR`: HOST:PORT or :PORT for 127.0.0.1 (default $OUTBOX_ADMIN_ADDR, else "+defaultAdminAddr+")")
+			var lf relayFlags
+			fs.StringVar(&lf.logLevel, "log-level", "", "`LEVEL`: debug, info, warn or error (default $OUTBOX_LOG_LEVEL, else info)")
+			fs.StringVar(&lf.logFormat, "log-format", "", "`FORMAT`: text or json (default $OUTBOX_LOG_FORMAT, else text)")
+			return func(e *env, pos []string) error {
+				if err := noArgs("admin", pos); err != nil {
+					return err
+				}
+				return e.adminOnly(fs, df, *addr, &lf)
+			}
+		},
+	}
+}
+
+// adminOnly serves the admin surface until a signal arrives.
+func (e *env) adminOnly(fs *flag.FlagSet, df dbFlags, addrFlag string, lf *relayFlags) error {
+	cfg, err := e.loadConfig(df.config)
+	if err != nil {
+		return err
+	}
+	r := &resolver{e: e, set: setFlags(fs), cfg: cfg}
+	logger, err := e.relayLogger(r, lf)
+	if err != nil {
+		return err
+	}
+	settings, err := resolveAdmin(r, "admin", addrFlag, defaultAdminAddr)
+	if err != nil {
+		return err
+	}
+	raw, err := e.databaseURL(df, cfg)
+	if err != nil {
+		return err
+	}
+	db, err := e.dial(raw)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if v, err := store.SchemaVersion(e.ctx, db.Backend().Store.DB()); err != nil || v == 0 {
+		return e.schemaHint(db, "admin", err)
+	}
+	warnAuditTable(e.ctx, db.Backend().Store, logger)
+	srv, err := newAdminServer(db, &admin.Config{Tokens: settings.tokens, Gatherer: metricsRegistry(), Logger: logger})
+	if err != nil {
+		return err
+	}
+	ln, err := listenAdmin(e.ctx, settings.addr, srv, len(settings.tokens), logger)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	wait := ln.serve(ctx, cancel)
+	<-ctx.Done()
+	wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
