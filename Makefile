@@ -19,6 +19,9 @@ test-short: ## run the tests that need no service
 lint: ## vet the code
 	$(GO) vet $(PKGS)
 
+bench: ## run the benchmark suite behind BENCHMARKS.md (QUICK=1 for a tenth of it)
+	@scripts/bench.sh
+
 build: ## build the outbox binary into ./bin
 	$(GO) build -o bin/outbox ./cmd/outbox
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs the benchmark suite behind BENCHMARKS.md and prints its results
+# table (Markdown) on stdout. Every run's JSON report, and the steady
+# runs' SVG plots, land in $OUT (default ./bench-results).
+#
+#   scripts/bench.sh            # the whole suite, ~10 minutes
+#   QUICK=1 scripts/bench.sh    # a tenth of the sizes, to try the script
+#
+# Needs the local services (scripts/services.sh starts them) and jq. Run it
+# on a quiet machine: anything else using the CPUs lowers every figure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PG=${OUTBOX_BENCH_POSTGRES:-postgres://postgres@127.0.0.1:5432/test}
+MY=${OUTBOX_BENCH_MYSQL:-mysql://root@127.0.0.1:3306/test}
+SQ=${OUTBOX_BENCH_SQLITE:-sqlite:///tmp/outbox-bench.db}
+NATS=${OUTBOX_BENCH_NATS:-nats://127.0.0.1:4222}
+OUT=${OUT:-bench-results}
+N=100000
+SENT=1000000
+DUR=30s
+if [ -n "${QUICK:-}" ]; then N=10000; SENT=100000; DUR=5s; fi
+
+command -v jq >/dev/null || { echo "bench.sh: jq is needed (apt-get install jq)" >&2; exit 2; }
+scripts/services.sh postgres mariadb nats >&2
+mkdir -p "$OUT"
+go build -o "$OUT/outbox" ./cmd/outbox
+
+# run NAME ARGS…: one bench run, its JSON report saved as $OUT/NAME.json.
+run() {
+  local name=$1; shift
+  echo "bench.sh: $name: outbox bench $*" >&2
+  "$OUT/outbox" bench "$@" --json >"$OUT/$name.json"
+}
+
+for db in pg my sq; do
+  case $db in pg) url=$PG ;; my) url=$MY ;; sq) url=$SQ ;; esac
+  run "$db-ceiling" ceiling --db "$url" --messages $N
+  run "$db-drain-null" drain --db "$url" --messages $N
+  run "$db-drain-nats" drain --db "$url" --messages $N --to "$NATS"
+  run "$db-steady-1000" steady --db "$url" --rate 1000 --duration $DUR --to "$NATS" --plot "$OUT/$db-steady-1000.svg"
+done
+run pg-drain-nats-sent-rows drain --db "$PG" --messages $N --to "$NATS" --sent-rows $SENT
+run pg-drain-nats-2-relays drain --db "$PG" --messages $N --to "$NATS" --relays 2
+run pg-steady-5000 steady --db "$PG" --rate 5000 --duration $DUR --to "$NATS" --plot "$OUT/pg-steady-5000.svg"
+run pg-produce produce --db "$PG" --clients 1,16,64 --duration 5s
+rm -f /tmp/outbox-bench.db /tmp/outbox-bench.db-wal /tmp/outbox-bench.db-shm
+
+# The table.
+f() { jq -r "$2" "$OUT/$1.json"; }
+rate() { f "$1" '(.drain // .ceiling).messages_per_second | floor'; }
+steady() { f "$1" '.steady | "\(.achieved_rate | floor) msg/s achieved; commit→confirm p50 \(.commit_to_confirm_ms.p50) ms, p99 \(.commit_to_confirm_ms.p99) ms, p99.9 \(.commit_to_confirm_ms.p99_9) ms; intended→confirm p99 \(.latency_ms.p99) ms; backlog at end \(.backlog_at_end)"'; }
+echo "| workload | database | destination | result |"
+echo "|---|---|---|---|"
+for db in pg my sq; do
+  case $db in pg) name=PostgreSQL ;; my) name=MariaDB ;; sq) name=SQLite ;; esac
+  echo "| ceiling (read + settle, no publish) | $name | — | $(rate $db-ceiling) msg/s |"
+  echo "| drain $N | $name | null | $(rate $db-drain-null) msg/s |"
+  echo "| drain $N | $name | NATS JetStream | $(rate $db-drain-nats) msg/s ($(jq -n "$(rate $db-drain-nats) / $(rate $db-ceiling) * 100 | floor")% of ceiling) |"
+  echo "| steady 1,000 msg/s | $name | NATS JetStream | $(steady $db-steady-1000) |"
+done
+echo "| drain $N with $SENT sent rows in the table | PostgreSQL | NATS JetStream | $(rate pg-drain-nats-sent-rows) msg/s ($(jq -n "$(rate pg-drain-nats-sent-rows) / $(rate pg-drain-nats) * 100 | floor")% of the empty table's) |"
+echo "| drain $N, 2 relays | PostgreSQL | NATS JetStream | $(rate pg-drain-nats-2-relays) msg/s ($(jq -n "$(rate pg-drain-nats-2-relays) / $(rate pg-drain-nats) * 100 | floor")% of one relay's) |"
+echo "| steady 5,000 msg/s | PostgreSQL | NATS JetStream | $(steady pg-steady-5000) |"
+echo "| produce (business tx + enqueue vs business tx alone) | PostgreSQL | — | $(f pg-produce '[.produce.runs[] | "\(.clients) clients \(.outbox_vs_business * 100 | floor)%"] | join(", ")') |"
