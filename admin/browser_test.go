@@ -50,18 +50,16 @@ func browserPath(t *testing.T) string {
 	return ""
 }
 
-// artifactDir is where screenshots go: $OUTBOX_ARTIFACTS, or a new
-// directory under the system's temporary directory that outlives the test.
+// artifactDir is where screenshots go: $OUTBOX_ARTIFACTS, or
+// outbox-admin-page in the system's temporary directory, kept after the
+// test and overwritten by the next run.
 func artifactDir(t *testing.T) string {
 	t.Helper()
-	if d := os.Getenv("OUTBOX_ARTIFACTS"); d != "" {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return d
+	d := os.Getenv("OUTBOX_ARTIFACTS")
+	if d == "" {
+		d = filepath.Join(os.TempDir(), "outbox-admin-page")
 	}
-	d, err := os.MkdirTemp("", "outbox-admin-page-")
-	if err != nil {
+	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return d
