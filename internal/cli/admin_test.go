@@ -152,7 +152,7 @@ func TestRelayAdmin(t *testing.T) {
 	}
 	waitFor(t, "/readyz 200", func() bool { code, _ := get(t, base+"/readyz", ""); return code == 200 })
 	code, metrics := get(t, base+"/metrics", "")
-	if code != 200 || !strings.Contains(metrics, "go_goroutines") || !strings.Contains(metrics, "process_") {
+	if code != 200 || !strings.Contains(metrics, "go_goroutines") || !strings.Contains(metrics, "process_") || !strings.Contains(metrics, "outbox_pending_messages") {
 		t.Errorf("metrics: %d\n%.500s", code, metrics)
 	}
 	if code, _ := get(t, base+"/api/v1/stats", ""); code != 401 {
