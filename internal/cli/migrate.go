@@ -14,14 +14,19 @@ import (
 func migrateCommand() *command {
 	return &command{
 		name:     "migrate",
-		synopsis: "[--db URL] [--config FILE]",
+		synopsis: "[--db URL] [--config FILE] [--inbox-only]",
 		summary:  "create or upgrade the outbox tables (idempotent)",
 		about: `Creates or upgrades the outbox tables (outbox_messages, outbox_inbox and
 the relays' bookkeeping) and prints the versions it applied, or that the
-schema is up to date. Safe to run again and from several processes at once.`,
+schema is up to date. Safe to run again and from several processes at once.
+
+With --inbox-only, creates only outbox_inbox (and its bookkeeping table
+outbox_inbox_migrations), for a consumer's database that holds no outbox.
+A full 'outbox migrate' on that database later adds the rest.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
+			inboxOnly := fs.Bool("inbox-only", false, "create only the consumers' outbox_inbox table")
 			return func(e *env, pos []string) error {
 				if len(pos) > 0 && pos[0] == "sql" {
 					return usagef("migrate: put 'sql' right after 'migrate': outbox migrate sql --dialect …")
@@ -34,6 +39,9 @@ schema is up to date. Safe to run again and from several processes at once.`,
 					return err
 				}
 				defer db.Close()
+				if *inboxOnly {
+					return e.migrateInbox(db)
+				}
 				return e.migrate(db)
 			}
 		},
@@ -71,18 +79,44 @@ func (e *env) migrate(db *dburl.DB) error {
 	return nil
 }
 
+// migrateInbox creates or upgrades outbox_inbox alone.
+func (e *env) migrateInbox(db *dburl.DB) error {
+	s, err := db.Backend().Session(e.ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer s.Close()
+	applied, err := store.MigrateInbox(e.ctx, db.Dialect, s)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(e.stdout, "outbox_inbox is up to date (%s)\n", db.Dialect)
+		return nil
+	}
+	vs := make([]string, len(applied))
+	for i, v := range applied {
+		vs[i] = strconv.Itoa(v)
+	}
+	fmt.Fprintf(e.stdout, "applied the inbox part of migration %s; outbox_inbox is ready (%s)\n", strings.Join(vs, ", "), db.Dialect)
+	return nil
+}
+
 func migrateSQLCommand() *command {
 	return &command{
 		name:     "migrate sql",
-		synopsis: "--dialect postgres|mysql|sqlite",
+		synopsis: "--dialect postgres|mysql|sqlite [--inbox-only]",
 		summary:  "print the schema SQL for your own migration tool",
 		about: `Prints the complete outbox schema for one database, for teams that apply
 migrations with their own tool. Needs no database connection. Without
---dialect, the dialect is taken from --db or OUTBOX_DATABASE_URL.`,
+--dialect, the dialect is taken from --db or OUTBOX_DATABASE_URL.
+With --inbox-only, prints only what 'outbox migrate --inbox-only' applies.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var dialect, dbFlag string
+			var inboxOnly bool
 			fs.StringVar(&dialect, "dialect", "", "`DIALECT`: postgres, mysql (MariaDB too) or sqlite")
 			fs.StringVar(&dbFlag, "db", "", "database `URL` whose dialect to use when --dialect is not given")
+			fs.BoolVar(&inboxOnly, "inbox-only", false, "print only the consumers' outbox_inbox table")
 			return func(e *env, pos []string) error {
 				if err := noArgs("migrate sql", pos); err != nil {
 					return err
@@ -102,7 +136,16 @@ migrations with their own tool. Needs no database connection. Without
 					}
 					dialect = string(d)
 				}
-				sql, err := outbox.SchemaSQL(dialect)
+				var sql string
+				var err error
+				if inboxOnly {
+					var d store.Dialect
+					if d, err = store.ParseDialect(dialect); err == nil {
+						sql, err = store.InboxSchemaSQL(d)
+					}
+				} else {
+					sql, err = outbox.SchemaSQL(dialect)
+				}
 				if err != nil {
 					return usagef("migrate sql: --dialect: %v", errorLine(err))
 				}

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -135,6 +136,12 @@ func Migrate(ctx context.Context, d Dialect, s Session) ([]int, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	// An inbox-only migration created outbox_inbox's part of some
+	// versions already (MigrateInbox): those statements are skipped.
+	inboxDone, err := appliedVersions(ctx, d, s, inboxMigrationsTable)
+	if err != nil {
+		return nil, err
+	}
 	var done []int
 	for _, m := range ms {
 		if applied[m.Version] {
@@ -142,6 +149,9 @@ func Migrate(ctx context.Context, d Dialect, s Session) ([]int, error) {
 		}
 		err := s.InTx(ctx, func(q Querier) error {
 			for _, stmt := range splitStatements(m.SQL) {
+				if inboxDone[m.Version] && isInboxStatement(stmt) {
+					continue
+				}
 				if _, err := q.Exec(ctx, stmt); err != nil {
 					return fmt.Errorf("migration %s: %w", m.Name, err)
 				}
@@ -200,4 +210,158 @@ func lockMigrations(ctx context.Context, d Dialect, s Session) (func(), error) {
 		}, nil
 	}
 	return func() {}, nil
+}
+
+// inboxMigrationsTable records the versions whose outbox_inbox statements
+// MigrateInbox applied on a database that has no outbox schema (yet).
+const inboxMigrationsTable = "outbox_inbox_migrations"
+
+// inboxStatement matches a migration statement that creates, changes or
+// indexes outbox_inbox, the consumer side's only table.
+var inboxStatement = regexp.MustCompile(`(?is)^\s*(?:CREATE\s+TABLE(?:\s+IF\s+NOT\s+EXISTS)?|ALTER\s+TABLE|DROP\s+TABLE(?:\s+IF\s+EXISTS)?|CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?\w+\s+ON)\s+outbox_inbox\b`)
+
+// isInboxStatement reports whether stmt is one of outbox_inbox's.
+func isInboxStatement(stmt string) bool { return inboxStatement.MatchString(stmt) }
+
+// InboxMigrations are the outbox_inbox statements of d's migrations, per
+// version, for a consumer's database that needs only the inbox. Versions
+// without such statements are left out.
+func InboxMigrations(d Dialect) ([]Migration, error) {
+	ms, err := Migrations(d)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, m := range ms {
+		var stmts []string
+		for _, stmt := range splitStatements(m.SQL) {
+			if isInboxStatement(stmt) {
+				stmts = append(stmts, stmt+";")
+			}
+		}
+		if len(stmts) > 0 {
+			out = append(out, Migration{Version: m.Version, Name: m.Name + " (inbox)", SQL: strings.Join(stmts, "\n")})
+		}
+	}
+	return out, nil
+}
+
+func inboxMigrationsTableSQL(d Dialect) string {
+	return strings.Replace(migrationsTableSQL(d), "outbox_schema_migrations", inboxMigrationsTable, 1)
+}
+
+// InboxSchemaSQL is the inbox-only schema of d, ready for a user's own
+// migration tool: outbox_inbox and the record that lets a later full
+// `outbox migrate` on the same database skip it.
+func InboxSchemaSQL(d Dialect) (string, error) {
+	ms, err := InboxMigrations(d)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(inboxMigrationsTableSQL(d) + ";\n\n")
+	for _, m := range ms {
+		fmt.Fprintf(&b, "-- migration %s\n%s\n", m.Name, strings.TrimSpace(m.SQL))
+		fmt.Fprintf(&b, "INSERT INTO %s (version) VALUES (%d);\n\n", inboxMigrationsTable, m.Version)
+	}
+	return b.String(), nil
+}
+
+// MigrateInbox creates or upgrades outbox_inbox alone, for a consumer's
+// database that holds no outbox, and returns the versions it applied.
+// It records them in outbox_inbox_migrations, so that a later Migrate on
+// the same database creates the rest of the schema and skips the inbox
+// statements already applied. Versions Migrate applied are skipped too.
+// Concurrent callers (of either) are serialised by the migrations lock.
+func MigrateInbox(ctx context.Context, d Dialect, s Session) ([]int, error) {
+	ms, err := InboxMigrations(d)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Exec(ctx, inboxMigrationsTableSQL(d)); err != nil {
+		return nil, fmt.Errorf("create %s: %w", inboxMigrationsTable, err)
+	}
+	unlock, err := lockMigrations(ctx, d, s)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	full, err := appliedVersions(ctx, d, s, "outbox_schema_migrations")
+	if err != nil {
+		return nil, err
+	}
+	inboxOnly, err := appliedVersions(ctx, d, s, inboxMigrationsTable)
+	if err != nil {
+		return nil, err
+	}
+	var done []int
+	for _, m := range ms {
+		if full[m.Version] || inboxOnly[m.Version] {
+			continue
+		}
+		err := s.InTx(ctx, func(q Querier) error {
+			for _, stmt := range splitStatements(m.SQL) {
+				if _, err := q.Exec(ctx, stmt); err != nil {
+					return fmt.Errorf("migration %s: %w", m.Name, err)
+				}
+			}
+			_, err := q.Exec(ctx, "INSERT INTO "+inboxMigrationsTable+" (version) VALUES ("+d.ph(1)+")", m.Version)
+			return err
+		})
+		if err != nil {
+			return done, err
+		}
+		done = append(done, m.Version)
+	}
+	return done, nil
+}
+
+// appliedVersions are the versions recorded in table, none when the table
+// does not exist.
+func appliedVersions(ctx context.Context, d Dialect, q Querier, table string) (map[int]bool, error) {
+	var exists string
+	switch d {
+	case Postgres:
+		exists = "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1"
+	case MySQL:
+		exists = "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?"
+	default:
+		exists = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?"
+	}
+	n, err := queryInt(ctx, q, exists, table)
+	if err != nil {
+		return nil, fmt.Errorf("look for %s: %w", table, err)
+	}
+	out := map[int]bool{}
+	if n == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, "SELECT version FROM "+table)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out[v] = true
+	}
+	return out, rows.Err()
+}
+
+func queryInt(ctx context.Context, q Querier, sql string, args ...any) (int, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int
+	if rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+	}
+	return n, rows.Err()
 }
