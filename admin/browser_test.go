@@ -367,6 +367,25 @@ func TestBrowserPage(t *testing.T) {
 	}
 	do("close the detail", chromedp.Click(chromedp.ID("detail-close")), chromedp.WaitNotVisible(chromedp.ID("detail")))
 
+	// Search by message id shows it sent; a time range before it finds nothing.
+	do("search by message id",
+		chromedp.Navigate(srv.URL+"/#search"),
+		chromedp.WaitVisible(chromedp.ID("search-form")),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('search-form').reset()`),
+		chromedp.SendKeys(chromedp.ID("search-id"), payment),
+		chromedp.Click(chromedp.ID("search-submit")),
+	)
+	until("the requeued payment, sent, found by id", `(() => {
+		const r = [...document.querySelectorAll('#search-table tbody tr')];
+		return r.length === 1 && r[0].dataset.messageId === '`+payment+`' && r[0].cells[3].textContent === 'sent';
+	})()`, rows("#search-table"))
+	do("search before it was created",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('search-until').value = '2001-01-01T00:00:00'`),
+		chromedp.Click(chromedp.ID("search-submit")),
+	)
+	until("no result", `document.querySelectorAll('#search-table tbody tr').length === 0 &&
+		!document.getElementById('search-empty').hidden`, rows("#search-table"))
+
 	// Bulk discard by topic: a dry run first, then the confirmed change.
 	do("filter the dead letters",
 		chromedp.Navigate(srv.URL+"/#dead"),
