@@ -154,7 +154,7 @@ func TestOrderReservesStockOnce(t *testing.T) {
 	subject := stream + ".order.created"
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
 
-	ordersDB := testdb.New(t, store.Postgres)     // `outbox migrate`
+	ordersDB := testdb.New(t, store.Postgres)      // `outbox migrate`
 	inventoryDB := testdb.Empty(t, store.Postgres) // `outbox migrate --inbox-only`
 	s, err := inventoryDB.Backend().Session(ctx)
 	if err != nil {
