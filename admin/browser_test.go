@@ -420,6 +420,37 @@ func TestBrowserPage(t *testing.T) {
 			r.some(c => c[1] === 'ops' && c[2] === 'discard' && c[3].includes('order.note') && c[4] === '1');
 	})()`, rows("#audit-table"))
 	shot("audit")
+
+	// A server without tokens shows everything without asking and refuses
+	// changes with its reason.
+	readOnly, err := admin.New(db.PGX, &admin.Config{Logger: relaytest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvOpen := httptest.NewServer(readOnly)
+	defer srvOpen.Close()
+	do("open the read-only page", chromedp.Navigate(srvOpen.URL+"/#search"), chromedp.WaitVisible(chromedp.ID("view-search")))
+	if hidden, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById('login').hidden`)); err != nil || !hidden {
+		t.Errorf("the page asked for a token on a server without tokens (err %v)", err)
+	}
+	do("open the sent payment",
+		chromedp.SendKeys(chromedp.ID("search-id"), payment),
+		chromedp.Click(chromedp.ID("search-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#search-table tr[data-message-id="`+payment+`"]`)),
+		chromedp.Click(chromedp.CSS(`#search-table tr[data-message-id="`+payment+`"]`)),
+		chromedp.WaitVisible(chromedp.ID("detail")),
+		chromedp.WaitEnabled(chromedp.ID("detail-consumed")),
+		chromedp.Click(chromedp.ID("detail-consumed")),
+		chromedp.WaitVisible(chromedp.ID("confirm")),
+		chromedp.Click(chromedp.ID("confirm-ok")),
+	)
+	until("the refusal", `(() => {
+		const n = document.getElementById('notice');
+		return !n.hidden && n.textContent.includes('403') && n.textContent.includes('no admin token is configured');
+	})()`, `document.getElementById('notice').textContent`)
+	if err := db.Pool.QueryRow(ctx, "SELECT status FROM outbox_messages WHERE message_id = $1", payment).Scan(&status); err != nil || status != "sent" {
+		t.Errorf("after a refused change the message is %s (err %v), want sent", status, err)
+	}
 }
 
 func exceptionText(ev runtime.EventExceptionThrown) string {
