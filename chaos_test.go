@@ -65,19 +65,45 @@ type chaosSink struct {
 
 	// reject, when set, answers a status instead of accepting (0: accept).
 	reject atomic.Pointer[func(id string, body []byte) int]
-	// gate, while set, holds every request until it is closed, then
-	// answers 503 without recording: the requests of a relay being frozen.
-	mu      sync.Mutex
-	gate    chan struct{}
-	held    atomic.Int64
-	settled atomic.Int64 // held requests answered
+	// gate, while set, holds the requests it covers until it opens.
+	gate atomic.Pointer[sinkGate]
+	// delay slows every request down.
+	delay atomic.Int64
+}
+
+// sinkGate holds requests (of every id, or of ids only) until open is
+// called; then it answers them 200 and records them if accept is set, or
+// 503 without recording.
+type sinkGate struct {
+	ids    map[string]bool
+	accept bool
+	ch     chan struct{}
+	once   sync.Once
+
+	mu   sync.Mutex
+	held []string
+}
+
+func newGate(ids map[string]bool, accept bool) *sinkGate {
+	return &sinkGate{ids: ids, accept: accept, ch: make(chan struct{})}
+}
+
+func (g *sinkGate) open() { g.once.Do(func() { close(g.ch) }) }
+
+// heldIDs are the ids of the requests held so far.
+func (g *sinkGate) heldIDs() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.held...)
 }
 
 func newChaosSink(t *testing.T, rec *chaos.Recorder) *chaosSink {
 	s := &chaosSink{rec: rec}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
-		s.open()
+		if g := s.gate.Load(); g != nil {
+			g.open()
+		}
 		s.srv.Close()
 	})
 	return s
@@ -92,15 +118,18 @@ func (s *chaosSink) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	id := req.Header.Get("webhook-id")
-	s.mu.Lock()
-	gate := s.gate
-	s.mu.Unlock()
-	if gate != nil {
-		s.held.Add(1)
-		<-gate
-		w.WriteHeader(http.StatusServiceUnavailable)
-		s.settled.Add(1)
-		return
+	if d := s.delay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
+	if g := s.gate.Load(); g != nil && (g.ids == nil || g.ids[id]) {
+		g.mu.Lock()
+		g.held = append(g.held, id)
+		g.mu.Unlock()
+		<-g.ch
+		if !g.accept {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 	}
 	if f := s.reject.Load(); f != nil {
 		if code := (*f)(id, body); code != 0 {
@@ -110,25 +139,6 @@ func (s *chaosSink) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	s.rec.Deliver(id, req.Header.Get("outbox-business-key"))
 	w.WriteHeader(http.StatusOK)
-}
-
-// hold makes requests wait at the gate until open.
-func (s *chaosSink) hold() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gate == nil {
-		s.gate = make(chan struct{})
-	}
-}
-
-// open answers every held request with 503 and lets later ones through.
-func (s *chaosSink) open() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gate != nil {
-		close(s.gate)
-		s.gate = nil
-	}
 }
 
 // chaosProducer commits messages through the harness's driver and
@@ -347,7 +357,7 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 				startFaultyChild(t, h, sink.URL(), "rk-a0", "", batch, time.Second),
 				startFaultyChild(t, h, sink.URL(), "rk-b0", "", batch, time.Second),
 			}
-			kills := 3 * scale
+			kills := 5 * scale
 			for k := range kills {
 				time.Sleep(time.Duration(300+rnd.IntN(700)) * time.Millisecond)
 				i := rnd.IntN(len(relays))
