@@ -128,6 +128,20 @@ func CheckBulk(a BulkAction, f *BulkFilter) error {
 	return nil
 }
 
+// statusLiteral is status as a SQL literal ("" for ""). Statuses are
+// written into the statement rather than bound, so that planners can
+// match the partial indexes on status (a bound value cannot prove a
+// partial index's predicate).
+func statusLiteral(status string) (string, error) {
+	switch status {
+	case "":
+		return "", nil
+	case StatusPending, StatusSent, StatusConsumed, StatusDead:
+		return "'" + status + "'", nil
+	}
+	return "", errors.New("unknown status " + quote(status))
+}
+
 // cond collects predicates and their arguments; "{}" in a predicate
 // becomes the next placeholder.
 type cond struct {
@@ -318,8 +332,25 @@ func scanRecord(rows Rows) (Record, error) {
 // a payload preview.
 func (st *Store) Search(ctx context.Context, s Search) ([]Record, error) {
 	c := &cond{d: st.d}
-	if s.Status != "" {
-		c.add("status = {}", s.Status)
+	from := "outbox_messages"
+	status, err := statusLiteral(s.Status)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case status == "":
+	case st.d != SQLite || s.Topic != "":
+		c.add("status = " + status)
+	case s.Status == StatusPending:
+		// SQLite has no statistics to choose by: walk the pending index
+		// backwards instead of sorting every pending row.
+		from += " INDEXED BY outbox_messages_pending_idx"
+		c.add("status = " + status)
+	default:
+		// Without a topic the (status, topic) index would make SQLite
+		// sort every row of the status; walking ids backwards stops at
+		// the limit.
+		c.add("+status = " + status)
 	}
 	if s.Topic != "" {
 		c.add("topic = {}", s.Topic)
@@ -341,7 +372,7 @@ func (st *Store) Search(ctx context.Context, s Search) ([]Record, error) {
 	if limit <= 0 {
 		limit = 50
 	}
-	q := "SELECT " + st.recordCols(st.previewSQL()) + " FROM outbox_messages WHERE " + c.sql() + " ORDER BY id DESC LIMIT " + c.arg(limit)
+	q := "SELECT " + st.recordCols(st.previewSQL()) + " FROM " + from + " WHERE " + c.sql() + " ORDER BY id DESC LIMIT " + c.arg(limit)
 	rows, err := st.db.Query(ctx, q, c.args...)
 	if err != nil {
 		return nil, err
@@ -462,7 +493,8 @@ func (st *Store) ConsumeOne(ctx context.Context, messageID string) (bool, error)
 // action applies to (requeue of pending rows takes only those waiting).
 func (st *Store) bulkCond(f BulkFilter) *cond {
 	c := &cond{d: st.d}
-	c.add("status = {}", f.Status)
+	status, _ := statusLiteral(f.Status) // CheckBulk allowed it
+	c.add("status = " + status)
 	if f.Status == StatusPending {
 		c.add("available_at > " + st.d.nowSQL())
 	}
