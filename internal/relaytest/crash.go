@@ -267,3 +267,54 @@ func relayBinary(t *testing.T) string {
 	})
 	return path
 }
+
+// LostAcks wraps a consumer handler so that each message's first delivery
+// fails after handler succeeded, as if its acknowledgement were lost: the
+// broker must deliver it again. Twice reports how many message ids have
+// been delivered at least twice.
+func LostAcks(handler func(context.Context, *inbox.Message) error) (wrapped func(context.Context, *inbox.Message) error, twice func() int) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	wrapped = func(ctx context.Context, m *inbox.Message) error {
+		if err := handler(ctx, m); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen[m.ID]++
+		if seen[m.ID] == 1 {
+			return fmt.Errorf("simulated lost ack of %s", m.ID)
+		}
+		return nil
+	}
+	twice = func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, d := range seen {
+			if d >= 2 {
+				n++
+			}
+		}
+		return n
+	}
+	return wrapped, twice
+}
+
+// CheckEffects fails the test unless the effects table of db (made by
+// Effects) holds exactly one row for each of the n messages marked sent.
+// db must be PostgreSQL.
+func CheckEffects(t testing.TB, db *testdb.DB, n int) {
+	t.Helper()
+	if got := db.Count(t, `SELECT count(*) FROM effects`); got != n {
+		t.Errorf("%d effects, want %d", got, n)
+	}
+	if got := db.Count(t, `SELECT count(DISTINCT message_id) FROM effects`); got != n {
+		t.Errorf("%d distinct effects, want %d", got, n)
+	}
+	for _, id := range SentIDs(t, db) {
+		if db.Count(t, `SELECT count(*) FROM effects WHERE message_id = $1`, id) != 1 {
+			t.Errorf("message %s: not applied exactly once", id)
+		}
+	}
+}

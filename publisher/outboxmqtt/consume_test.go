@@ -266,49 +266,20 @@ func TestConsumeEndToEnd(t *testing.T) {
 	ib := relaytest.Effects(t, db, "inventory")
 	prefix := "consume" + randomHex(5)
 	topic := prefix + ".order"
-	var mu sync.Mutex
-	deliveries := map[string]int{}
-	runConsume(t, consumeConfig(brokerAddr, prefix+"/#"), func(ctx context.Context, m *inbox.Message) error {
+	handler, twice := relaytest.LostAcks(func(ctx context.Context, m *inbox.Message) error {
 		if m.Topic != topic || trace.SpanContextFromContext(ctx).TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
 			t.Errorf("message %s: topic %q, trace %v", m.ID, m.Topic, trace.SpanContextFromContext(ctx).TraceID())
 		}
-		if _, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx pgx.Tx) error { return relaytest.InsertEffect(ctx, tx, m) }); err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		deliveries[m.ID]++
-		if deliveries[m.ID] == 1 {
-			return errors.New("simulated lost ack")
-		}
-		return nil
+		_, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx pgx.Tx) error { return relaytest.InsertEffect(ctx, tx, m) })
+		return err
 	})
+	runConsume(t, consumeConfig(brokerAddr, prefix+"/#"), handler)
 	const n = 20
 	for i := range n {
 		db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload, headers) VALUES ($1, $2, $3, $4)`,
 			topic, fmt.Sprintf("key-%d", i%3), fmt.Sprintf(`{"seq":%d}`, i), `{"traceparent":"`+testTrace+`"}`)
 	}
 	relaytest.Start(t, db, relayConfig(dial(t, brokerAddr, nil)))
-	relaytest.WaitFor(t, 30*time.Second, "every message delivered twice", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		twice := 0
-		for _, d := range deliveries {
-			if d >= 2 {
-				twice++
-			}
-		}
-		return twice == n
-	})
-	if got := db.Count(t, `SELECT count(*) FROM effects`); got != n {
-		t.Errorf("%d effects, want %d", got, n)
-	}
-	if got := db.Count(t, `SELECT count(DISTINCT message_id) FROM effects`); got != n {
-		t.Errorf("%d distinct effects, want %d", got, n)
-	}
-	for _, id := range relaytest.SentIDs(t, db) {
-		if db.Count(t, `SELECT count(*) FROM effects WHERE message_id = $1`, id) != 1 {
-			t.Errorf("message %s: not applied exactly once", id)
-		}
-	}
+	relaytest.WaitFor(t, 30*time.Second, "every message delivered twice", func() bool { return twice() == n })
+	relaytest.CheckEffects(t, db, n)
 }
