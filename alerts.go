@@ -156,6 +156,7 @@ func (a *alerter) deadLetters(n int, examples []AlertExample) {
 	a.dead.count += int64(n)
 	for _, ex := range examples {
 		if len(a.dead.examples) < maxAlertExamples {
+			ex.Error = truncate(ex.Error, 500)
 			a.dead.examples = append(a.dead.examples, ex)
 		}
 	}
@@ -270,11 +271,12 @@ func roundAge(d time.Duration) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
+// truncate cuts s to at most n bytes, on a character boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // run sends alerts as they fall due until ctx is done. Counts still held

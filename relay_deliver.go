@@ -198,7 +198,7 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 			defer func() { <-sem; wg.Done() }()
 			ok, err := it.route.checker.Delivered(ctx, it.env)
 			if err != nil {
-				r.log.Debug("outbox relay: checker failed; sending again", "message_id", it.row.MessageID, "err", err)
+				r.log.Debug("outbox relay: checker failed; sending again", "message_id", it.row.MessageID, "err", redactText(err.Error()))
 				return
 			}
 			if ok {
