@@ -139,17 +139,21 @@ func (m *relayMetrics) route(rs *routeState) {
 	rs.circuit.Add(0)
 }
 
-// topic returns the counters of topic on route (nil: no route).
+// topic returns the counters of topic on route (nil: no route); past
+// maxTopicSeries topics, the route's counters for otherTopic.
 func (m *relayMetrics) topic(rs *routeState, topic string) *topicMetrics {
-	m.mu.RLock()
-	tm := m.topics[topic]
-	m.mu.RUnlock()
-	if tm != nil {
-		return tm
-	}
 	route := noRoute
 	if rs != nil {
 		route = rs.name
+	}
+	m.mu.RLock()
+	tm := m.topics[topic]
+	if tm == nil && len(m.topics) >= maxTopicSeries {
+		tm = m.other[route]
+	}
+	m.mu.RUnlock()
+	if tm != nil {
+		return tm
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

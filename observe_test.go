@@ -111,7 +111,7 @@ func TestRelayMetricsAfterKnownSequence(t *testing.T) {
 
 		v := metricValues(t, reg)
 		want := map[string]float64{
-			"outbox_published_total{result=sent,route=all,topic=m.ok}":    5,
+			"outbox_published_total{result=sent,route=all,topic=m.ok}":     5,
 			"outbox_published_total{result=retry,route=all,topic=m.flaky}": 2,
 			"outbox_published_total{result=sent,route=all,topic=m.flaky}":  1,
 			"outbox_published_total{result=dead,route=all,topic=m.bad}":    1,

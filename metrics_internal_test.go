@@ -1,0 +1,30 @@
+package outbox
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestMetricsTopicCap(t *testing.T) {
+	m, err := newRelayMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &routeState{name: "r"}
+	m.route(rs)
+	first := m.topic(rs, "t.0")
+	for i := 1; i < maxTopicSeries; i++ {
+		m.topic(rs, "t."+strconv.Itoa(i))
+	}
+	over, over2 := m.topic(rs, "x.1"), m.topic(rs, "x.2")
+	if over != over2 || over == first || m.topic(rs, "t.0") != first || m.topic(nil, "x.3") == over {
+		t.Fatal("topics past the cap should share the route's (other) counters; known ones keep theirs")
+	}
+	over.sent.Inc()
+	if v := testutil.ToFloat64(m.published.WithLabelValues("r", otherTopic, resultSent)); v != 1 {
+		t.Fatalf("(other) sent = %v", v)
+	}
+}
