@@ -207,7 +207,7 @@ func (a deadAction) command() *command {
 				}
 				n := matched
 				if !*dryRun && matched > 0 {
-					n, err = e.applyDead(st, full, a, f, matched, *batch)
+					n, err = e.applyDead(db.Backend(), full, a, f, matched, *batch)
 					if err != nil {
 						return e.schemaHint(db, full, err)
 					}
@@ -250,7 +250,8 @@ short transaction, with progress on stderr. Each run adds a row (actor
 
 // applyDead runs a bulk change, reporting progress on stderr when it takes
 // more than one batch, and records it in the audit log.
-func (e *env) applyDead(st *store.Store, full string, a deadAction, f store.BulkFilter, matched int64, batch int) (int64, error) {
+func (e *env) applyDead(b *store.Backend, full string, a deadAction, f store.BulkFilter, matched int64, batch int) (int64, error) {
+	st := b.Store
 	opts := store.BulkOptions{BatchSize: batch}
 	if matched > int64(batch) {
 		opts.Progress = func(done int64) {
@@ -258,6 +259,10 @@ func (e *env) applyDead(st *store.Store, full string, a deadAction, f store.Bulk
 		}
 	}
 	n, err := st.Bulk(e.ctx, a.action, f, opts)
+	if n > 0 && a.action == store.ActionRequeue && b.Notify != nil {
+		// Relays poll anyway; on PostgreSQL they can hear it at once.
+		_ = b.Notify(context.WithoutCancel(e.ctx))
+	}
 	if n > 0 {
 		target, _ := json.Marshal(auditFilter{Status: store.StatusDead, Topic: f.Topic, IDs: f.MessageIDs, All: f.Topic == "" && len(f.MessageIDs) == 0})
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), 10*time.Second)
