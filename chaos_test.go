@@ -147,14 +147,19 @@ func (s *chaosSink) serve(w http.ResponseWriter, req *http.Request) {
 type chaosProducer struct {
 	h   *harness
 	rec *chaos.Recorder
+	// maxAttempts, when set, is every message's MaxAttempts.
+	maxAttempts int
 }
 
 // commit enqueues one message per key in keys in one transaction, and
-// commits it, or rolls it back when rollback is set.
+// commits it, or rolls it back when rollback is set. Producers are
+// stopped between commits, never by cancelling ctx: a commit cut short
+// by a cancelled context may still have committed, and its messages
+// would then look unexpected.
 func (p *chaosProducer) commit(ctx context.Context, keys []string, rollback bool) error {
 	msgs := make([]outbox.Message, len(keys))
 	for i, k := range keys {
-		msgs[i] = outbox.Message{Topic: "chaos.event", Key: k, Payload: fmt.Appendf(nil, `{"k":%q,"i":%d}`, k, i)}
+		msgs[i] = outbox.Message{Topic: "chaos.event", Key: k, Payload: fmt.Appendf(nil, `{"k":%q,"i":%d}`, k, i), MaxAttempts: p.maxAttempts}
 	}
 	ids, err := p.h.enqueue(ctx, msgs, rollback)
 	if err != nil {
@@ -322,8 +327,9 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 			h := newHarness(t, dc)
 			rec := &chaos.Recorder{}
 			sink := newChaosSink(t, rec)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
+			ctx := context.Background()
+			var stop atomic.Bool
+			defer stop.Store(true)
 			var wg sync.WaitGroup
 			var rolledBack atomic.Int64
 			errs := make(chan error, 2)
@@ -334,16 +340,14 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 					defer wg.Done()
 					pr := rand.New(rand.NewPCG(seed, seed))
 					p := &chaosProducer{h: h, rec: rec}
-					for ctx.Err() == nil {
+					for !stop.Load() {
 						keys := make([]string, 1+pr.IntN(10))
 						for i := range keys {
 							keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(20))
 						}
 						rb := pr.IntN(10) == 0
 						if err := p.commit(ctx, keys, rb); err != nil {
-							if ctx.Err() == nil {
-								errs <- err
-							}
+							errs <- err
 							return
 						}
 						if rb {
@@ -364,7 +368,7 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 				relays[i].kill()
 				relays[i] = startFaultyChild(t, h, sink.URL(), fmt.Sprintf("rk-%c%d", 'a'+i, k+1), "", batch, time.Second)
 			}
-			cancel()
+			stop.Store(true)
 			wg.Wait()
 			select {
 			case err := <-errs:

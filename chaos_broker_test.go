@@ -1,0 +1,188 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/chaos"
+	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher/outboxwebhook"
+)
+
+// TestChaosDestinationFaults puts a fault proxy between a relay's webhook
+// publisher and the destination and, while a producer keeps committing,
+// takes the destination down, blackholes it, resets its connections,
+// lets requests through but drops the confirmations (half-open), and
+// makes it slower than the publish timeout. While a fault lasts no row
+// may become sent (nothing can be confirmed); afterwards everything
+// arrives and every sent row did arrive.
+func TestChaosDestinationFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: -short")
+	}
+	scale := chaosScale(t)
+	h := newHarness(t, chaosDrivers[0])
+	rec := &chaos.Recorder{}
+	sink := newChaosSink(t, rec)
+	proxy, err := faultproxy.New(strings.TrimPrefix(sink.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	pub, err := outboxwebhook.New("http://"+proxy.Addr()+"/hook", &outboxwebhook.Config{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
+	cfg.PublishTimeout = 500 * time.Millisecond
+	cfg.BatchSize = 100
+	r, err := h.newRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := relaytest.Run(t, r)
+
+	var stopProducing atomic.Bool
+	var wg sync.WaitGroup
+	var prodErr atomic.Pointer[error]
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Timeouts count as attempts: allow enough that the faults below
+		// cannot exhaust them with the test's fast retries.
+		p := &chaosProducer{h: h, rec: rec, maxAttempts: 1000}
+		for i := 0; !stopProducing.Load(); i++ {
+			if err := p.commit(context.Background(), []string{fmt.Sprintf("k-%d", i%30), fmt.Sprintf("k-%d", (i+7)%30)}, false); err != nil {
+				prodErr.Store(&err)
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	sent := func() int { return relaytest.Count(t, h.db, "sent") }
+	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return sent() > 100 })
+
+	type fault struct {
+		name  string
+		apply func()
+	}
+	faults := []fault{
+		{"down (connections refused)", func() { proxy.SetMode(faultproxy.Refuse) }},
+		{"blackholed (accepted, dropped)", func() { proxy.SetMode(faultproxy.Drop) }},
+		{"reset (connections aborted with RST)", func() { proxy.SetMode(faultproxy.Reset) }},
+		{"half-open (confirmations dropped)", func() { proxy.SetMode(faultproxy.HalfOpen) }},
+		{"slower than the publish timeout", func() { proxy.SetDelay(time.Second) }},
+	}
+	hold := time.Duration(2*scale) * time.Second
+	for _, f := range faults {
+		f.apply()
+		// Publishes that were confirmed before the fault may still settle.
+		time.Sleep(cfg.PublishTimeout + 500*time.Millisecond)
+		before := sent()
+		time.Sleep(hold)
+		after := sent()
+		proxy.SetMode(faultproxy.Pass)
+		proxy.SetDelay(0)
+		t.Logf("%s: %d rows marked sent during %v", f.name, after-before, hold)
+		if after != before {
+			t.Errorf("%s: %d rows became sent while no confirmation could come back", f.name, after-before)
+		}
+		relaytest.WaitFor(t, 2*time.Minute, "deliveries flowing again after "+f.name, func() bool { return sent() > after+50 })
+	}
+	stopProducing.Store(true)
+	wg.Wait()
+	if e := prodErr.Load(); e != nil {
+		t.Fatalf("producer: %v", *e)
+	}
+	names := make([]string, len(faults))
+	for i, f := range faults {
+		names[i] = strings.Fields(f.name)[0]
+	}
+	res := chaosResult{scenario: "destination faults via proxy", broker: "webhook",
+		faults: fmt.Sprintf("%d × %v: %s", len(faults), hold, strings.Join(names, ", ")), recovered: time.Now()}
+	// Half-open and slow deliveries arrive without their confirmation and
+	// are sent again: duplicates are expected, losses are not.
+	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, 3*time.Minute)
+	stop()
+}
+
+// TestChaosPoisonMessages hides two poison messages among 10,000 good
+// ones: one the destination rejects (400) and one it always fails (500)
+// with three attempts allowed. Both go dead with their reason; the good
+// ones all arrive, in key order, those behind a poison message of their
+// key included.
+func TestChaosPoisonMessages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: -short")
+	}
+	scale := chaosScale(t)
+	for _, dc := range chaosDrivers {
+		t.Run(dc.name, func(t *testing.T) {
+			h := newHarness(t, dc)
+			rec := &chaos.Recorder{}
+			sink := newChaosSink(t, rec)
+			reject := func(_ string, body []byte) int {
+				switch {
+				case strings.Contains(string(body), `"poison":"reject"`):
+					return 400
+				case strings.Contains(string(body), `"poison":"fail"`):
+					return 500
+				}
+				return 0
+			}
+			sink.reject.Store(&reject)
+			p := &chaosProducer{h: h, rec: rec}
+			n := 10000 * scale
+			p.backlog(t, "k", n/2, 100)
+			poison := []outbox.Message{
+				{Topic: "chaos.event", Key: "k-3", Payload: []byte(`{"poison":"reject"}`)},
+				{Topic: "chaos.event", Key: "k-4", Payload: []byte(`{"poison":"fail"}`), MaxAttempts: 3},
+			}
+			ids, err := h.enqueue(context.Background(), poison, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Commit(ids, []string{"k-3", "k-4"})
+			p.backlog(t, "k", n-n/2, 100)
+
+			pub, err := outboxwebhook.New(sink.URL()+"/hook", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.Close()
+			cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
+			r, err := h.newRelay(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			stop := relaytest.Run(t, r)
+			res := chaosResult{scenario: "2 poison messages among good ones", broker: "webhook", faults: "400 once, 500 always", recovered: start}
+			rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 2}, 3*time.Minute)
+			stop()
+			if rep.Dead != 2 {
+				t.Fatalf("%d dead, want the 2 poison messages", rep.Dead)
+			}
+			q := testdb.Placeholder(h.db.Dialect, "SELECT status, last_error FROM outbox_messages WHERE message_id = ?")
+			for i, want := range []string{"400", "max attempts (3) reached"} {
+				var status, lastErr string
+				if err := h.db.SQL.QueryRowContext(context.Background(), q, ids[i]).Scan(&status, &lastErr); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("poison %d: %s: %s", i, status, lastErr)
+				if status != "dead" || !strings.Contains(lastErr, want) {
+					t.Errorf("poison %d: status %s, last error %q, want dead with %q", i, status, lastErr, want)
+				}
+			}
+		})
+	}
+}
