@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -69,6 +70,15 @@ func TestAdminSettingsErrors(t *testing.T) {
 	}
 	cfg = writeFile(t, "typo.yaml", "admin_token:\n  ops: x\n")
 	run(t, vars, "admin", "--config", cfg).failed(t, ExitUsage, `unknown key "admin_token"`)
+
+	// A taken port is a failure at start, before the relay runs.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	run(t, vars, "relay", "--to", "stdout://", "--admin", taken.Addr().String()).failed(t, ExitFailure, "admin: listen on "+taken.Addr().String())
+	run(t, vars, "admin", "--admin", taken.Addr().String()).failed(t, ExitFailure, "admin: listen on")
 }
 
 // startCLI runs the command line in the background until the returned

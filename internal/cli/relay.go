@@ -257,9 +257,6 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err != nil {
 		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
 	}
-	for _, s := range specs {
-		logger.Info("outbox relay: route", "pattern", s.pattern, "to", outboxurl.Redact(s.url), "from", s.source)
-	}
 
 	// The relay counts as running from just before Run until shutdown
 	// begins; /readyz answers 503 outside that.
@@ -285,6 +282,10 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 		if ln, err = listenAdmin(e.ctx, adminCfg.addr, srv, len(adminCfg.tokens), logger); err != nil {
 			return err
 		}
+	}
+
+	for _, s := range specs {
+		logger.Info("outbox relay: route", "pattern", s.pattern, "to", outboxurl.Redact(s.url), "from", s.source)
 	}
 
 	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
