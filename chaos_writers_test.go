@@ -1,0 +1,172 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/chaos"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// TestChaosWritersCommitOutOfIDOrder runs eight writers that each hold
+// their transaction open for a random while after inserting, so rows
+// commit out of id order — a later id visible to the relay before an
+// earlier one — while a relay drains, and a tenth of the transactions
+// roll back. Nothing committed may be skipped.
+func TestChaosWritersCommitOutOfIDOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: -short")
+	}
+	scale := chaosScale(t)
+	rnd := chaosRand(t)
+	for _, dc := range chaosDrivers {
+		t.Run(dc.name, func(t *testing.T) {
+			h := newHarness(t, dc)
+			rec := &chaos.Recorder{}
+			cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
+				rec.Deliver(env.ID, env.Key)
+				return nil
+			})})
+			r, err := h.newRelay(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stopRelay := relaytest.Run(t, r)
+
+			enqueue := slowEnqueuer(t, h, dc)
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			var rollbacks atomic.Int64
+			errs := make(chan error, 8)
+			for w := range 8 {
+				seed := rnd.Uint64()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					pr := rand.New(rand.NewPCG(seed, seed))
+					for !stop.Load() {
+						keys := make([]string, 1+pr.IntN(5))
+						msgs := make([]outbox.Message, len(keys))
+						for i := range keys {
+							keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(5))
+							msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
+						}
+						rollback := pr.IntN(10) == 0
+						ids, err := enqueue(msgs, time.Duration(pr.IntN(20))*time.Millisecond, rollback)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if rollback {
+							rollbacks.Add(1)
+							rec.RollBack(ids)
+						} else {
+							rec.Commit(ids, keys)
+						}
+					}
+				}()
+			}
+			run := time.Duration(3*scale) * time.Second
+			time.Sleep(run)
+			stop.Store(true)
+			wg.Wait()
+			select {
+			case err := <-errs:
+				t.Fatalf("writer: %v", err)
+			default:
+			}
+			res := chaosResult{scenario: "8 writers committing out of id order", broker: "in-process",
+				faults: fmt.Sprintf("%v of writes, %d rollbacks", run, rollbacks.Load()), recovered: time.Now()}
+			drainAndCheck(t, h, rec, res, chaos.Bounds{}, 2*time.Minute)
+			stopRelay()
+
+			// The scenario only means something if commits did overtake ids.
+			rowID := map[string]int64{}
+			rows, err := h.db.SQL.QueryContext(context.Background(), "SELECT "+textID(dc)+", id FROM outbox_messages")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var mid string
+				var id int64
+				if err := rows.Scan(&mid, &id); err != nil {
+					t.Fatal(err)
+				}
+				rowID[mid] = id
+			}
+			rows.Close()
+			overtaken, highest := 0, int64(0)
+			for _, c := range rec.History(nil).Committed {
+				id := rowID[c.ID]
+				if id < highest {
+					overtaken++
+				}
+				highest = max(highest, id)
+			}
+			t.Logf("%d of %d committed messages had a lower id than one committed before them", overtaken, len(rowID))
+			if overtaken == 0 {
+				t.Fatal("no commit overtook another: the scenario proved nothing")
+			}
+		})
+	}
+}
+
+func textID(dc driverCase) string {
+	if dc.dialect == store.Postgres {
+		return "message_id::text"
+	}
+	return "message_id"
+}
+
+// slowEnqueuer returns a function that enqueues msgs in a transaction,
+// waits hold with the transaction open, and commits it (or rolls it
+// back).
+func slowEnqueuer(t *testing.T, h *harness, dc driverCase) func(msgs []outbox.Message, hold time.Duration, rollback bool) ([]string, error) {
+	t.Helper()
+	ctx := context.Background()
+	if dc.pgx {
+		p, err := outbox.NewProducer(h.db.PGX, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func(msgs []outbox.Message, hold time.Duration, rollback bool) ([]string, error) {
+			tx, err := h.db.Pool.Begin(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer func(tx pgx.Tx) { _ = tx.Rollback(ctx) }(tx)
+			ids, err := p.EnqueueMany(ctx, tx, msgs)
+			if err != nil || rollback {
+				return ids, err
+			}
+			time.Sleep(hold)
+			return ids, tx.Commit(ctx)
+		}
+	}
+	p, err := outbox.NewProducer(h.db.Std, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(msgs []outbox.Message, hold time.Duration, rollback bool) ([]string, error) {
+		tx, err := h.db.SQL.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = tx.Rollback() }()
+		ids, err := p.EnqueueMany(ctx, tx, msgs)
+		if err != nil || rollback {
+			return ids, err
+		}
+		time.Sleep(hold)
+		return ids, tx.Commit()
+	}
+}
