@@ -1,7 +1,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help test test-short services lint bench demo build
+.PHONY: help test test-short services lint bench demo build chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ bench: ## run the benchmark suite behind BENCHMARKS.md (QUICK=1 for a tenth of i
 
 build: ## build the outbox binary into ./bin
 	$(GO) build -o bin/outbox ./cmd/outbox
+
+chaos: services ## run the fault-injection scenarios at a large scale (OUTBOX_CHAOS_SCALE, OUTBOX_CHAOS_SEED; docs/chaos.md)
+	CI=true OUTBOX_CHAOS_SCALE=$${OUTBOX_CHAOS_SCALE:-10} $(GO) test -race -count=1 -timeout 60m -run Chaos -v .
 
 demo: ## run the demo
 	$(GO) run ./cmd/outbox demo
