@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -542,14 +543,17 @@ func (st *Store) InboxPurge(ctx context.Context, consumer string, age time.Durat
 // for one already consumed) and returns its status before the call:
 // "" when no such message exists.
 func (st *Store) MarkConsumed(ctx context.Context, messageID string) (string, error) {
-	ms, err := st.List(ctx, Filter{MessageIDs: []string{messageID}, Limit: 1})
-	if err != nil || len(ms) == 0 {
+	changed, err := st.ConsumeOne(ctx, messageID)
+	var se *StatusError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "", nil
+	case errors.As(err, &se):
+		return se.Status, nil
+	case err != nil:
 		return "", err
+	case changed:
+		return StatusSent, nil
 	}
-	id := "message_id = " + st.d.ph(1)
-	if st.d == Postgres {
-		id = "message_id::text = " + st.d.ph(1)
-	}
-	_, err = st.db.Exec(ctx, `UPDATE outbox_messages SET status = 'consumed', consumed_at = `+st.d.nowSQL()+` WHERE `+id+` AND status = 'sent'`, messageID)
-	return ms[0].Status, err
+	return StatusConsumed, nil
 }
