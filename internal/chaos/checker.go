@@ -45,6 +45,11 @@ type History struct {
 	// RolledBack are the ids of messages enqueued in transactions that
 	// rolled back: they must never arrive.
 	RolledBack []string
+	// Uncertain are the ids of messages whose commit failed in a way that
+	// leaves its outcome unknown (the connection died during COMMIT):
+	// they may arrive or not, but if the table has them as sent they must
+	// have arrived.
+	Uncertain []string
 	// Delivered is every arrival at the destination, in order, copies
 	// included.
 	Delivered []Delivery
@@ -63,8 +68,11 @@ type Report struct {
 	// Lost: committed, never delivered, and not dead in the table.
 	Lost int
 	// Unexpected: arrivals of messages that were rolled back or never
-	// committed at all.
+	// committed at all (uncertain commits excepted).
 	Unexpected int
+	// Indeterminate: distinct uncertain messages that arrived (their
+	// commit did happen).
+	Indeterminate int
 	// Duplicates: arrivals beyond the first of each message.
 	Duplicates int
 	// FalselySent: rows marked sent (or consumed) whose message never
@@ -99,6 +107,10 @@ func Check(h History) Report {
 	for _, id := range h.RolledBack {
 		rolledBack[id] = true
 	}
+	uncertain := make(map[string]bool, len(h.Uncertain))
+	for _, id := range h.Uncertain {
+		uncertain[id] = true
+	}
 
 	arrivals := make(map[string]int, len(h.Delivered))
 	lastSeq := map[string]int{} // key → highest seq first-delivered so far
@@ -110,6 +122,10 @@ func Check(h History) Report {
 			continue
 		}
 		c, ok := committed[d.ID]
+		if !ok && uncertain[d.ID] && !rolledBack[d.ID] {
+			rep.Indeterminate++
+			continue
+		}
 		if !ok {
 			rep.Unexpected++
 			rep.example("unexpected", d.ID)
@@ -176,8 +192,8 @@ func (r *Report) example(kind, id string) {
 // anomaly found.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "committed=%d delivered=%d distinct=%d lost=%d unexpected=%d duplicates=%d falsely-sent=%d inversions=%d key-mismatch=%d phantoms=%d dead=%d pending=%d",
-		r.Committed, r.Delivered, r.Distinct, r.Lost, r.Unexpected, r.Duplicates, r.FalselySent, r.Inversions, r.KeyMismatch, r.Phantoms, r.Dead, r.Pending)
+	fmt.Fprintf(&b, "committed=%d delivered=%d distinct=%d lost=%d unexpected=%d duplicates=%d falsely-sent=%d inversions=%d key-mismatch=%d phantoms=%d dead=%d pending=%d indeterminate=%d",
+		r.Committed, r.Delivered, r.Distinct, r.Lost, r.Unexpected, r.Duplicates, r.FalselySent, r.Inversions, r.KeyMismatch, r.Phantoms, r.Dead, r.Pending, r.Indeterminate)
 	kinds := make([]string, 0, len(r.Examples))
 	for k := range r.Examples {
 		kinds = append(kinds, k)

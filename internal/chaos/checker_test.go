@@ -109,6 +109,25 @@ func TestCheckDuplicateAfterLaterMessageIsNoInversion(t *testing.T) {
 	}
 }
 
+func TestCheckUncertainCommits(t *testing.T) {
+	h := clean()
+	h.Uncertain = []string{"u1", "u2", "r1"}
+	// u1's commit happened and it arrived; u2's did not; r1 is known to
+	// have rolled back, so its arrival stays unexpected.
+	h.Delivered = append(h.Delivered, Delivery{"u1", "a"}, Delivery{"r1", ""})
+	h.Status["u1"] = "sent"
+	rep := Check(h)
+	if rep.Indeterminate != 1 || rep.Unexpected != 1 || rep.Lost != 0 || rep.FalselySent != 0 {
+		t.Fatalf("%s", rep)
+	}
+	// An uncertain message marked sent that never arrived is still falsely
+	// sent.
+	h.Status["u2"] = "sent"
+	if rep := Check(h); rep.FalselySent != 1 {
+		t.Fatalf("%s", rep)
+	}
+}
+
 func TestCheckDeadIsNotLost(t *testing.T) {
 	h := clean()
 	h.Delivered = h.Delivered[:4]

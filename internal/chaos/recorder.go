@@ -10,6 +10,7 @@ type Recorder struct {
 	committed  []Committed
 	seq        map[string]int
 	rolledBack []string
+	uncertain  []string
 	delivered  []Delivery
 	distinct   map[string]bool
 }
@@ -38,6 +39,13 @@ func (r *Recorder) RollBack(ids []string) {
 	r.rolledBack = append(r.rolledBack, ids...)
 }
 
+// Uncertain records ids whose commit may or may not have happened.
+func (r *Recorder) Uncertain(ids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.uncertain = append(r.uncertain, ids...)
+}
+
 // Deliver records an arrival at the destination.
 func (r *Recorder) Deliver(id, key string) {
 	r.mu.Lock()
@@ -64,6 +72,7 @@ func (r *Recorder) History(status map[string]string) History {
 	return History{
 		Committed:  append([]Committed(nil), r.committed...),
 		RolledBack: append([]string(nil), r.rolledBack...),
+		Uncertain:  append([]string(nil), r.uncertain...),
 		Delivered:  append([]Delivery(nil), r.delivered...),
 		Status:     status,
 	}
