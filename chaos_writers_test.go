@@ -127,9 +127,16 @@ func textID(dc driverCase) string {
 	return "message_id"
 }
 
+// commitError is a failed COMMIT: the transaction may have committed.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "commit: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
 // slowEnqueuer returns a function that enqueues msgs in a transaction,
 // waits hold with the transaction open, and commits it (or rolls it
-// back).
+// back). A failed COMMIT is a *commitError; any other error means
+// nothing was committed.
 func slowEnqueuer(t *testing.T, h *harness, dc driverCase) func(msgs []outbox.Message, hold time.Duration, rollback bool) ([]string, error) {
 	t.Helper()
 	ctx := context.Background()
@@ -149,7 +156,10 @@ func slowEnqueuer(t *testing.T, h *harness, dc driverCase) func(msgs []outbox.Me
 				return ids, err
 			}
 			time.Sleep(hold)
-			return ids, tx.Commit(ctx)
+			if err := tx.Commit(ctx); err != nil {
+				return ids, &commitError{err}
+			}
+			return ids, nil
 		}
 	}
 	p, err := outbox.NewProducer(h.db.Std, nil)
@@ -167,6 +177,9 @@ func slowEnqueuer(t *testing.T, h *harness, dc driverCase) func(msgs []outbox.Me
 			return ids, err
 		}
 		time.Sleep(hold)
-		return ids, tx.Commit()
+		if err := tx.Commit(); err != nil {
+			return ids, &commitError{err}
+		}
+		return ids, nil
 	}
 }

@@ -1,0 +1,246 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/chaos"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+// writers commits small transactions from n goroutines until stopped, a
+// tenth of them rolled back. A transaction that fails before COMMIT
+// committed nothing; one whose COMMIT fails may have committed, and is
+// recorded as uncertain. Writers go on after errors: the database is
+// expected to fail under them.
+type writers struct {
+	stop     atomic.Bool
+	wg       sync.WaitGroup
+	failures atomic.Int64
+}
+
+func startWriters(t *testing.T, h *harness, dc driverCase, rec *chaos.Recorder, rnd *rand.Rand, n int) *writers {
+	t.Helper()
+	ws := &writers{}
+	enqueue := slowEnqueuer(t, h, dc)
+	for w := range n {
+		seed := rnd.Uint64()
+		ws.wg.Add(1)
+		go func() {
+			defer ws.wg.Done()
+			pr := rand.New(rand.NewPCG(seed, seed))
+			for !ws.stop.Load() {
+				keys := make([]string, 1+pr.IntN(5))
+				msgs := make([]outbox.Message, len(keys))
+				for i := range keys {
+					keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(10))
+					msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
+				}
+				rollback := pr.IntN(10) == 0
+				ids, err := enqueue(msgs, 0, rollback)
+				var ce *commitError
+				switch {
+				case errors.As(err, &ce):
+					ws.failures.Add(1)
+					rec.Uncertain(ids)
+				case err != nil:
+					ws.failures.Add(1)
+					rec.RollBack(ids)
+					time.Sleep(20 * time.Millisecond)
+				case rollback:
+					rec.RollBack(ids)
+				default:
+					rec.Commit(ids, keys)
+				}
+				time.Sleep(time.Duration(pr.IntN(3)) * time.Millisecond)
+			}
+		}()
+	}
+	return ws
+}
+
+func (ws *writers) halt() {
+	ws.stop.Store(true)
+	ws.wg.Wait()
+}
+
+// TestChaosRelayConnectionsKilled terminates a relay process's database
+// connections (pg_terminate_backend) again and again, and twice holds an
+// exclusive lock on the outbox table, while writers commit: nothing is
+// lost, nothing rolled back arrives, no row is falsely sent.
+func TestChaosRelayConnectionsKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: -short")
+	}
+	scale := chaosScale(t)
+	rnd := chaosRand(t)
+	const batch = 100
+	dc := chaosDrivers[0]
+	h := newHarness(t, dc)
+	rec := &chaos.Recorder{}
+	sink := newChaosSink(t, rec)
+	app := fmt.Sprintf("outbox_chaos_%d", rnd.Uint32())
+	relayURL := h.db.URL + "&application_name=" + app
+	relay := startChild(t, relayURL, sink.URL(), "conn-kill", batch, time.Second)
+	ws := startWriters(t, h, dc, rec, rnd, 2)
+
+	ctx := context.Background()
+	terminated, rounds, locks := 0, 5*scale, 0
+	for i := range rounds {
+		time.Sleep(time.Duration(300+rnd.IntN(500)) * time.Millisecond)
+		if i%3 == 2 {
+			// Block the relay's reads and settles (and the writers) for a while.
+			tx, err := h.db.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "LOCK TABLE outbox_messages IN ACCESS EXCLUSIVE MODE"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second)
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			locks++
+			continue
+		}
+		var n int
+		if err := h.db.Pool.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		terminated += n
+	}
+	ws.halt()
+	if terminated == 0 {
+		t.Fatal("no relay connection was terminated: the scenario proved nothing")
+	}
+	res := chaosResult{scenario: "relay's connections terminated, table locked", broker: "webhook",
+		faults: fmt.Sprintf("%d connections terminated, %d × 2s table lock", terminated, locks), recovered: time.Now()}
+	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: rounds * childWorkers * batch}, 2*time.Minute)
+	relay.term(t)
+}
+
+// TestChaosDatabaseRestart runs a private PostgreSQL cluster on a spare
+// port and crash-restarts it (pg_ctl restart -m immediate) under a relay
+// process and writers: once it is back, everything committed arrives
+// and no row is falsely sent. Commits cut by a restart are uncertain.
+func TestChaosDatabaseRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: -short")
+	}
+	scale := chaosScale(t)
+	rnd := chaosRand(t)
+	pg := startPrivatePostgres(t)
+	saved := testdb.PostgresURL
+	testdb.PostgresURL = pg.url
+	dc := chaosDrivers[0]
+	h := newHarness(t, dc)
+	testdb.PostgresURL = saved
+
+	const batch = 100
+	rec := &chaos.Recorder{}
+	sink := newChaosSink(t, rec)
+	relay := startChild(t, h.db.URL, sink.URL(), "restart", batch, time.Second)
+	ws := startWriters(t, h, dc, rec, rnd, 2)
+	restarts := 2 * scale
+	for range restarts {
+		relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { _, d, _ := rec.Counts(); return d > 0 })
+		time.Sleep(time.Duration(500+rnd.IntN(1000)) * time.Millisecond)
+		pg.ctl(t, "restart", "-m", "immediate")
+	}
+	time.Sleep(500 * time.Millisecond)
+	ws.halt()
+	res := chaosResult{scenario: "database crash-restarted", broker: "webhook",
+		faults: fmt.Sprintf("%d restarts (-m immediate), %d writer errors", restarts, ws.failures.Load()), recovered: time.Now()}
+	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: restarts * childWorkers * batch}, 2*time.Minute)
+	relay.term(t)
+}
+
+// privatePostgres is a PostgreSQL cluster of the test's own.
+type privatePostgres struct {
+	dir, data, url string
+	ctlPath        string
+	port           int
+	runAs          string
+}
+
+// startPrivatePostgres initialises and starts a cluster in a temporary
+// directory, on a free port, stopped and removed at cleanup. The server
+// refuses to run as root, so it runs as the postgres user then.
+func startPrivatePostgres(t *testing.T) *privatePostgres {
+	t.Helper()
+	initdb, err := exec.LookPath("initdb")
+	if err != nil {
+		testdb.Unavailable(t, "initdb (to run a private PostgreSQL)", err)
+	}
+	bin := filepath.Dir(initdb)
+	if resolved, err := filepath.EvalSymlinks(initdb); err == nil {
+		bin = filepath.Dir(resolved)
+	}
+	pg := &privatePostgres{}
+	dir, err := os.MkdirTemp("", "outbox-chaos-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	pg.dir, pg.data = dir, filepath.Join(dir, "data")
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			testdb.Unavailable(t, "a postgres user to run a private PostgreSQL as", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		pg.runAs = "postgres"
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.port = ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	pg.run(t, filepath.Join(bin, "initdb"), "-D", pg.data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+	pg.ctlPath = filepath.Join(bin, "pg_ctl")
+	pg.ctl(t, "start")
+	t.Cleanup(func() { pg.ctl(t, "stop", "-m", "immediate") })
+	pg.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", pg.port)
+	return pg
+}
+
+func (pg *privatePostgres) run(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if pg.runAs != "" {
+		args = append([]string{"-u", pg.runAs, "--", name}, args...)
+		name = "runuser"
+	}
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// ctl runs pg_ctl action on the cluster, waiting for it to finish.
+func (pg *privatePostgres) ctl(t *testing.T, action string, args ...string) {
+	t.Helper()
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", pg.port, pg.dir)
+	all := append([]string{action, "-D", pg.data, "-w", "-t", "60", "-l", filepath.Join(pg.dir, "log"), "-o", opts}, args...)
+	pg.run(t, pg.ctlPath, all...)
+}
