@@ -1,12 +1,18 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -29,40 +35,117 @@ type topicCountJSON struct {
 func statusCommand() *command {
 	return &command{
 		name:     "status",
-		synopsis: "[--json] [--db URL] [--config FILE]",
+		synopsis: "[--json] [--watch [--interval 2s]] [--db URL] [--config FILE]",
 		summary:  "counts by status and topic, oldest pending age",
 		about: `Counts messages by status and by topic and reports how long the oldest
 pending message has waited. --json prints one object with "pending",
 "sent", "consumed", "dead", "oldest_pending_age_seconds" and "topics"
-([{"topic", "status", "count"}]).`,
+([{"topic", "status", "count"}]).
+
+--watch redraws the counts every --interval until Ctrl-C (on a terminal
+in place; otherwise one frame after another); with --json it prints one
+JSON object per line.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
 			asJSON := fs.Bool("json", false, "print JSON")
+			watch := fs.Bool("watch", false, "redraw every --interval until Ctrl-C")
+			interval := fs.Duration("interval", 2*time.Second, "time between redraws with --watch")
 			return func(e *env, pos []string) error {
 				if err := noArgs("status", pos); err != nil {
 					return err
+				}
+				if *interval <= 0 {
+					return usagef("status: --interval must be positive")
 				}
 				db, _, err := e.openDB(df)
 				if err != nil {
 					return err
 				}
 				defer db.Close()
+				if *watch {
+					return e.watchStatus(db, *interval, *asJSON)
+				}
 				st, err := db.Backend().Store.Stats(e.ctx)
 				if err != nil {
 					return e.schemaHint(db, "status", err)
 				}
 				if *asJSON {
-					return e.printStatusJSON(st)
+					return printStatusJSON(e.stdout, st, true)
 				}
-				e.printStatus(st)
+				printStatus(e.stdout, st)
 				return nil
 			}
 		},
 	}
 }
 
-func (e *env) printStatusJSON(st store.Stats) error {
+// watchStatus prints a status frame every interval until the context ends
+// or SIGINT/SIGTERM arrives, then returns nil. On a terminal each frame
+// replaces the last; elsewhere (a pipe, a file) frames follow each other,
+// each under a header line. A failed refresh shows its error in the frame
+// and the watch goes on, unless the very first one fails.
+func (e *env) watchStatus(db *dburl.DB, interval time.Duration, asJSON bool) error {
+	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	term := isTerminal(e.stdout)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for frame := 0; ; frame++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		st, err := db.Backend().Store.Stats(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && frame == 0 {
+			return e.schemaHint(db, "status", err)
+		}
+		var b bytes.Buffer
+		switch {
+		case asJSON && err != nil:
+			line, _ := json.Marshal(map[string]string{"error": e.redact(errorLine(err))})
+			b.Write(append(line, '\n'))
+		case asJSON:
+			if err := printStatusJSON(&b, st, false); err != nil {
+				return err
+			}
+		default:
+			if term {
+				b.WriteString("\x1b[H\x1b[2J")
+			} else if frame > 0 {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "outbox status at %s (every %s; Ctrl-C to stop)\n\n", time.Now().Format("15:04:05"), interval)
+			if err != nil {
+				fmt.Fprintf(&b, "refresh failed: %s\n", e.redact(errorLine(err)))
+			} else {
+				printStatus(&b, st)
+			}
+		}
+		if _, err := e.stdout.Write(b.Bytes()); err != nil {
+			return err
+		}
+		timer.Reset(interval)
+	}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// printStatusJSON writes st as the status JSON document: indented, or
+// on one line.
+func printStatusJSON(w io.Writer, st store.Stats, indent bool) error {
 	out := statusJSON{
 		Pending:                 st.Pending,
 		Sent:                    st.Sent,
@@ -74,12 +157,15 @@ func (e *env) printStatusJSON(st store.Stats) error {
 	for _, tc := range st.ByTopic {
 		out.Topics = append(out.Topics, topicCountJSON(tc))
 	}
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
+	enc := json.NewEncoder(w)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
 	return enc.Encode(out)
 }
 
-func (e *env) printStatus(st store.Stats) {
+// printStatus writes st as tables.
+func printStatus(w io.Writer, st store.Stats) {
 	rows := []struct {
 		name string
 		n    int64
@@ -88,18 +174,18 @@ func (e *env) printStatus(st store.Stats) {
 	for _, r := range rows {
 		width = max(width, len(fmt.Sprint(r.n)))
 	}
-	fmt.Fprintf(e.stdout, "%-8s  %*s\n", "STATUS", width, "MESSAGES")
+	fmt.Fprintf(w, "%-8s  %*s\n", "STATUS", width, "MESSAGES")
 	for _, r := range rows {
-		fmt.Fprintf(e.stdout, "%-8s  %*d\n", r.name, width, r.n)
+		fmt.Fprintf(w, "%-8s  %*d\n", r.name, width, r.n)
 	}
 	if st.Pending > 0 {
-		fmt.Fprintf(e.stdout, "\noldest pending message: %s old\n", roundAge(st.OldestPendingAge))
+		fmt.Fprintf(w, "\noldest pending message: %s old\n", roundAge(st.OldestPendingAge))
 	}
 	if len(st.ByTopic) == 0 {
 		return
 	}
-	fmt.Fprintln(e.stdout)
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "TOPIC\tSTATUS\tMESSAGES\n")
 	for _, tc := range st.ByTopic {
 		fmt.Fprintf(tw, "%s\t%s\t%d\n", tc.Topic, tc.Status, tc.Count)

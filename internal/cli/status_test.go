@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+var pendingLine = regexp.MustCompile(`(?m)^pending\s+(\d+)$`)
+
+// frames splits watch output into frames and returns each frame's pending
+// count (-1 when a frame has none yet, being half written).
+func frames(out string) []int {
+	parts := strings.Split(out, "outbox status at ")
+	var counts []int
+	for _, p := range parts[1:] {
+		m := pendingLine.FindStringSubmatch(p)
+		if m == nil {
+			counts = append(counts, -1)
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		counts = append(counts, n)
+	}
+	return counts
+}
+
+// watch runs "outbox status --watch" with args until stop is called and
+// returns its output streams and exit status.
+func watch(t *testing.T, vars map[string]string, args ...string) (out *syncBuffer, stop func() (int, string)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- testEnv(ctx, vars, nil, &stdout, &stderr).main(append([]string{"status", "--watch"}, args...))
+	}()
+	var once sync.Once
+	var code int
+	stop = func() (int, string) {
+		once.Do(func() {
+			cancel()
+			select {
+			case code = <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("status --watch did not stop when its context ended")
+			}
+		})
+		return code, stderr.String()
+	}
+	t.Cleanup(func() { stop() })
+	return &stdout, stop
+}
+
+// TestStatusWatch: the live view redraws with the current counts until
+// it is stopped, then exits 0.
+func TestStatusWatch(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.SQLite)
+	vars := dbVars(db)
+	run(t, vars, "enqueue", "--topic", "order.created", "--payload", "{}").ok(t)
+	out, stop := watch(t, vars, "--interval", "50ms")
+	waitFor(t, "a frame with 1 pending", func() bool { return slicesContain(frames(out.String()), 1) })
+	run(t, vars, "enqueue", "--topic", "order.created", "--payload", "{}").ok(t)
+	waitFor(t, "a frame with 2 pending", func() bool { return slicesContain(frames(out.String()), 2) })
+	code, stderr := stop()
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	counts := frames(out.String())
+	first2 := -1
+	for i, n := range counts {
+		if n == 2 && first2 < 0 {
+			first2 = i
+		}
+		if first2 >= 0 && n != 2 && i < len(counts)-1 {
+			t.Fatalf("frame %d shows %d pending after a frame showed 2: %v", i, n, counts)
+		}
+	}
+	if counts[0] != 1 || first2 < 1 {
+		t.Fatalf("pending per frame %v: want 1 first, then 2", counts)
+	}
+	if !strings.Contains(out.String(), "order.created  pending  2") {
+		t.Errorf("the topic table of the last frames is missing:\n%s", out.String())
+	}
+}
+
+// TestStatusWatchJSON: with --json each refresh is one JSON line.
+func TestStatusWatchJSON(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.SQLite)
+	vars := dbVars(db)
+	run(t, vars, "enqueue", "--topic", "order.created", "--payload", "{}").ok(t)
+	out, stop := watch(t, vars, "--json", "--interval", "20ms")
+	waitFor(t, "two JSON lines", func() bool { return strings.Count(out.String(), "\n") >= 2 })
+	if code, stderr := stop(); code != ExitOK || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	for i, line := range lines {
+		var st statusJSON
+		if err := json.Unmarshal([]byte(line), &st); err != nil {
+			t.Fatalf("line %d is not JSON: %v: %q", i, err, line)
+		}
+		if st.Pending != 1 || len(st.Topics) != 1 {
+			t.Fatalf("line %d: %+v", i, st)
+		}
+	}
+}
+
+func TestStatusWatchBadInterval(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.SQLite)
+	run(t, dbVars(db), "status", "--watch", "--interval", "0s").failed(t, ExitUsage, "--interval must be positive")
+}
+
+func slicesContain(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
