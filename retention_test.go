@@ -174,6 +174,40 @@ func TestRetentionRemovesExpiredMessages(t *testing.T) {
 	}
 }
 
+// TestRetentionRemovesDeliveredMessages: with a short retention, messages
+// the relay delivered are all removed soon after, including one the
+// sweeps first passed over because it was sent late.
+func TestRetentionRemovesDeliveredMessages(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		db := h.db
+		insertOld(t, db, oldRow{topic: "sent.late", status: "sent", created: time.Hour, last: time.Hour, sent: 0})
+		var s sweeps
+		sink := newSink()
+		cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(sink.publish)})
+		cfg.Retention = &outbox.RetentionConfig{Sent: 2 * time.Second, Dead: time.Hour, BatchSize: 50, Interval: 20 * time.Millisecond, OnSweep: s.record}
+		r, err := h.newRelay(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		relaytest.Run(t, r)
+		const n = 300
+		if _, err := h.enqueue(context.Background(), msgs(n, "order.created", func(i int) string { return fmt.Sprint(i % 7) }), false); err != nil {
+			t.Fatal(err)
+		}
+		relaytest.WaitFor(t, 30*time.Second, "every message delivered", func() bool { return sink.distinct() == n })
+		relaytest.WaitFor(t, 30*time.Second, "every message removed", func() bool {
+			return db.Count(t, "SELECT count(*) FROM outbox_messages") == 0
+		})
+		relaytest.WaitFor(t, 10*time.Second, "sweeps reporting every removal", func() bool {
+			_, removed := s.by(r.ID())
+			return removed == n+1
+		})
+		if sink.total() < n {
+			t.Fatalf("%d deliveries for %d messages", sink.total(), n)
+		}
+	})
+}
+
 // leaseOwner is the relay holding partition 0.
 func leaseOwner(t *testing.T, db *testdb.DB) string {
 	t.Helper()
