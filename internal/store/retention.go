@@ -122,14 +122,18 @@ FROM outbox_messages WHERE id > ` + d.ph(4) + ` ORDER BY id LIMIT ` + d.ph(5)
 INSERT INTO outbox_messages_archive (` + archiveColumns + `)
 SELECT ` + archiveColumns + ` FROM gone`
 	case MySQL:
-		// A multi-table DELETE joins the id list; MariaDB runs a single-
-		// table DELETE … IN (subquery) as a scan of the whole table.
-		s.remove = `DELETE m FROM outbox_messages AS m JOIN ` + mysqlIDs + ` ON m.id = u.v WHERE ` + d.dueSQL("m.", 2, 3)
-		s.lock = `SELECT m.id FROM outbox_messages AS m JOIN ` + mysqlIDs + ` ON m.id = u.v WHERE ` + d.dueSQL("m.", 2, 3) + ` ORDER BY m.id FOR UPDATE`
+		// A multi-table DELETE joins the id list (MariaDB runs a single-
+		// table DELETE … IN (subquery) as a scan of the whole table), and
+		// the join starts from the list and looks each row up by primary
+		// key: left to itself, the planner may walk the status index
+		// instead, over every settled row.
+		byID := mysqlIDs + ` STRAIGHT_JOIN outbox_messages AS m FORCE INDEX (PRIMARY) ON m.id = u.v`
+		s.remove = `DELETE m FROM ` + byID + ` WHERE ` + d.dueSQL("m.", 2, 3)
+		s.lock = `SELECT m.id FROM ` + byID + ` WHERE ` + d.dueSQL("m.", 2, 3) + ` ORDER BY m.id FOR UPDATE`
 		s.archive = `INSERT INTO outbox_messages_archive (` + archiveColumns + `)
 SELECT m.id, m.message_id, m.topic, m.business_key, m.payload, m.headers, m.status, m.attempts, m.max_attempts, m.available_at, m.created_at, m.sent_at, m.consumed_at, m.last_error, m.unknown_outcome
-FROM outbox_messages AS m JOIN ` + mysqlIDs + ` ON m.id = u.v`
-		s.purge = `DELETE m FROM outbox_messages AS m JOIN ` + mysqlIDs + ` ON m.id = u.v`
+FROM ` + byID
+		s.purge = `DELETE m FROM ` + byID
 	default:
 		s.remove = `DELETE FROM outbox_messages WHERE ` + d.idsIn("id", 1) + ` AND ` + d.dueSQL("", 2, 3)
 		// The transaction holds SQLite's write lock from its start, so
