@@ -69,6 +69,8 @@ type relayFlags struct {
 	logLevel        string
 	logFormat       string
 	admin           string
+	observe         observeFlags
+	retention       retentionFlags
 }
 
 func relaySetup(fs *flag.FlagSet) func(*env, []string) error {
@@ -101,6 +103,8 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.StringVar(&f.logLevel, "log-level", "", "`LEVEL`: debug, info, warn or error (default $OUTBOX_LOG_LEVEL, else info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "`FORMAT`: text or json (default $OUTBOX_LOG_FORMAT, else text)")
 	fs.StringVar(&f.admin, "admin", "", "serve the admin API, metrics and web page on `ADDR`: HOST:PORT, or :PORT for 127.0.0.1 (default $OUTBOX_ADMIN_ADDR; off when unset)")
+	f.observe.register(fs)
+	f.retention.register(fs)
 	return f
 }
 
@@ -188,6 +192,16 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	routeClientLogs(logger)
 	rc, err := resolveRelayConfig(r, f)
 	if err != nil {
+		return err
+	}
+	f.observe.getenv, f.retention.getenv = e.getenv, e.getenv
+	for _, s := range f.observe.secrets() {
+		e.addSecret(s)
+	}
+	if err := f.observe.apply(rc); err != nil {
+		return err
+	}
+	if err := f.retention.apply(rc); err != nil {
 		return err
 	}
 	adminCfg, err := resolveAdmin(r, "relay", f.admin, "")

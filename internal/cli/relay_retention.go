@@ -12,12 +12,13 @@ import (
 )
 
 // retentionFlags are the relay's retention settings: --retention-sent,
-// --retention-dead, --archive and --no-retention, each falling back to
+// --retention-dead, --retention-interval, --archive and --no-retention, each falling back to
 // its OUTBOX_ variable (OUTBOX_RETENTION_SENT, OUTBOX_RETENTION_DEAD,
-// OUTBOX_ARCHIVE, OUTBOX_NO_RETENTION) when the flag is not given.
+// OUTBOX_RETENTION_INTERVAL, OUTBOX_ARCHIVE, OUTBOX_NO_RETENTION) when the
+// flag is not given.
 type retentionFlags struct {
-	sent, dead time.Duration
-	archive    bool
+	sent, dead, interval time.Duration
+	archive              bool
 	off        bool
 
 	fs *flag.FlagSet
@@ -31,6 +32,7 @@ func (f *retentionFlags) register(fs *flag.FlagSet) {
 	f.fs = fs
 	fs.DurationVar(&f.sent, "retention-sent", 0, fmt.Sprintf("keep sent and consumed messages this `DURATION` after sending (default $OUTBOX_RETENTION_SENT, else %s)", outbox.DefaultRetentionSent))
 	fs.DurationVar(&f.dead, "retention-dead", 0, fmt.Sprintf("keep dead messages this `DURATION` after their last attempt (default $OUTBOX_RETENTION_DEAD, else %s)", outbox.DefaultRetentionDead))
+	fs.DurationVar(&f.interval, "retention-interval", 0, fmt.Sprintf("time between two retention sweeps, `DURATION` (default $OUTBOX_RETENTION_INTERVAL, else %s)", outbox.DefaultRetentionInterval))
 	fs.BoolVar(&f.archive, "archive", false, "move expired messages to outbox_messages_archive instead of deleting them (default $OUTBOX_ARCHIVE)")
 	fs.BoolVar(&f.off, "no-retention", false, "keep settled messages; remove nothing (default $OUTBOX_NO_RETENTION)")
 }
@@ -85,6 +87,10 @@ func (f *retentionFlags) apply(cfg *outbox.RelayConfig) error {
 	if err != nil {
 		return err
 	}
+	interval, intervalFrom, err := duration("retention-interval", f.interval, "OUTBOX_RETENTION_INTERVAL")
+	if err != nil {
+		return err
+	}
 	archive, archiveFrom, err := boolean("archive", f.archive, "OUTBOX_ARCHIVE")
 	if err != nil {
 		return err
@@ -94,7 +100,7 @@ func (f *retentionFlags) apply(cfg *outbox.RelayConfig) error {
 		return err
 	}
 	if off {
-		for _, from := range []string{sentFrom, deadFrom} {
+		for _, from := range []string{sentFrom, deadFrom, intervalFrom} {
 			if from != "" {
 				return usagef("relay: %s conflicts with %s: retention is off", from, offFrom)
 			}
@@ -105,7 +111,7 @@ func (f *retentionFlags) apply(cfg *outbox.RelayConfig) error {
 		cfg.Retention = &outbox.RetentionConfig{Disabled: true}
 		return nil
 	}
-	if sent == 0 && dead == 0 && !archive {
+	if sent == 0 && dead == 0 && interval == 0 && !archive {
 		return nil // the defaults, or whatever the caller set
 	}
 	rc := &outbox.RetentionConfig{}
@@ -117,6 +123,9 @@ func (f *retentionFlags) apply(cfg *outbox.RelayConfig) error {
 	}
 	if dead > 0 {
 		rc.Dead = dead
+	}
+	if interval > 0 {
+		rc.Interval = interval
 	}
 	if archive {
 		rc.Archive = true
