@@ -28,6 +28,12 @@ Environment:
   OUTBOX_LOG_LEVEL       relay: debug, info, warn or error (--log-level)
   OUTBOX_LOG_FORMAT      relay: text or json (--log-format)
   OUTBOX_BATCH_SIZE      relay: most messages per round (--batch-size)
+  OUTBOX_ADMIN_ADDR      relay, admin: admin API address (--admin)
+  OUTBOX_ADMIN_TOKEN     relay, admin: bearer token of the admin API (name "admin")
+  OUTBOX_ALERT_WEBHOOK   relay: alert webhook URL (--alert-webhook)
+  OUTBOX_RETENTION_SENT, OUTBOX_RETENTION_DEAD, OUTBOX_RETENTION_INTERVAL,
+  OUTBOX_ARCHIVE, OUTBOX_NO_RETENTION
+                         relay: retention of settled messages (--retention-*)
 
 Exit status: 0 success, 1 failure at run time, 2 bad usage or configuration.
 Run 'outbox help <command>' for a command's flags.
