@@ -51,26 +51,56 @@ func TestChaosDestinationFaults(t *testing.T) {
 	}
 	stop := relaytest.Run(t, r)
 
-	var stopProducing atomic.Bool
+	stopProducing := steadyProducer(h, rec)
+	sent := func() int { return relaytest.Count(t, h.db, "sent") }
+	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return sent() > 100 })
+
+	hold := time.Duration(2*scale) * time.Second
+	names := injectDestinationFaults(t, proxy, sent, hold, cfg.PublishTimeout)
+	if err := stopProducing(); err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	res := chaosResult{scenario: "destination faults via proxy", broker: "webhook",
+		faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: time.Now()}
+	// Half-open and slow deliveries arrive without their confirmation and
+	// are sent again: duplicates are expected, losses are not.
+	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, 3*time.Minute)
+	stop()
+}
+
+// steadyProducer commits two messages at a time over 30 keys until the
+// returned function is called, which returns the first error. Timeouts
+// count as attempts, so the messages allow 1,000: the destination faults
+// must not exhaust them with the tests' fast retries.
+func steadyProducer(h *harness, rec *chaos.Recorder) (stop func() error) {
+	var halt atomic.Bool
 	var wg sync.WaitGroup
-	var prodErr atomic.Pointer[error]
+	var failed error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		// Timeouts count as attempts: allow enough that the faults below
-		// cannot exhaust them with the test's fast retries.
 		p := &chaosProducer{h: h, rec: rec, maxAttempts: 1000}
-		for i := 0; !stopProducing.Load(); i++ {
+		for i := 0; !halt.Load(); i++ {
 			if err := p.commit(context.Background(), []string{fmt.Sprintf("k-%d", i%30), fmt.Sprintf("k-%d", (i+7)%30)}, false); err != nil {
-				prodErr.Store(&err)
+				failed = err
 				return
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
-	sent := func() int { return relaytest.Count(t, h.db, "sent") }
-	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return sent() > 100 })
+	return func() error {
+		halt.Store(true)
+		wg.Wait()
+		return failed
+	}
+}
 
+// injectDestinationFaults applies each destination fault through proxy
+// for hold and checks that no row became sent meanwhile (sent counts
+// them), then restores the proxy and waits for deliveries to resume. It
+// returns the faults' short names.
+func injectDestinationFaults(t *testing.T, proxy *faultproxy.Proxy, sent func() int, hold, publishTimeout time.Duration) []string {
+	t.Helper()
 	type fault struct {
 		name  string
 		apply func()
@@ -82,11 +112,11 @@ func TestChaosDestinationFaults(t *testing.T) {
 		{"half-open (confirmations dropped)", func() { proxy.SetMode(faultproxy.HalfOpen) }},
 		{"slower than the publish timeout", func() { proxy.SetDelay(time.Second) }},
 	}
-	hold := time.Duration(2*scale) * time.Second
+	var names []string
 	for _, f := range faults {
 		f.apply()
 		// Publishes that were confirmed before the fault may still settle.
-		time.Sleep(cfg.PublishTimeout + 500*time.Millisecond)
+		time.Sleep(publishTimeout + 500*time.Millisecond)
 		before := sent()
 		time.Sleep(hold)
 		after := sent()
@@ -97,22 +127,9 @@ func TestChaosDestinationFaults(t *testing.T) {
 			t.Errorf("%s: %d rows became sent while no confirmation could come back", f.name, after-before)
 		}
 		relaytest.WaitFor(t, 2*time.Minute, "deliveries flowing again after "+f.name, func() bool { return sent() > after+50 })
+		names = append(names, strings.Fields(f.name)[0])
 	}
-	stopProducing.Store(true)
-	wg.Wait()
-	if e := prodErr.Load(); e != nil {
-		t.Fatalf("producer: %v", *e)
-	}
-	names := make([]string, len(faults))
-	for i, f := range faults {
-		names[i] = strings.Fields(f.name)[0]
-	}
-	res := chaosResult{scenario: "destination faults via proxy", broker: "webhook",
-		faults: fmt.Sprintf("%d × %v: %s", len(faults), hold, strings.Join(names, ", ")), recovered: time.Now()}
-	// Half-open and slow deliveries arrive without their confirmation and
-	// are sent again: duplicates are expected, losses are not.
-	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, 3*time.Minute)
-	stop()
+	return names
 }
 
 // TestChaosPoisonMessages hides two poison messages among 10,000 good

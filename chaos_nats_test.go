@@ -1,0 +1,138 @@
+package outbox_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/chaos"
+	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher/outboxnats"
+)
+
+// TestChaosNATSFaults is TestChaosDestinationFaults against NATS
+// JetStream: the relay's connection goes through the fault proxy, the
+// deliveries are what the stream holds at the end, in stream order.
+// JetStream drops a message whose Nats-Msg-Id it has seen within its
+// duplicate window, so duplicates are counted after that dedupe.
+func TestChaosNATSFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: -short")
+	}
+	scale := chaosScale(t)
+	natsURL := "nats://127.0.0.1:4222"
+	if v := os.Getenv("OUTBOX_TEST_NATS"); v != "" {
+		natsURL = v
+	}
+	direct, err := nats.Connect(natsURL, nats.Timeout(5*time.Second))
+	if err != nil {
+		testdb.Unavailable(t, "NATS at "+natsURL, err)
+	}
+	defer direct.Close()
+	djs, err := jetstream.New(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	stream := "outboxchaos_" + hex.EncodeToString(b)
+	if _, err := djs.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}, Storage: jetstream.FileStorage}); err != nil {
+		testdb.Unavailable(t, "JetStream at "+natsURL, err)
+	}
+	defer func() { _ = djs.DeleteStream(context.Background(), stream) }()
+
+	u, err := url.Parse(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.New(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	// Publishing while disconnected fails at once instead of buffering,
+	// and a stale connection is noticed within seconds.
+	nc, err := nats.Connect("nats://"+proxy.Addr(), nats.Timeout(2*time.Second), nats.MaxReconnects(-1),
+		nats.ReconnectWait(100*time.Millisecond), nats.ReconnectBufSize(-1), nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := outboxnats.New(js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+
+	h := newHarness(t, chaosDrivers[0])
+	rec := &chaos.Recorder{}
+	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub, Destination: stream + ".events"})
+	cfg.PublishTimeout = 500 * time.Millisecond
+	cfg.BatchSize = 100
+	r, err := h.newRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := relaytest.Run(t, r)
+	stopProducing := steadyProducer(h, rec)
+	sent := func() int { return relaytest.Count(t, h.db, "sent") }
+	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return sent() > 100 })
+	hold := time.Duration(2*scale) * time.Second
+	names := injectDestinationFaults(t, proxy, sent, hold, cfg.PublishTimeout)
+	if err := stopProducing(); err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	recovered := time.Now()
+	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool { return relaytest.Count(t, h.db, "pending") == 0 })
+	stop()
+
+	// What the stream holds, in order, is what was delivered.
+	s, err := djs.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := djs.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for read := uint64(0); read < info.State.Msgs; {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			rec.Deliver(m.Headers().Get("Nats-Msg-Id"), m.Headers().Get("outbox-business-key"))
+			got++
+		}
+		if got == 0 {
+			t.Fatalf("read %d of the stream's %d messages", read, info.State.Msgs)
+		}
+		read += uint64(got)
+	}
+	res := chaosResult{scenario: "broker faults via proxy", broker: "NATS JetStream",
+		faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: recovered}
+	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, time.Minute)
+}
