@@ -235,10 +235,10 @@ func drainAndCheck(t *testing.T, h *harness, rec *chaos.Recorder, res chaosResul
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	recover := time.Since(res.recovered)
+	recovery := time.Since(res.recovered)
 	rep := chaos.Check(rec.History(tableStatus(t, h)))
 	t.Logf("CHAOS-RESULT | %s | %s | %s | %d | %s | %d | %d | %d | %d | %.1fs |",
-		res.scenario, h.name, res.broker, rep.Committed, res.faults, rep.Lost, rep.Duplicates, rep.FalselySent, rep.Inversions, recover.Seconds())
+		res.scenario, h.name, res.broker, rep.Committed, res.faults, rep.Lost, rep.Duplicates, rep.FalselySent, rep.Inversions, recovery.Seconds())
 	t.Logf("report: %s", rep)
 	if !drained {
 		t.Errorf("not drained within %v", d)
