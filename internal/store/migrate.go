@@ -23,7 +23,45 @@ type Migration struct {
 
 // Migrations returns the dialect's migrations in version order.
 func Migrations(d Dialect) ([]Migration, error) {
-	dir := "migrations/" + string(d)
+	return readMigrations("migrations/" + string(d))
+}
+
+// MigrateOptions choose among a dialect's schema layouts.
+type MigrateOptions struct {
+	// Partitioned creates outbox_messages partitioned by day (PostgreSQL
+	// only): the migrations of migrations/postgres-partitioned replace
+	// those of the same version, every other version is shared, so later
+	// upgrades apply to both layouts.
+	Partitioned bool
+}
+
+// partitionedDir holds the versions that differ on a partitioned table.
+const partitionedDir = "migrations/postgres-partitioned"
+
+// MigrationsWith returns d's migrations for the layout o chooses.
+func MigrationsWith(d Dialect, o MigrateOptions) ([]Migration, error) {
+	ms, err := Migrations(d)
+	if err != nil || !o.Partitioned {
+		return ms, err
+	}
+	if d != Postgres {
+		return nil, fmt.Errorf("a partitioned outbox_messages needs PostgreSQL, not %s", d)
+	}
+	over, err := readMigrations(partitionedDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range over {
+		for i := range ms {
+			if ms[i].Version == o.Version {
+				ms[i] = o
+			}
+		}
+	}
+	return ms, nil
+}
+
+func readMigrations(dir string) ([]Migration, error) {
 	entries, err := fs.ReadDir(migrationFS, dir)
 	if err != nil {
 		return nil, err
@@ -47,8 +85,11 @@ func Migrations(d Dialect) ([]Migration, error) {
 }
 
 // SchemaSQL is every migration of d, ready for a user's own migration tool.
-func SchemaSQL(d Dialect) (string, error) {
-	ms, err := Migrations(d)
+func SchemaSQL(d Dialect) (string, error) { return SchemaSQLWith(d, MigrateOptions{}) }
+
+// SchemaSQLWith is every migration of d for the layout o chooses.
+func SchemaSQLWith(d Dialect, o MigrateOptions) (string, error) {
+	ms, err := MigrationsWith(d, o)
 	if err != nil {
 		return "", err
 	}
@@ -71,18 +112,23 @@ func migrationsTableSQL(d Dialect) string {
 	}
 }
 
-// splitStatements splits a migration file at semicolons that end a line.
+// splitStatements splits a migration file at semicolons that end a line
+// outside a $$-quoted function body.
 func splitStatements(src string) []string {
 	var out []string
 	var cur strings.Builder
+	inBody := false
 	for _, line := range strings.Split(src, "\n") {
 		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "--") {
+		if !inBody && strings.HasPrefix(trimmed, "--") {
 			continue
 		}
 		cur.WriteString(line)
 		cur.WriteString("\n")
-		if strings.HasSuffix(trimmed, ";") {
+		if strings.Count(line, "$$")%2 == 1 {
+			inBody = !inBody
+		}
+		if !inBody && strings.HasSuffix(trimmed, ";") {
 			stmt := strings.TrimSuffix(strings.TrimSpace(cur.String()), ";")
 			if stmt != "" {
 				out = append(out, stmt)
@@ -107,7 +153,14 @@ type Session interface {
 // Migrate applies the migrations not yet applied and returns their
 // versions. Concurrent callers are serialised by a database lock.
 func Migrate(ctx context.Context, d Dialect, s Session) ([]int, error) {
-	ms, err := Migrations(d)
+	return MigrateWith(ctx, d, s, MigrateOptions{})
+}
+
+// MigrateWith is Migrate for the layout o chooses. A partitioned layout
+// is refused on a database whose outbox_messages exists already and is
+// not partitioned: converting it is a copy, not a migration.
+func MigrateWith(ctx context.Context, d Dialect, s Session, o MigrateOptions) ([]int, error) {
+	ms, err := MigrationsWith(d, o)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +194,15 @@ func Migrate(ctx context.Context, d Dialect, s Session) ([]int, error) {
 	inboxDone, err := appliedVersions(ctx, d, s, inboxMigrationsTable)
 	if err != nil {
 		return nil, err
+	}
+	if o.Partitioned && applied[1] {
+		on, err := partitioned(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if !on {
+			return nil, fmt.Errorf("outbox_messages exists and is not partitioned: a partitioned table replaces it only by copying the rows (see docs/retention.md)")
+		}
 	}
 	var done []int
 	for _, m := range ms {

@@ -104,20 +104,24 @@ var retention = map[Dialect]retentionStatements{
 // mysqlIDs is a table of the row ids in a JSON array argument.
 const mysqlIDs = "JSON_TABLE(?, '$[*]' COLUMNS (v BIGINT PATH '$')) AS u"
 
-func buildRetention(d Dialect) retentionStatements {
+func buildRetention(d Dialect) retentionStatements { return buildRetentionOn(d, "outbox_messages") }
+
+// buildRetentionOn builds d's retention statements over table, a checked
+// name: outbox_messages, or one of its partitions on PostgreSQL.
+func buildRetentionOn(d Dialect, table string) retentionStatements {
 	var s retentionStatements
 	// Placeholders are numbered in order of appearance, as "?" needs.
 	s.window = `SELECT id, CASE WHEN ` + d.dueSQL("", 1, 2) + ` THEN 1 ELSE 0 END,
        CASE WHEN created_at > ` + d.minusMicros(d.ph(3)) + ` THEN 1 ELSE 0 END
-FROM outbox_messages WHERE id > ` + d.ph(4) + ` ORDER BY id LIMIT ` + d.ph(5)
+FROM ` + table + ` WHERE id > ` + d.ph(4) + ` ORDER BY id LIMIT ` + d.ph(5)
 	switch d {
 	case Postgres:
-		s.remove = `DELETE FROM outbox_messages WHERE ` + d.idsIn("id", 1) + ` AND ` + d.dueSQL("", 2, 3)
+		s.remove = `DELETE FROM ` + table + ` WHERE ` + d.idsIn("id", 1) + ` AND ` + d.dueSQL("", 2, 3)
 		// One statement: a row is either still in outbox_messages or in
 		// the archive, never both and never neither. A row requeued
 		// meanwhile is re-checked against its new version and stays.
 		s.move = `WITH gone AS (
-    DELETE FROM outbox_messages WHERE ` + d.idsIn("id", 1) + ` AND ` + d.dueSQL("", 2, 3) + `
+    DELETE FROM ` + table + ` WHERE ` + d.idsIn("id", 1) + ` AND ` + d.dueSQL("", 2, 3) + `
     RETURNING ` + archiveColumns + `)
 INSERT INTO outbox_messages_archive (` + archiveColumns + `)
 SELECT ` + archiveColumns + ` FROM gone`
@@ -161,8 +165,31 @@ func (st *Store) ids(v []int64) any {
 // short statements walking the primary key; a row is never both archived
 // and left in place, nor lost, even if ctx ends midway.
 func (st *Store) Retain(ctx context.Context, after int64, limit int, p RetentionPolicy) (RetentionBatch, error) {
+	return st.retain(ctx, retention[st.d], after, limit, p)
+}
+
+// partitionRetention holds the retention statements per partition.
+var partitionRetention sync.Map
+
+// RetainIn is Retain over one partition of a partitioned outbox_messages
+// (PostgreSQL): DefaultPartition, or a day partition held back by pending
+// rows. The rows it archives go to outbox_messages_archive.
+func (st *Store) RetainIn(ctx context.Context, table string, after int64, limit int, p RetentionPolicy) (RetentionBatch, error) {
+	if st.d != Postgres {
+		return RetentionBatch{}, errors.New("retention: partitions are PostgreSQL only")
+	}
+	if err := checkPartition(table); err != nil {
+		return RetentionBatch{}, fmt.Errorf("retention: %w", err)
+	}
+	s, ok := partitionRetention.Load(table)
+	if !ok {
+		s, _ = partitionRetention.LoadOrStore(table, buildRetentionOn(Postgres, quoteIdent(table)))
+	}
+	return st.retain(ctx, s.(retentionStatements), after, limit, p)
+}
+
+func (st *Store) retain(ctx context.Context, s retentionStatements, after int64, limit int, p RetentionPolicy) (RetentionBatch, error) {
 	var b RetentionBatch
-	s := retention[st.d]
 	young := min(p.Sent, p.Dead)
 	rows, err := st.db.Query(ctx, s.window, p.Sent.Microseconds(), p.Dead.Microseconds(), young.Microseconds(), after, limit)
 	if err != nil {
@@ -200,7 +227,7 @@ func (st *Store) Retain(ctx context.Context, after int64, limit int, p Retention
 		hook.(func())()
 	}
 	if p.Archive {
-		b.Removed, err = st.archive(ctx, due, p)
+		b.Removed, err = st.archive(ctx, s, due, p)
 	} else {
 		b.Removed, err = st.db.Exec(ctx, s.remove, st.ids(due), p.Sent.Microseconds(), p.Dead.Microseconds())
 	}
@@ -215,8 +242,7 @@ func (st *Store) Retain(ctx context.Context, after int64, limit int, p Retention
 }
 
 // archive moves the due rows among ids into the archive, atomically.
-func (st *Store) archive(ctx context.Context, ids []int64, p RetentionPolicy) (int64, error) {
-	s := retention[st.d]
+func (st *Store) archive(ctx context.Context, s retentionStatements, ids []int64, p RetentionPolicy) (int64, error) {
 	sent, dead := p.Sent.Microseconds(), p.Dead.Microseconds()
 	if st.d == Postgres {
 		return st.db.Exec(ctx, s.move, ids, sent, dead)

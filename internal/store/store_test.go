@@ -15,17 +15,24 @@ import (
 )
 
 // conformance runs fn against every store: PostgreSQL through pgx and
-// through database/sql, MariaDB and SQLite.
+// through database/sql, a partitioned PostgreSQL table, MariaDB and SQLite.
 func conformance(t *testing.T, fn func(t *testing.T, db *testdb.DB, st *store.Store)) {
 	cases := []struct {
-		name string
-		d    store.Dialect
-		std  bool
-	}{{"pgx", store.Postgres, false}, {"sql-postgres", store.Postgres, true}, {"mysql", store.MySQL, true}, {"sqlite", store.SQLite, true}}
+		name        string
+		d           store.Dialect
+		std         bool
+		partitioned bool
+	}{{"pgx", store.Postgres, false, false}, {"sql-postgres", store.Postgres, true, false}, {"pgx-partitioned", store.Postgres, false, true},
+		{"mysql", store.MySQL, true, false}, {"sqlite", store.SQLite, true, false}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			db := testdb.New(t, c.d)
+			var db *testdb.DB
+			if c.partitioned {
+				db = testdb.NewPartitioned(t)
+			} else {
+				db = testdb.New(t, c.d)
+			}
 			st := db.Store()
 			if c.std {
 				st = db.Std.Backend().Store
