@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
+	"github.com/txoutbox/outbox/internal/failpoint"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -84,13 +86,17 @@ func TestChaosTermDuringDrain(t *testing.T) {
 	}
 	scale := chaosScale(t)
 	const batch = 100
-	for _, hang := range []bool{false, true} {
+	for _, c := range []struct {
+		dc   driverCase
+		hang bool
+	}{{chaosDrivers[0], false}, {chaosDrivers[0], true}, {chaosDrivers[1], false}} {
+		hang := c.hang
 		name := "slow destination"
 		if hang {
 			name = "hung destination"
 		}
-		t.Run(name, func(t *testing.T) {
-			h := newHarness(t, chaosDrivers[0])
+		t.Run(c.dc.name+"/"+name, func(t *testing.T) {
+			h := newHarness(t, c.dc)
 			rec := &chaos.Recorder{}
 			n := 2000 * scale
 			(&chaosProducer{h: h, rec: rec}).backlog(t, "k", n, 50)
@@ -126,6 +132,49 @@ func TestChaosTermDuringDrain(t *testing.T) {
 				faults: fmt.Sprintf("1 SIGTERM (exit after %.1fs)", exit.Seconds()), recovered: time.Now()}
 			drainAndCheck(t, h, rec, res, chaos.Bounds{}, 2*time.Minute)
 			b.term(t)
+		})
+	}
+}
+
+// TestChaosInjectedErrors fails each step of a round once, in process,
+// through failpoints set with failpoint.Set: a failed read round, a
+// message whose publish fails, a batch abandoned between waves and a
+// failed settle. Each costs at most a retry or a redelivery of the batch.
+func TestChaosInjectedErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: -short")
+	}
+	scale := chaosScale(t)
+	for _, dc := range chaosDrivers {
+		t.Run(dc.name, func(t *testing.T) {
+			h := newHarness(t, dc)
+			rec := &chaos.Recorder{}
+			(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 2000*scale, 10)
+			spec := "after_read_before_publish=error@2;mid_batch=error@3;publish=error@50;before_settle=error@4;after_publish_before_settle=sleep:10ms@5"
+			if err := failpoint.Set(spec); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = failpoint.Set("") })
+			const batch = 100
+			cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
+				rec.Deliver(env.ID, env.Key)
+				return nil
+			})})
+			cfg.BatchSize = batch
+			cfg.Workers = 1
+			r, err := h.newRelay(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			stop := relaytest.Run(t, r)
+			res := chaosResult{scenario: "an injected error at each step", broker: "in-process", faults: spec, recovered: start}
+			// Only the failed settle redelivers: one batch.
+			drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: batch}, 2*time.Minute)
+			stop()
+			if h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE last_error LIKE '%injected fault%'") == 0 {
+				t.Fatal("no message was retried after the injected publish error")
+			}
 		})
 	}
 }
