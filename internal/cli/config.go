@@ -29,6 +29,10 @@ type fileConfig struct {
 	// names to tokens.
 	Admin       string            `yaml:"admin"`
 	AdminTokens map[string]string `yaml:"admin_tokens"`
+	// Retention and Alerts back the relay's --retention-* and --alert-*
+	// flags.
+	Retention retentionConfig `yaml:"retention"`
+	Alerts    alertsConfig    `yaml:"alerts"`
 
 	// path is the file's name, for messages; "" when there is no file.
 	path string
@@ -58,6 +62,21 @@ type relayConfig struct {
 	MinPoll         string `yaml:"min_poll"`
 	MaxPoll         string `yaml:"max_poll"`
 	MaxPayloadBytes string `yaml:"max_payload_bytes"`
+	MetricsInterval string `yaml:"metrics_interval"`
+}
+
+type retentionConfig struct {
+	Sent     string `yaml:"sent"`
+	Dead     string `yaml:"dead"`
+	Interval string `yaml:"interval"`
+	Archive  string `yaml:"archive"`
+	Disabled string `yaml:"disabled"`
+}
+
+type alertsConfig struct {
+	Webhook    string `yaml:"webhook"`
+	PendingAge string `yaml:"pending_age"`
+	Interval   string `yaml:"interval"`
 }
 
 type logConfig struct {

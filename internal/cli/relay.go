@@ -194,6 +194,9 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := r.flagsFromConfig(fs); err != nil {
+		return err
+	}
 	f.observe.getenv, f.retention.getenv = e.getenv, e.getenv
 	for _, s := range f.observe.secrets() {
 		e.addSecret(s)
@@ -328,6 +331,36 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err // the admin server failed
+	}
+	return nil
+}
+
+// flagsFromConfig sets the retention, alert and metrics flags that neither
+// the command line nor their OUTBOX_ variable gave from the config file,
+// so they resolve as flag, then variable, then file.
+func (r *resolver) flagsFromConfig(fs *flag.FlagSet) error {
+	c := r.cfg
+	for _, s := range []struct{ flag, env, key, val string }{
+		{"retention-sent", "OUTBOX_RETENTION_SENT", "retention.sent", c.Retention.Sent},
+		{"retention-dead", "OUTBOX_RETENTION_DEAD", "retention.dead", c.Retention.Dead},
+		{"retention-interval", "OUTBOX_RETENTION_INTERVAL", "retention.interval", c.Retention.Interval},
+		{"archive", "OUTBOX_ARCHIVE", "retention.archive", c.Retention.Archive},
+		{"no-retention", "OUTBOX_NO_RETENTION", "retention.disabled", c.Retention.Disabled},
+		{"alert-webhook", "OUTBOX_ALERT_WEBHOOK", "alerts.webhook", c.Alerts.Webhook},
+		{"alert-pending-age", "", "alerts.pending_age", c.Alerts.PendingAge},
+		{"alert-interval", "", "alerts.interval", c.Alerts.Interval},
+		{"metrics-interval", "", "relay.metrics_interval", c.Relay.MetricsInterval},
+	} {
+		if s.val == "" || r.set[s.flag] || (s.env != "" && r.env(s.env) != "") {
+			continue
+		}
+		if err := fs.Set(s.flag, strings.TrimSpace(s.val)); err != nil {
+			want := "a duration (e.g. 30s, 24h)"
+			if bf, ok := fs.Lookup(s.flag).Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+				want = "true or false"
+			}
+			return usagef("%s: %q is not %s", c.field(s.key), s.val, want)
+		}
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // TestRelayRetentionAndAlertFlags: 'outbox relay' applies its retention
-// and alert flags — an old sent message is removed, a message without a
+// and alert settings — an old sent message is removed, a message without a
 // route goes dead and is alerted to the webhook — and never prints the
 // webhook URL, whose path carries a token.
 func TestRelayRetentionAndAlertFlags(t *testing.T) {
@@ -40,8 +40,11 @@ func TestRelayRetentionAndAlertFlags(t *testing.T) {
 	lost := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "mail.bounced", "--payload", "{}").ok(t).stdout)
 
 	vars["OUTBOX_ALERT_WEBHOOK"] = hook.URL + "/services/" + token
-	_, stderr, stop := startCLI(t, vars, "relay", "--route", "order.*=stdout://", "--admin", "127.0.0.1:0",
-		"--retention-sent", "1h", "--retention-interval", "100ms", "--max-poll", "50ms")
+	// Retention from the config file, the alert webhook from the
+	// environment, the interval from a flag: all three sources apply.
+	cfg := writeFile(t, "relay.yaml", "retention:\n  sent: 1h\n  interval: 10m\nalerts:\n  interval: 1m\n")
+	_, stderr, stop := startCLI(t, vars, "relay", "--config", cfg, "--route", "order.*=stdout://", "--admin", "127.0.0.1:0",
+		"--retention-interval", "100ms", "--max-poll", "50ms")
 	waitFor(t, "the old sent message removed", func() bool {
 		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE message_id = ?", old) == 0
 	})
@@ -77,6 +80,8 @@ func mustJSON(t *testing.T, v any) []byte {
 func TestRelayFlagErrors(t *testing.T) {
 	t.Parallel()
 	vars := map[string]string{"OUTBOX_DATABASE_URL": "sqlite:///nonexistent/never-opened.db"}
+	badSent := writeFile(t, "retention.yaml", "retention:\n  sent: a day\n")
+	badArchive := writeFile(t, "archive.yaml", "retention:\n  archive: sometimes\n")
 	for _, c := range []struct {
 		env  map[string]string
 		args []string
@@ -86,6 +91,8 @@ func TestRelayFlagErrors(t *testing.T) {
 		{nil, []string{"--retention-interval", "0s"}, "--retention-interval must be positive"},
 		{map[string]string{"OUTBOX_RETENTION_DEAD": "two weeks"}, nil, `OUTBOX_RETENTION_DEAD: "two weeks" is not a positive duration`},
 		{nil, []string{"--no-retention", "--retention-sent", "1h"}, "conflicts with --no-retention"},
+		{nil, []string{"--config", badSent}, `retention.sent: "a day" is not a duration`},
+		{nil, []string{"--config", badArchive}, `retention.archive: "sometimes" is not true or false`},
 		{map[string]string{"OUTBOX_ALERT_WEBHOOK": "ftp://alerts.example.com/x"}, nil, "OUTBOX_ALERT_WEBHOOK: want an http:// or https:// URL"},
 	} {
 		v := map[string]string{}
