@@ -72,12 +72,17 @@ func (p *Proxy) SetMode(m Mode) {
 		}
 	}
 	p.mu.Unlock()
-	for _, c := range kill {
-		if m == Reset {
-			abort(c)
-		} else {
-			_ = c.Close()
+	if m == Reset {
+		// Every connection resets on close, whichever side of a pair is
+		// closed first (the other is then closed by serve).
+		for _, c := range kill {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
 		}
+	}
+	for _, c := range kill {
+		_ = c.Close()
 	}
 }
 
@@ -153,8 +158,13 @@ func (p *Proxy) serve(client net.Conn) {
 	go p.pipe(server, client, true, done)
 	go p.pipe(client, server, false, done)
 	<-done
-	_ = client.Close()
-	_ = server.Close()
+	if m, _ := p.state(); m == Reset {
+		abort(client)
+		abort(server)
+	} else {
+		_ = client.Close()
+		_ = server.Close()
+	}
 	<-done
 	p.track(client, false)
 	p.track(server, false)
