@@ -7,18 +7,43 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 )
 
+// MigrateOpts chooses the schema layout Migrate creates.
+type MigrateOpts struct {
+	// Partitioned creates outbox_messages as a table partitioned by day
+	// (PostgreSQL only), so that retention drops whole days instead of
+	// deleting rows: same columns and meanings, message ids are version 7
+	// UUIDs (the default) by which rows fall into days. It applies when
+	// the table is created; on an existing unpartitioned table Migrate
+	// refuses it (converting is a copy, see docs/retention.md). Defaults
+	// to false.
+	Partitioned bool
+}
+
+func (o *MigrateOpts) store() store.MigrateOptions {
+	if o == nil {
+		return store.MigrateOptions{}
+	}
+	return store.MigrateOptions{Partitioned: o.Partitioned}
+}
+
 // Migrate creates or upgrades the outbox tables (outbox_messages,
 // outbox_inbox and the relays' bookkeeping) and returns the versions it
 // applied; none when the schema is current. It is safe to run from several
 // processes at once. The outbox never creates tables implicitly.
 func Migrate[TTx any](ctx context.Context, driver Driver[TTx]) ([]int, error) {
+	return MigrateWithOpts(ctx, driver, nil)
+}
+
+// MigrateWithOpts is Migrate with the layout opts chooses (nil: the same
+// as Migrate).
+func MigrateWithOpts[TTx any](ctx context.Context, driver Driver[TTx], opts *MigrateOpts) ([]int, error) {
 	b := driver.Backend()
 	s, err := b.Session(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: migrate: %w", err)
 	}
 	defer s.Close()
-	done, err := store.Migrate(ctx, b.Store.Dialect(), s)
+	done, err := store.MigrateWith(ctx, b.Store.Dialect(), s, opts.store())
 	if err != nil {
 		return done, fmt.Errorf("outbox: migrate: %w", err)
 	}
@@ -28,9 +53,18 @@ func Migrate[TTx any](ctx context.Context, driver Driver[TTx]) ([]int, error) {
 // SchemaSQL returns the complete schema for dialect ("postgres", "mysql"
 // or "sqlite") for users who apply migrations with their own tool.
 func SchemaSQL(dialect string) (string, error) {
+	return SchemaSQLWithOpts(dialect, nil)
+}
+
+// SchemaSQLWithOpts is SchemaSQL for the layout opts chooses.
+func SchemaSQLWithOpts(dialect string, opts *MigrateOpts) (string, error) {
 	d, err := store.ParseDialect(dialect)
 	if err != nil {
 		return "", fmt.Errorf("outbox: %w", err)
 	}
-	return store.SchemaSQL(d)
+	s, err := store.SchemaSQLWith(d, opts.store())
+	if err != nil {
+		return "", fmt.Errorf("outbox: %w", err)
+	}
+	return s, nil
 }

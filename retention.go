@@ -48,8 +48,11 @@ type RetentionConfig struct {
 	Dead time.Duration
 	// Archive moves expired messages into outbox_messages_archive
 	// (migration 3) instead of deleting them, each batch in one statement
-	// or transaction: a message is in exactly one of the two tables.
-	// Pruning the archive is left to the operator. Defaults to false.
+	// or transaction: a message is in exactly one of the two tables. On a
+	// partitioned table (`outbox migrate --partitioned`) a whole day
+	// whose messages all expired is kept as the table
+	// outbox_messages_archive_YYYYMMDD instead of being dropped. Pruning
+	// the archive is left to the operator. Defaults to false.
 	Archive bool
 	// BatchSize is how many rows one retention statement looks at.
 	// Defaults to DefaultRetentionBatchSize (1000).
@@ -78,6 +81,12 @@ type RetentionReport struct {
 	// Full is true when the sweep started from the lowest id still in the
 	// table rather than from where the previous sweep stopped.
 	Full bool
+	// PartitionsDropped is how many day partitions of a partitioned table
+	// the sweep dropped (or, archiving, kept as archive tables); their
+	// rows count in Removed.
+	PartitionsDropped int
+	// PartitionsCreated is how many day partitions it created ahead.
+	PartitionsCreated int
 	// Err is the error that ended the sweep early, if any; retention tries
 	// again at the next interval.
 	Err error
@@ -149,7 +158,13 @@ func (c *RetentionConfig) resolve() (retention, bool) {
 // sweeper is the retention state of the relay that runs it. Nothing in it
 // must survive the relay: a new janitor starts from the lowest id.
 type sweeper struct {
-	// mark: every id up to mark is gone from the table.
+	// layout is what outbox_messages is, read from the catalog.
+	layout tableLayout
+	// look is, per day partition that was not droppable yet, when to look
+	// at it again.
+	look map[string]time.Time
+	// mark: every id up to mark is gone from the table (on a partitioned
+	// table: from its default partition).
 	mark int64
 	// tail is where the last sweep stopped: at the first row too young to
 	// be due.
@@ -237,13 +252,31 @@ func (r *Relay) sweep(ctx context.Context, rt retention, s *sweeper) RetentionRe
 	if now.Sub(s.lastFull) >= rt.rescan {
 		rep.Full, s.lastFull, cursor = true, now, s.mark
 	}
+	if s.layout == layoutUnknown {
+		on, err := r.store.Partitioned(ctx)
+		if err != nil {
+			rep.Err = err
+			return rep
+		}
+		s.layout = layoutPlain
+		if on {
+			s.layout, s.look = layoutPartitioned, map[string]time.Time{}
+		}
+	}
+	table := ""
+	if s.layout == layoutPartitioned {
+		if err := r.sweepPartitions(ctx, rt, s, &rep, now); err != nil {
+			rep.Err = err
+		}
+		table = store.DefaultPartition
+	}
 	// The mark follows the cursor only while every row behind it is gone.
 	advanceMark := cursor == s.mark
 	for ctx.Err() == nil && r.janitor() {
 		start := time.Now()
-		b, err := r.store.Retain(ctx, cursor, rt.batchSize, rt.policy)
+		b, err := r.retain(ctx, table, cursor, rt)
 		if err != nil {
-			rep.Err = err
+			rep.Err = errors.Join(rep.Err, err)
 			return rep
 		}
 		rep.Batches++
@@ -272,4 +305,120 @@ func (r *Relay) sweep(ctx context.Context, rt retention, s *sweeper) RetentionRe
 		rest.Stop()
 	}
 	return rep
+}
+
+// tableLayout is how outbox_messages is laid out.
+type tableLayout int
+
+const (
+	layoutUnknown tableLayout = iota
+	layoutPlain
+	layoutPartitioned
+)
+
+// partitionsAhead is how many days ahead of today (UTC) the janitor keeps
+// day partitions of a partitioned table: enough for inserts to keep
+// landing in day partitions through a few days without any relay.
+const partitionsAhead = 3
+
+// retain runs one retention batch over outbox_messages, or over one of
+// its partitions when table is set.
+func (r *Relay) retain(ctx context.Context, table string, after int64, rt retention) (store.RetentionBatch, error) {
+	if table == "" {
+		return r.store.Retain(ctx, after, rt.batchSize, rt.policy)
+	}
+	return r.store.RetainIn(ctx, table, after, rt.batchSize, rt.policy)
+}
+
+// sweepPartitions is retention's part on a partitioned table: it keeps
+// day partitions ahead of today, drops (or with Archive keeps aside) each
+// past day whose rows are all due, and in a past day held back by pending
+// rows deletes the due rows one batch at a time. Rows of the default
+// partition are left to the row sweep. A day is looked at once its end is
+// older than the shorter retention; a day not droppable yet is looked at
+// again when its last row is due, or at the next full sweep while it
+// holds pending rows.
+func (r *Relay) sweepPartitions(ctx context.Context, rt retention, s *sweeper, rep *RetentionReport, now time.Time) error {
+	var errs []error
+	made, err := r.store.AddPartitions(ctx, 0, partitionsAhead)
+	rep.PartitionsCreated = made
+	if err != nil {
+		errs = append(errs, err)
+	}
+	days, err := r.store.DayPartitions(ctx)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	horizon := min(rt.policy.Sent, rt.policy.Dead)
+	for _, p := range days {
+		if ctx.Err() != nil || !r.janitor() {
+			break
+		}
+		if now.Before(p.End().Add(horizon)) {
+			break // days are in order: no later one can be due either
+		}
+		if next, ok := s.look[p.Name]; ok && now.Before(next) {
+			continue
+		}
+		state, err := r.store.PartitionState(ctx, p.Name, rt.policy)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch {
+		case state.Pending > 0:
+			s.look[p.Name] = now.Add(rt.rescan)
+			removed, batches, err := r.retainDay(ctx, p.Name, rt)
+			rep.Removed += removed
+			rep.Batches += batches
+			if err != nil {
+				errs = append(errs, err)
+			}
+		case state.DueIn > 0:
+			s.look[p.Name] = now.Add(state.DueIn)
+		default:
+			dropped, err := r.store.DropPartition(ctx, p, rt.policy.Archive)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			rep.Batches++
+			if !dropped {
+				// A pending row appeared since the state was read.
+				s.look[p.Name] = now.Add(rt.rescan)
+				continue
+			}
+			delete(s.look, p.Name)
+			rep.PartitionsDropped++
+			rep.Removed += state.Rows
+			r.log.Debug("outbox relay: retention dropped a day partition", "relay", r.id, "partition", p.Name, "rows", state.Rows, "archive", rt.policy.Archive)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// retainDay removes the due rows of a day partition held back by pending
+// rows, batch by batch, resting between batches as the row sweep does.
+func (r *Relay) retainDay(ctx context.Context, table string, rt retention) (removed int64, batches int, err error) {
+	var cursor int64
+	for ctx.Err() == nil && r.janitor() {
+		start := time.Now()
+		b, err := r.store.RetainIn(ctx, table, cursor, rt.batchSize, rt.policy)
+		if err != nil {
+			return removed, batches, err
+		}
+		batches++
+		removed += b.Removed
+		if b.Scanned < rt.batchSize {
+			break
+		}
+		cursor = b.LastID
+		rest := time.NewTimer(min(time.Since(start), time.Second))
+		select {
+		case <-ctx.Done():
+		case <-rest.C:
+		}
+		rest.Stop()
+	}
+	return removed, batches, nil
 }

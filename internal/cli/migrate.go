@@ -14,7 +14,7 @@ import (
 func migrateCommand() *command {
 	return &command{
 		name:     "migrate",
-		synopsis: "[--db URL] [--config FILE] [--inbox-only]",
+		synopsis: "[--db URL] [--config FILE] [--inbox-only | --partitioned]",
 		summary:  "create or upgrade the outbox tables (idempotent)",
 		about: `Creates or upgrades the outbox tables (outbox_messages, outbox_inbox and
 the relays' bookkeeping) and prints the versions it applied, or that the
@@ -22,17 +22,26 @@ schema is up to date. Safe to run again and from several processes at once.
 
 With --inbox-only, creates only outbox_inbox (and its bookkeeping table
 outbox_inbox_migrations), for a consumer's database that holds no outbox.
-A full 'outbox migrate' on that database later adds the rest.`,
+A full 'outbox migrate' on that database later adds the rest.
+
+With --partitioned (PostgreSQL only), creates outbox_messages partitioned
+by day, so that the relay's retention drops whole days instead of deleting
+rows (docs/retention.md). It applies when the table is created; an existing
+unpartitioned table is left as it is, with an error.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
 			inboxOnly := fs.Bool("inbox-only", false, "create only the consumers' outbox_inbox table")
+			partitioned := fs.Bool("partitioned", false, "create outbox_messages partitioned by day (PostgreSQL)")
 			return func(e *env, pos []string) error {
 				if len(pos) > 0 && pos[0] == "sql" {
 					return usagef("migrate: put 'sql' right after 'migrate': outbox migrate sql --dialect …")
 				}
 				if err := noArgs("migrate", pos); err != nil {
 					return err
+				}
+				if *inboxOnly && *partitioned {
+					return usagef("migrate: --inbox-only and --partitioned do not go together: the inbox is not partitioned")
 				}
 				db, _, err := e.openDB(df)
 				if err != nil {
@@ -42,19 +51,22 @@ A full 'outbox migrate' on that database later adds the rest.`,
 				if *inboxOnly {
 					return e.migrateInbox(db)
 				}
-				return e.migrate(db)
+				if *partitioned && db.Dialect != store.Postgres {
+					return usagef("migrate: --partitioned needs PostgreSQL, not %s", db.Dialect)
+				}
+				return e.migrate(db, &outbox.MigrateOpts{Partitioned: *partitioned})
 			}
 		},
 	}
 }
 
-func (e *env) migrate(db *dburl.DB) error {
+func (e *env) migrate(db *dburl.DB, opts *outbox.MigrateOpts) error {
 	var applied []int
 	var err error
 	if db.PGX != nil {
-		applied, err = outbox.Migrate(e.ctx, db.PGX)
+		applied, err = outbox.MigrateWithOpts(e.ctx, db.PGX, opts)
 	} else {
-		applied, err = outbox.Migrate(e.ctx, db.Std)
+		applied, err = outbox.MigrateWithOpts(e.ctx, db.Std, opts)
 	}
 	if err != nil {
 		return err
@@ -105,21 +117,26 @@ func (e *env) migrateInbox(db *dburl.DB) error {
 func migrateSQLCommand() *command {
 	return &command{
 		name:     "migrate sql",
-		synopsis: "--dialect postgres|mysql|sqlite [--inbox-only]",
+		synopsis: "--dialect postgres|mysql|sqlite [--inbox-only | --partitioned]",
 		summary:  "print the schema SQL for your own migration tool",
 		about: `Prints the complete outbox schema for one database, for teams that apply
 migrations with their own tool. Needs no database connection. Without
 --dialect, the dialect is taken from --db or OUTBOX_DATABASE_URL.
-With --inbox-only, prints only what 'outbox migrate --inbox-only' applies.`,
+With --inbox-only, prints only what 'outbox migrate --inbox-only' applies;
+with --partitioned, the schema 'outbox migrate --partitioned' creates.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var dialect, dbFlag string
-			var inboxOnly bool
+			var inboxOnly, partitioned bool
 			fs.StringVar(&dialect, "dialect", "", "`DIALECT`: postgres, mysql (MariaDB too) or sqlite")
 			fs.StringVar(&dbFlag, "db", "", "database `URL` whose dialect to use when --dialect is not given")
 			fs.BoolVar(&inboxOnly, "inbox-only", false, "print only the consumers' outbox_inbox table")
+			fs.BoolVar(&partitioned, "partitioned", false, "print the schema with outbox_messages partitioned by day (PostgreSQL)")
 			return func(e *env, pos []string) error {
 				if err := noArgs("migrate sql", pos); err != nil {
 					return err
+				}
+				if inboxOnly && partitioned {
+					return usagef("migrate sql: --inbox-only and --partitioned do not go together: the inbox is not partitioned")
 				}
 				if dialect == "" {
 					raw := dbFlag
@@ -144,7 +161,7 @@ With --inbox-only, prints only what 'outbox migrate --inbox-only' applies.`,
 						sql, err = store.InboxSchemaSQL(d)
 					}
 				} else {
-					sql, err = outbox.SchemaSQL(dialect)
+					sql, err = outbox.SchemaSQLWithOpts(dialect, &outbox.MigrateOpts{Partitioned: partitioned})
 				}
 				if err != nil {
 					return usagef("migrate sql: --dialect: %v", errorLine(err))
