@@ -200,7 +200,7 @@ SELECT `+dayID(d)+`, 't.old', '{}', 'sent', now() - interval '1 day' * $1, now()
 	if dropped, err := st.DropPartition(ctx, old, false); err != nil || !dropped {
 		t.Fatalf("drop %s: %v, %v", old.Name, dropped, err)
 	}
-	if attached(t, db)[old.Name] || db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", old.Name) != 0 {
+	if attached(t, db)[old.Name] || db.Count(t, "SELECT count(*) FROM pg_class WHERE oid = to_regclass($1)", old.Name) != 0 {
 		t.Fatalf("%s still there", old.Name)
 	}
 	// Archiving keeps the day as a plain table.
