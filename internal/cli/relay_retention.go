@@ -19,7 +19,7 @@ import (
 type retentionFlags struct {
 	sent, dead, interval time.Duration
 	archive              bool
-	off        bool
+	off                  bool
 
 	fs *flag.FlagSet
 	// getenv reads the environment; nil means os.Getenv. The relay command

@@ -73,4 +73,3 @@ func (p *timedPublisher) Publish(ctx context.Context, batch []*outbox.Envelope) 
 	defer func() { p.calls.Add(1); p.busy.Add(int64(time.Since(start))) }()
 	return p.Publisher.Publish(ctx, batch)
 }
-
