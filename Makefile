@@ -16,7 +16,8 @@ test: services ## run every test against the real local services, with the race 
 test-short: ## run the tests that need no service
 	$(GO) test -short -count=1 $(PKGS)
 
-lint: ## vet the code
+lint: ## check formatting and vet the code
+	@test -z "$$(gofmt -l .)" || { echo "not gofmt-formatted:" $$(gofmt -l .); exit 1; }
 	$(GO) vet $(PKGS)
 
 bench: ## run the benchmark suite behind BENCHMARKS.md (QUICK=1 for a tenth of it)
