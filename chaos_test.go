@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +26,7 @@ import (
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/failpoint"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
 )
 
 // chaosScale is OUTBOX_CHAOS_SCALE, at least 1.
@@ -384,6 +386,53 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 			for _, c := range relays {
 				c.term(t)
 			}
+		})
+	}
+}
+
+// TestChaosPoisonPanicQuarantined: a message whose publish panics (the
+// failpoint publish=panic:<id>, every time) among a backlog does not
+// crash-loop the relay: the process stays up, the message goes dead after
+// its max_attempts with the panic as its reason, everything else arrives.
+func TestChaosPoisonPanicQuarantined(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: -short")
+	}
+	scale := chaosScale(t)
+	for _, dc := range chaosDrivers {
+		t.Run(dc.name, func(t *testing.T) {
+			h := newHarness(t, dc)
+			rec := &chaos.Recorder{}
+			p := &chaosProducer{h: h, rec: rec}
+			p.backlog(t, "a", 500*scale, 10)
+			poison, err := h.enqueue(context.Background(), []outbox.Message{{Topic: "chaos.event", Key: "poison", Payload: []byte(`{}`), MaxAttempts: 3}}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Commit(poison, []string{"poison"})
+			p.backlog(t, "b", 500*scale, 10)
+			sink := newChaosSink(t, rec)
+			c := startFaultyChild(t, h, sink.URL(), "poison", failpoint.Publish+"=panic:"+poison[0], 100, time.Second)
+			res := chaosResult{scenario: "publish panics on one message", broker: "webhook", faults: "panic on every attempt", recovered: time.Now()}
+			rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1}, 3*time.Minute)
+			select {
+			case <-c.done:
+				t.Fatalf("the relay process ended (%v): the panic was not contained", c.cmd.ProcessState)
+			default:
+			}
+			if rep.Dead != 1 {
+				t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
+			}
+			var status, lastErr string
+			var attempts int
+			q := testdb.Placeholder(h.db.Dialect, "SELECT status, attempts, last_error FROM outbox_messages WHERE message_id = ?")
+			if err := h.db.SQL.QueryRow(q, poison[0]).Scan(&status, &attempts, &lastErr); err != nil {
+				t.Fatal(err)
+			}
+			if status != "dead" || attempts != 3 || !strings.Contains(lastErr, "publisher panicked") {
+				t.Errorf("poison message: %s after %d attempts: %q", status, attempts, lastErr)
+			}
+			c.term(t)
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -245,7 +246,7 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 		spans[i] = r.startSend(rs, it)
 	}
 	start := time.Now()
-	errs := failpoint.PublishBatch(ctx, batch, func(e *Envelope) string { return e.ID }, rs.Publisher.Publish)
+	errs := r.publishContained(ctx, rs, batch)
 	confirmed := time.Now()
 	if rs.publishDur != nil {
 		rs.publishDur.Observe(confirmed.Sub(start).Seconds())
@@ -288,6 +289,58 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 			r.log.Info("outbox relay: route resumed", "relay", r.id, "route", rs.name)
 		}
 	}
+}
+
+// publishContained calls the route's publisher and turns a panic into an
+// error instead of a crash: a message that makes its publisher panic would
+// otherwise take down every relay that reads it, again and again. After a
+// panic in a call with several messages, each is published again on its
+// own, so only the message that panics fails; it is retried like an
+// attempt of unknown outcome and goes dead after its max_attempts.
+func (r *Relay) publishContained(ctx context.Context, rs *routeState, batch []*Envelope) []error {
+	errs, p := r.callPublisher(ctx, rs, batch)
+	if p == nil {
+		return errs
+	}
+	if len(batch) == 1 {
+		r.log.Error("outbox relay: publisher panicked on a message", "relay", r.id, "route", rs.name,
+			"message_id", batch[0].ID, "panic", redactText(oneLine(fmt.Sprint(p))))
+		return []error{panicError(p)}
+	}
+	r.log.Error("outbox relay: publisher panicked; publishing its messages one by one", "relay", r.id, "route", rs.name,
+		"messages", len(batch), "panic", redactText(oneLine(fmt.Sprint(p))))
+	errs = make([]error, len(batch))
+	for i := range batch {
+		one, p := r.callPublisher(ctx, rs, batch[i:i+1])
+		switch {
+		case p != nil:
+			errs[i] = panicError(p)
+			r.log.Error("outbox relay: publisher panicked on a message", "relay", r.id, "route", rs.name,
+				"message_id", batch[i].ID, "panic", redactText(oneLine(fmt.Sprint(p))))
+		case len(one) == 1:
+			errs[i] = one[0]
+		default:
+			errs[i] = Unknown(errors.New("publisher returned " + strconv.Itoa(len(one)) + " results for 1 message"))
+		}
+	}
+	return errs
+}
+
+// callPublisher publishes batch, recovering a panic of the publisher.
+func (r *Relay) callPublisher(ctx context.Context, rs *routeState, batch []*Envelope) (errs []error, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+		}
+	}()
+	return failpoint.PublishBatch(ctx, batch, func(e *Envelope) string { return e.ID }, rs.Publisher.Publish), nil
+}
+
+// panicError is the failure recorded for a message whose publish panicked:
+// the panic may have come after the message left, so the outcome is
+// unknown.
+func panicError(p any) error {
+	return Unknown(fmt.Errorf("publisher panicked: %v", p))
 }
 
 // failure turns a publish error into an outcome.
