@@ -304,7 +304,8 @@ func (b *bench) waitDelivered(ctx context.Context, rs *relaySet, done <-chan str
 }
 
 // ceiling reads and settles the backlog through the store with no
-// publishing: the most a relay could do on this database.
+// publishing, in as many concurrent loops as the relays have workers: the
+// most a relay could do on this database.
 func (b *bench) ceiling(ctx context.Context) (*drainResult, error) {
 	res := &drainResult{Messages: b.o.messages}
 	topic := b.topic("ceiling")
@@ -319,7 +320,13 @@ func (b *bench) ceiling(ctx context.Context) (*drainResult, error) {
 	if batch == 0 {
 		batch = outbox.DefaultBatchSize
 	}
-	workers := min(b.o.relays, parts)
+	// As many concurrent read-settle loops as the relays would run, over
+	// disjoint partition shares.
+	perRelay := b.o.workers
+	if perRelay == 0 {
+		perRelay = outbox.DefaultWorkers
+	}
+	workers := min(b.o.relays*perRelay, parts)
 	const ttl = time.Minute
 	var settled atomic.Int64
 	var stats batchCollector

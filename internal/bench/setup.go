@@ -46,9 +46,14 @@ type bench struct {
 }
 
 // maxConns is the pool size the workload needs: its clients, its relays
-// (a worker, a lease loop and a LISTEN connection each) and some spare.
+// (their workers, a lease loop and a LISTEN connection each) and some
+// spare.
 func (o *options) maxConns() int {
-	n := 4 + 3*o.relays
+	workers := o.workers
+	if workers == 0 {
+		workers = outbox.DefaultWorkers
+	}
+	n := 4 + (workers+2)*o.relays
 	switch o.workload {
 	case wProduce:
 		for _, c := range o.clientList {
