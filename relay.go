@@ -169,6 +169,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("outbox: relay start: outbox_leases is empty (has `outbox migrate` been run?)")
 	}
 	r.log.Info("outbox relay: started", "relay", r.id, "partitions", partitions, "routes", len(r.router.routes))
+	if advice, err := r.store.ServerAdvice(ctx); err == nil {
+		for _, a := range advice {
+			r.log.Warn("outbox relay: "+a, "relay", r.id)
+		}
+	}
 
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()

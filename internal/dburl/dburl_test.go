@@ -1,12 +1,14 @@
 package dburl_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
 )
 
 func TestParse(t *testing.T) {
@@ -82,4 +84,26 @@ func FuzzRedactHidesPassword(f *testing.F) {
 			t.Fatalf("Parse error leaks the password: %v", err)
 		}
 	})
+}
+
+// TestOpenTurnsJITOff: PostgreSQL connections opened from a URL have JIT
+// off unless the URL asks for it.
+func TestOpenTurnsJITOff(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ query, want string }{{"", "off"}, {"jit=on", "on"}} {
+		raw := testdb.PostgresURL
+		if c.query != "" {
+			raw += map[bool]string{true: "&", false: "?"}[strings.Contains(raw, "?")] + c.query
+		}
+		db, err := dburl.Open(ctx, raw)
+		if err != nil {
+			testdb.Unavailable(t, "PostgreSQL", err)
+		}
+		var jit string
+		err = db.Pool.QueryRow(ctx, "SHOW jit").Scan(&jit)
+		db.Close()
+		if err != nil || jit != c.want {
+			t.Errorf("%q: jit = %q, %v; want %q", raw, jit, err, c.want)
+		}
+	}
 }
