@@ -168,6 +168,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	if partitions == 0 {
 		return errors.New("outbox: relay start: outbox_leases is empty (has `outbox migrate` been run?)")
 	}
+	if err := r.store.CheckSchema(ctx); err != nil {
+		return fmt.Errorf("outbox: relay start: %w", err)
+	}
 	r.log.Info("outbox relay: started", "relay", r.id, "partitions", partitions, "routes", len(r.router.routes))
 	if advice, err := r.store.ServerAdvice(ctx); err == nil {
 		for _, a := range advice {

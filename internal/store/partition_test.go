@@ -276,7 +276,7 @@ SELECT `+dayID(d)+`, 't.x', 'k' || (g % 50), '{}', CASE WHEN g % 10 = 0 THEN 'pe
 		}
 		return out
 	}
-	plan := explain(t, db, store.ReadSQL(store.Postgres), parts, 1000)
+	plan := explainRead(t, db, "EXPLAIN ", parts, 1000)
 	// Each partition's copy of outbox_messages_pending_idx is <partition>_id_idx.
 	if s := seqScans(plan); len(s) > 0 || !strings.Contains(plan, "Merge Append") || !strings.Contains(plan, "Index Scan using "+dayName(3)+"_id_idx") {
 		t.Fatalf("read plan scans %v:\n%s", s, plan)

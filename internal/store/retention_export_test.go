@@ -1,7 +1,13 @@
 package store
 
-// ReadSQL is the relay's read statement for d, for tests that EXPLAIN it.
-func ReadSQL(d Dialect) string { return build(d).read }
+// ReadSQL is the relay's read as one statement for d, for tests that
+// EXPLAIN it; on PostgreSQL it is the body of outbox_read, to be run with
+// ReadSettings.
+func ReadSQL(d Dialect) string { return build(d).readInline }
+
+// ReadSettings are the settings outbox_read runs its body with
+// (004_read_function.sql), as SET LOCAL statements.
+var ReadSettings = []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off", "SET LOCAL jit = off"}
 
 // BeforeRemove runs fn between each of st's retention windows and its
 // delete.

@@ -234,9 +234,7 @@ func readBuffers(t *testing.T, db *testdb.DB) (buffers, rows int) {
 	// Twice: the first run may set hint bits; the second is what a relay
 	// polling the table sees.
 	for range 2 {
-		if err := db.Pool.QueryRow(context.Background(), "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+store.ReadSQL(store.Postgres), parts, 1000).Scan(&plan); err != nil {
-			t.Fatal(err)
-		}
+		plan = explainRead(t, db, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ", parts, 1000)
 	}
 	var doc []struct {
 		Plan struct {

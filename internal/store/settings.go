@@ -49,3 +49,22 @@ func (st *Store) ServerAdvice(ctx context.Context) ([]string, error) {
 	}
 	return out, nil
 }
+
+// CheckSchema reports an error naming the versions when the database's
+// schema is older than the migrations this build carries: the relay's
+// statements need all of them (on PostgreSQL, migration 4's read function).
+func (st *Store) CheckSchema(ctx context.Context) error {
+	ms, err := Migrations(st.d)
+	if err != nil || len(ms) == 0 {
+		return err
+	}
+	want := ms[len(ms)-1].Version
+	have, err := SchemaVersion(ctx, st.db)
+	if err != nil {
+		return err
+	}
+	if have < want {
+		return fmt.Errorf("the outbox schema is at version %d and this relay needs version %d: run `outbox migrate`", have, want)
+	}
+	return nil
+}

@@ -8,6 +8,10 @@ type statements struct {
 	// read: owner-independent ready rows of the given partitions, oldest
 	// first, skipping keys held back by an earlier waiting message.
 	read string
+	// readInline is read as one statement; on PostgreSQL read calls the
+	// function outbox_read, whose body is this statement (tests hold the
+	// two together and EXPLAIN this one with the function's settings).
+	readInline string
 	// settle applies outcomes, fenced by the caller's leases.
 	settle string
 
@@ -209,6 +213,12 @@ WHERE m.status = 'pending' AND m.available_at <= ` + readNow + ` AND ` + d.inInt
         AND b.id < m.id AND b.available_at > ` + readNow + `))
 ORDER BY m.id
 LIMIT ` + d.ph(2)
+	s.readInline = s.read
+	if d == Postgres {
+		// The same read, in the function of migration 4 that pins its plan
+		// to the indexes (see 004_read_function.sql).
+		s.read = `SELECT * FROM outbox_read(` + d.ph(1) + `::int[], ` + d.ph(2) + `)`
+	}
 
 	s.liveRelays = `SELECT relay_id FROM outbox_relays WHERE seen_at > ` + d.minusMicros(d.ph(1)) + ` ORDER BY relay_id`
 	s.dropRelay = `DELETE FROM outbox_relays WHERE relay_id = ` + d.ph(1)

@@ -1,0 +1,2 @@
+-- Version 4 adds the relay's read function on PostgreSQL; SQLite reads with
+-- index hints in the statement itself and needs nothing here.
