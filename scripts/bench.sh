@@ -26,9 +26,19 @@ scripts/services.sh postgres mariadb nats >&2
 mkdir -p "$OUT"
 go build -o "$OUT/outbox" ./cmd/outbox
 
+# vacuum: each run starts from a vacuumed table, as autovacuum would leave
+# it (a test machine may run PostgreSQL with autovacuum off; the relay
+# warns about that).
+vacuum() {
+  if command -v psql >/dev/null; then
+    psql "$PG" -qc 'VACUUM ANALYZE outbox_messages' >&2 || true
+  fi
+}
+
 # run NAME ARGS…: one bench run, its JSON report saved as $OUT/NAME.json.
 run() {
   local name=$1; shift
+  vacuum
   echo "bench.sh: $name: outbox bench $*" >&2
   "$OUT/outbox" bench "$@" --json >"$OUT/$name.json"
 }
