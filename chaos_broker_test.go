@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,7 +57,20 @@ func TestChaosDestinationFaults(t *testing.T) {
 	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return sent() > 100 })
 
 	hold := time.Duration(2*scale) * time.Second
+	baseHeap, baseG := resources()
+	peak := watchResources()
 	names := injectDestinationFaults(t, proxy, sent, hold, cfg.PublishTimeout)
+	maxHeap, maxG := peak()
+	t.Logf("during the faults: heap in use peaked at %.1f MiB (%.1f MiB before), goroutines at %d (%d before)",
+		float64(maxHeap)/(1<<20), float64(baseHeap)/(1<<20), maxG, baseG)
+	// An outage must not make the relay buffer messages or pile up
+	// goroutines: it holds one round per worker, whatever the fault or its
+	// length — at most a batch of concurrent requests per worker, each with
+	// its goroutine and its connection's two.
+	goroutineBound := baseG + outbox.DefaultWorkers*cfg.BatchSize*3
+	if maxHeap > baseHeap+64<<20 || maxG > goroutineBound {
+		t.Errorf("resources grew during the destination faults: heap %d → %d bytes, goroutines %d → %d", baseHeap, maxHeap, baseG, maxG)
+	}
 	if err := stopProducing(); err != nil {
 		t.Fatalf("producer: %v", err)
 	}
@@ -201,5 +215,41 @@ func TestChaosPoisonMessages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// resources is the heap in use and the number of goroutines now.
+func resources() (heap uint64, goroutines int) {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse, runtime.NumGoroutine()
+}
+
+// watchResources samples resources every 100 ms until the returned
+// function is called, which returns the peaks.
+func watchResources() (peaks func() (heap uint64, goroutines int)) {
+	done := make(chan struct{})
+	var maxHeap uint64
+	var maxG int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			h, g := resources()
+			maxHeap, maxG = max(maxHeap, h), max(maxG, g)
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() (uint64, int) {
+		close(done)
+		wg.Wait()
+		return maxHeap, maxG
 	}
 }
