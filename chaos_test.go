@@ -313,9 +313,9 @@ func TestChaosKillAtFailpoints(t *testing.T) {
 	}
 }
 
-// TestChaosRandomKillsWithProducers: two relay processes drain while two
-// producers commit, a tenth of their transactions rolled back, and
-// relays are SIGKILLed and replaced at random moments. Nothing
+// TestChaosRandomKillsWithProducers: two relay processes drain a backlog
+// while two producers commit, a tenth of their transactions rolled back,
+// and relays are SIGKILLed and replaced at random moments. Nothing
 // committed is lost, nothing rolled back arrives, no row is falsely sent.
 func TestChaosRandomKillsWithProducers(t *testing.T) {
 	if testing.Short() {
@@ -328,6 +328,10 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 		t.Run(dc.name, func(t *testing.T) {
 			h := newHarness(t, dc)
 			rec := &chaos.Recorder{}
+			// A backlog to drain while the kills come: 20,000 per scale
+			// step (200,000 under make chaos), besides what the producers
+			// commit meanwhile.
+			(&chaosProducer{h: h, rec: rec}).backlog(t, "pre", 20000*scale, 100)
 			sink := newChaosSink(t, rec)
 			ctx := context.Background()
 			var stop atomic.Bool
