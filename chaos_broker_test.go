@@ -56,7 +56,7 @@ func TestChaosDestinationFaults(t *testing.T) {
 	sent := func() int { return relaytest.Count(t, h.db, "sent") }
 	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return sent() > 100 })
 
-	hold := time.Duration(2*scale) * time.Second
+	hold := time.Duration(3*scale) * time.Second // 30 s under make chaos
 	baseHeap, baseG := resources()
 	peak := watchResources()
 	names := injectDestinationFaults(t, proxy, sent, hold, cfg.PublishTimeout)

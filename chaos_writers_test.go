@@ -75,7 +75,7 @@ func TestChaosWritersCommitOutOfIDOrder(t *testing.T) {
 					}
 				}()
 			}
-			run := time.Duration(3*scale) * time.Second
+			run := time.Duration(6*scale) * time.Second // 60 s under make chaos
 			time.Sleep(run)
 			stop.Store(true)
 			wg.Wait()
