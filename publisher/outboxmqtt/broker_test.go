@@ -22,6 +22,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -34,21 +35,12 @@ var brokerAddr = func() string {
 	return "127.0.0.1:1883"
 }()
 
-// unavailable fails the test in CI and skips it elsewhere.
-func unavailable(t testing.TB, what string, err error) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is not available (CI=true, so this fails): %v", what, err)
-	}
-	t.Skipf("skipping outside CI: %s is not available: %v", what, err)
-}
-
 // requireBroker checks that the shared Mosquitto answers.
 func requireBroker(t testing.TB) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", brokerAddr, 3*time.Second)
 	if err != nil {
-		unavailable(t, "Mosquitto at "+brokerAddr, err)
+		testdb.Unavailable(t, "Mosquitto at "+brokerAddr, err)
 	}
 	_ = c.Close()
 }
@@ -219,7 +211,7 @@ func startMosquitto(t testing.TB, extra string) *mosquitto {
 	t.Helper()
 	bin, err := exec.LookPath("mosquitto")
 	if err != nil {
-		unavailable(t, "the mosquitto binary", err)
+		testdb.Unavailable(t, "the mosquitto binary", err)
 	}
 	port := freePort(t)
 	dir := t.TempDir()

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
@@ -48,15 +49,6 @@ func envOr(k, def string) string {
 	return def
 }
 
-// unavailable fails the test in CI and skips it elsewhere.
-func unavailable(t testing.TB, what string, err error) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is not available (CI=true, so this fails): %v", what, err)
-	}
-	t.Skipf("skipping outside CI: %s is not available: %v", what, err)
-}
-
 // localClient is a client of the shared Redis, closed at cleanup.
 func localClient(t testing.TB) *redis.Client {
 	t.Helper()
@@ -65,7 +57,7 @@ func localClient(t testing.TB) *redis.Client {
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
-		unavailable(t, "Redis at "+redisAddr, err)
+		testdb.Unavailable(t, "Redis at "+redisAddr, err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -192,7 +184,7 @@ func newServer(t testing.TB) *server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		unavailable(t, "the redis-server binary", err)
+		testdb.Unavailable(t, "the redis-server binary", err)
 	}
 	s := &server{t: t, bin: bin, port: sparePort(t), dir: t.TempDir()}
 	s.args = []string{"--bind", "127.0.0.1", "--save", "", "--dir", s.dir, "--logfile", "redis.log"}

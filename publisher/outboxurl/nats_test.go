@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
@@ -29,21 +30,13 @@ var natsTestURL = func() string {
 	return "nats://127.0.0.1:4222"
 }()
 
-func natsUnavailable(t *testing.T, what string, err error) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is not available (CI=true, so this fails): %v", what, err)
-	}
-	t.Skipf("skipping outside CI: %s is not available: %v", what, err)
-}
-
 // natsStream creates a stream "<name>.>" on the local server through a
 // connection of its own and returns the name and that JetStream context.
 func natsStream(t *testing.T) (string, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(natsTestURL, nats.Timeout(5*time.Second))
 	if err != nil {
-		natsUnavailable(t, "NATS at "+natsTestURL, err)
+		testdb.Unavailable(t, "NATS at "+natsTestURL, err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
@@ -56,7 +49,7 @@ func natsStream(t *testing.T) (string, jetstream.JetStream) {
 	_, _ = rand.Read(b)
 	name := "outboxurl_" + strconv.FormatUint(uint64(b[0])<<40|uint64(b[1])<<32|uint64(b[2])<<24|uint64(b[3])<<16|uint64(b[4])<<8|uint64(b[5]), 36)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.MemoryStorage}); err != nil {
-		natsUnavailable(t, "JetStream at "+natsTestURL, err)
+		testdb.Unavailable(t, "JetStream at "+natsTestURL, err)
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
 	return name, js
@@ -200,7 +193,7 @@ func TestOpenNATSTLS(t *testing.T) {
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/nats-server"); serr != nil {
-			natsUnavailable(t, "the nats-server binary", err)
+			testdb.Unavailable(t, "the nats-server binary", err)
 		}
 		bin = "/usr/sbin/nats-server"
 	}
