@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/txoutbox/outbox/internal/redact"
 )
 
 // DefaultAlertInterval is the least time between two alerts of one kind.
@@ -343,7 +345,7 @@ func (a *alerter) post(ctx context.Context, body []byte) error {
 		// path): report the cause without it.
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			return errors.New(redactText(ue.Err.Error()))
+			return errors.New(redact.Text(ue.Err.Error()))
 		}
 		return errors.New("request failed")
 	}

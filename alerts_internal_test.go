@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/txoutbox/outbox/internal/redact"
 )
 
 // step is one moment of a scripted alert sequence: events reported, then
@@ -125,8 +127,8 @@ func TestRedactText(t *testing.T) {
 		`no url here`: `no url here`,
 		`a amqp://guest:pw@h:5672/ and nats://n:1 b`: `a amqp://guest:xxxxx@h:5672/ and nats://n:1 b`,
 	} {
-		if got := redactText(in); got != want {
-			t.Errorf("redactText(%q) = %q, want %q", in, got, want)
+		if got := redact.Text(in); got != want {
+			t.Errorf("redact.Text(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

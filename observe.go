@@ -2,37 +2,9 @@ package outbox
 
 import (
 	"context"
-	"strings"
 
-	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/store"
 )
-
-// redactText hides the credentials of every URL in s (an error message
-// from a publisher or an HTTP client, say), leaving the rest as it is.
-func redactText(s string) string {
-	if !strings.Contains(s, "://") {
-		return s
-	}
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "://")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		start := strings.LastIndexAny(s[:i], " \t\n\"'`<>()[]{},;=") + 1
-		end := i + 3
-		if n := strings.IndexAny(s[end:], " \t\n\"'`<>"); n >= 0 {
-			end += n
-		} else {
-			end = len(s)
-		}
-		b.WriteString(s[:start])
-		b.WriteString(redact.URL(s[start:end]))
-		s = s[end:]
-	}
-}
 
 // startObserving starts the sampler and the alerts, when configured, for
 // as long as ctx lasts.

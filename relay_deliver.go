@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/txoutbox/outbox/internal/failpoint"
+	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -199,7 +200,7 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 			defer func() { <-sem; wg.Done() }()
 			ok, err := it.route.checker.Delivered(ctx, it.env)
 			if err != nil {
-				r.log.Debug("outbox relay: checker failed; sending again", "message_id", it.row.MessageID, "err", redactText(err.Error()))
+				r.log.Debug("outbox relay: checker failed; sending again", "message_id", it.row.MessageID, "err", redact.Text(err.Error()))
 				return
 			}
 			if ok {
@@ -304,11 +305,11 @@ func (r *Relay) publishContained(ctx context.Context, rs *routeState, batch []*E
 	}
 	if len(batch) == 1 {
 		r.log.Error("outbox relay: publisher panicked on a message", "relay", r.id, "route", rs.name,
-			"message_id", batch[0].ID, "panic", redactText(oneLine(fmt.Sprint(p))))
+			"message_id", batch[0].ID, "panic", redact.Text(oneLine(fmt.Sprint(p))))
 		return []error{panicError(p)}
 	}
 	r.log.Error("outbox relay: publisher panicked; publishing its messages one by one", "relay", r.id, "route", rs.name,
-		"messages", len(batch), "panic", redactText(oneLine(fmt.Sprint(p))))
+		"messages", len(batch), "panic", redact.Text(oneLine(fmt.Sprint(p))))
 	errs = make([]error, len(batch))
 	for i := range batch {
 		one, p := r.callPublisher(ctx, rs, batch[i:i+1])
@@ -316,7 +317,7 @@ func (r *Relay) publishContained(ctx context.Context, rs *routeState, batch []*E
 		case p != nil:
 			errs[i] = panicError(p)
 			r.log.Error("outbox relay: publisher panicked on a message", "relay", r.id, "route", rs.name,
-				"message_id", batch[i].ID, "panic", redactText(oneLine(fmt.Sprint(p))))
+				"message_id", batch[i].ID, "panic", redact.Text(oneLine(fmt.Sprint(p))))
 		case len(one) == 1:
 			errs[i] = one[0]
 		default:
@@ -346,7 +347,7 @@ func panicError(p any) error {
 // failure turns a publish error into an outcome.
 func (r *Relay) failure(rs *routeState, row *store.Row, err error) store.Outcome {
 	cls, after := classify(err)
-	msg := redactText(oneLine(err.Error()))
+	msg := redact.Text(oneLine(err.Error()))
 	attempt := row.Attempts + 1
 	switch cls {
 	case ClassPermanent:
@@ -395,7 +396,7 @@ func (rs *routeState) trip(err error) (time.Duration, bool) {
 	defer rs.mu.Unlock()
 	d := min(pauseBase<<min(rs.pauses, 5), pauseMax)
 	rs.openUntil = time.Now().Add(d)
-	rs.lastErr = redactText(oneLine(err.Error()))
+	rs.lastErr = redact.Text(oneLine(err.Error()))
 	rs.pauses++
 	opened := rs.pauses == 1
 	if opened && rs.circuit != nil {

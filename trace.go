@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/txoutbox/outbox/internal/redact"
 )
 
 // tracerName is the instrumentation scope of the relay's spans.
@@ -67,7 +69,7 @@ func (r *Relay) startSend(rs *routeState, it *item) trace.Span {
 // endSend ends a publish attempt's span with its result.
 func endSend(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
-		span.SetStatus(codes.Error, redactText(oneLine(err.Error())))
+		span.SetStatus(codes.Error, redact.Text(oneLine(err.Error())))
 		cls, _ := classify(err)
 		span.SetAttributes(attribute.String("outbox.error_class", cls.String()))
 	}

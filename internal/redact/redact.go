@@ -87,3 +87,30 @@ func secretParam(name string) bool {
 	}
 	return false
 }
+
+// Text hides the credentials of every URL that appears in s, a free-form
+// message such as a publisher's error, which often quotes the URL it
+// failed on.
+func Text(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		start := strings.LastIndexAny(s[:i], " \t\n\"'`<>()[]{},;=") + 1
+		end := i + 3
+		if n := strings.IndexAny(s[end:], " \t\n\"'`<>"); n >= 0 {
+			end += n
+		} else {
+			end = len(s)
+		}
+		b.WriteString(s[:start])
+		b.WriteString(URL(s[start:end]))
+		s = s[end:]
+	}
+}
