@@ -440,3 +440,89 @@ func TestChaosPoisonPanicQuarantined(t *testing.T) {
 		})
 	}
 }
+
+// TestChaosPoisonKillQuarantined: a message whose publish kills the relay
+// process outright (the failpoint publish=kill:<id>: SIGKILL, which no
+// recover catches) among a backlog. A supervisor restarts the relay, with
+// the same id, each time it dies. The relays narrow the crashed batch down
+// by halves, publish the culprit alone with its attempt recorded first,
+// and after max_attempts such crashes mark it dead: the crash loop ends
+// by itself, everything else arrives, and no innocent message is charged
+// more than the one attempt that delivered it.
+func TestChaosPoisonKillQuarantined(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: -short")
+	}
+	scale := chaosScale(t)
+	const batch, maxAttempts = 100, 3
+	for _, dc := range chaosDrivers {
+		t.Run(dc.name, func(t *testing.T) {
+			h := newHarness(t, dc)
+			rec := &chaos.Recorder{}
+			p := &chaosProducer{h: h, rec: rec}
+			p.backlog(t, "a", 500*scale, 10)
+			poison, err := h.enqueue(context.Background(), []outbox.Message{{Topic: "chaos.event", Key: "poison", Payload: []byte(`{}`), MaxAttempts: maxAttempts}}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Commit(poison, []string{"poison"})
+			p.backlog(t, "b", 500*scale, 10)
+			sink := newChaosSink(t, rec)
+			spec := failpoint.Publish + "=kill:" + poison[0]
+
+			// Each crash halves the group the culprit hides in (at most a
+			// batch per worker), then it crashes max_attempts times alone.
+			bound := 2 + maxAttempts
+			for n := 1; n < childWorkers*batch; n *= 2 {
+				bound++
+			}
+			start := time.Now()
+			c := startFaultyChild(t, h, sink.URL(), "poison-kill", spec, batch, time.Second)
+			restarts := 0
+			for {
+				committed, distinct, _ := rec.Counts()
+				if distinct >= committed-1 && h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0 {
+					break
+				}
+				select {
+				case <-c.done:
+					if !killedBySIGKILL(c) {
+						t.Fatalf("relay ended with %v, not by the failpoint's SIGKILL", c.cmd.ProcessState)
+					}
+					restarts++
+					if restarts > bound {
+						t.Fatalf("the relay crashed %d times on one message: the crash loop did not end (bound %d)", restarts, bound)
+					}
+					c = startFaultyChild(t, h, sink.URL(), "poison-kill", spec, batch, time.Second)
+				case <-time.After(50 * time.Millisecond):
+				}
+				if time.Since(start) > 3*time.Minute {
+					t.Fatalf("not drained after 3 minutes and %d restarts", restarts)
+				}
+			}
+			res := chaosResult{scenario: "publish kills the relay on one message", broker: "webhook",
+				faults: fmt.Sprintf("SIGKILL on every attempt: %d restarts", restarts), recovered: time.Now()}
+			rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1, MaxDuplicates: restarts * childWorkers * batch}, time.Minute)
+			if rep.Dead != 1 {
+				t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
+			}
+			if restarts < maxAttempts {
+				t.Errorf("the relay crashed %d times: the failpoint never fired as often as the message has attempts", restarts)
+			}
+			var status, lastErr string
+			var attempts int
+			q := testdb.Placeholder(h.db.Dialect, "SELECT status, attempts, last_error FROM outbox_messages WHERE message_id = ?")
+			if err := h.db.SQL.QueryRow(q, poison[0]).Scan(&status, &attempts, &lastErr); err != nil {
+				t.Fatal(err)
+			}
+			if status != "dead" || attempts != maxAttempts || !strings.Contains(lastErr, "relay stopped") {
+				t.Errorf("poison message: %s after %d attempts: %q", status, attempts, lastErr)
+			}
+			if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent' AND attempts <> 1"); n != 0 {
+				t.Errorf("%d delivered messages were charged more than the attempt that delivered them", n)
+			}
+			t.Logf("%d restarts; %s", restarts, rep)
+			c.term(t)
+		})
+	}
+}

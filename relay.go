@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,8 +34,6 @@ type Relay struct {
 	wakes   []chan struct{} // one per worker
 	bg      sync.WaitGroup
 	running atomic.Bool
-
-	checkers bool // some route has a Checker: record in-flight ids
 
 	metrics *relayMetrics // nil without RelayConfig.Metrics
 	alerts  *alerter      // nil without RelayConfig.Alerts
@@ -107,9 +106,6 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 		}
 		if rs.checker == nil {
 			rs.checker, _ = rt.Publisher.(Checker)
-		}
-		if rs.checker != nil {
-			r.checkers = true
 		}
 		r.router.routes = append(r.router.routes, rs)
 	}
@@ -328,22 +324,38 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	case len(rows) < w.batchSize/4:
 		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
 	}
-	if r.checkers {
-		if err := r.markInflight(ctx, rows); err != nil {
-			return 0, fmt.Errorf("mark in-flight: %w", err)
+	read := len(rows)
+	rows, alone := r.isolate(rows)
+	if err := r.markInflight(ctx, parts, rows); err != nil {
+		return 0, fmt.Errorf("mark in-flight: %w", err)
+	}
+	items := make([]*item, len(rows))
+	for i := range rows {
+		items[i] = r.prepare(&rows[i])
+	}
+	if alone {
+		ok, err := r.charge(ctx, items[0])
+		if err != nil {
+			return 0, fmt.Errorf("charge suspect: %w", err)
+		}
+		if !ok {
+			return read, nil
 		}
 	}
 	if err := failpoint.Inject(failpoint.AfterReadBeforePublish); err != nil {
 		return 0, err
 	}
-	decided := r.deliver(ctx, rows, &report)
+	decided := r.deliver(ctx, items, &report)
 	if err := failpoint.Inject(failpoint.AfterPublishBeforeSettle); err != nil {
-		return len(rows), err
+		return read, err
 	}
 	if len(decided) > 0 {
 		outs := make([]store.Outcome, len(decided))
 		for i, it := range decided {
 			outs[i] = it.out
+			if it.charged {
+				outs[i].CountAttempt = false
+			}
 		}
 		settled, err := r.settle(ctx, outs)
 		report.Settled = settled
@@ -358,23 +370,22 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	if r.cfg.OnBatch != nil {
 		r.cfg.OnBatch(report)
 	}
-	return len(rows), nil
+	return read, nil
 }
 
-// markInflight records the highest id about to be published per partition
-// so that an heir can ask the Checker about them after a crash.
-func (r *Relay) markInflight(ctx context.Context, rows []store.Row) error {
-	var maxID int64
-	parts := map[int]bool{}
+// markInflight records, for each of the worker's partitions, the highest
+// id about to be published from it (0: none), so that a relay taking a
+// partition over after a crash knows which messages may have reached
+// their destination (the Checker is asked about them) or may have crashed
+// the relay (see isolate).
+func (r *Relay) markInflight(ctx context.Context, parts []int, rows []store.Row) error {
+	maxIDs := make([]int64, len(parts))
 	for _, row := range rows {
-		maxID = max(maxID, row.ID)
-		parts[row.Partition] = true
+		if i := slices.Index(parts, row.Partition); i >= 0 {
+			maxIDs[i] = max(maxIDs[i], row.ID)
+		}
 	}
-	list := make([]int, 0, len(parts))
-	for p := range parts {
-		list = append(list, p)
-	}
-	return r.store.MarkInflight(ctx, r.id, list, maxID)
+	return r.store.MarkInflight(ctx, r.id, parts, maxIDs)
 }
 
 // settle writes outcomes, retrying a failed statement while the leases

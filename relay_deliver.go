@@ -30,15 +30,22 @@ type item struct {
 	// confirmed is when the destination (or the Checker) confirmed a sent
 	// item, by the local clock.
 	confirmed time.Time
+	// charged: this attempt was recorded before the publish (a suspect
+	// published alone, see charge); the settle must not count it again.
+	charged bool
 }
 
-// deliver publishes a batch and returns the decided items, whose outcomes
-// are to be recorded.
-func (r *Relay) deliver(ctx context.Context, rows []store.Row, rep *BatchReport) []*item {
-	items := make([]*item, len(rows))
-	for i := range rows {
-		items[i] = r.prepare(&rows[i])
+// attempt is the number of the attempt being made.
+func (it *item) attempt() int {
+	if it.charged {
+		return it.row.Attempts
 	}
+	return it.row.Attempts + 1
+}
+
+// deliver publishes a batch of prepared items and returns the decided
+// ones, whose outcomes are to be recorded.
+func (r *Relay) deliver(ctx context.Context, items []*item, rep *BatchReport) []*item {
 
 	// The publish outlives a cancelled ctx by up to ShutdownTimeout.
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
@@ -275,7 +282,7 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 			continue // shutdown cut the publish short: leave it for the next owner
 		}
 		it.decided = true
-		it.out = r.failure(rs, it.row, err)
+		it.out = r.failure(rs, it, err)
 		if cls, _ := classify(err); cls == ClassUnavailable {
 			unavailable = err
 		}
@@ -345,10 +352,11 @@ func panicError(p any) error {
 }
 
 // failure turns a publish error into an outcome.
-func (r *Relay) failure(rs *routeState, row *store.Row, err error) store.Outcome {
+func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
+	row := it.row
 	cls, after := classify(err)
 	msg := redact.Text(oneLine(err.Error()))
-	attempt := row.Attempts + 1
+	attempt := it.attempt()
 	switch cls {
 	case ClassPermanent:
 		return store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -15,8 +16,9 @@ type ownership struct {
 	mu         sync.Mutex
 	parts      []int
 	validUntil time.Time
-	// suspect[p] is the highest id a crashed previous owner of p may have
-	// published without settling.
+	// suspect[p] is the highest id a previous owner of p (or this relay's
+	// previous incarnation) may have been publishing when it stopped
+	// without releasing p: the rows up to it are suspects (see isolate).
 	suspect map[int]int64
 	// releasing holds partitions given up but not yet released: they wait
 	// for the in-flight round to settle.
@@ -45,6 +47,16 @@ func (o *ownership) suspectUpTo(p int) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.suspect[p]
+}
+
+// suspects returns a copy of the suspect marks, nil when there are none.
+func (o *ownership) suspects() map[int]int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.suspect) == 0 {
+		return nil
+	}
+	return maps.Clone(o.suspect)
 }
 
 // assigned is this relay's share: partition p goes to live[p % len(live)].
@@ -138,8 +150,11 @@ func (r *Relay) balance(ctx context.Context, partitions int, prune bool) error {
 		}
 		held = append(held, l.Partition)
 		if !slices.Contains(before, l.Partition) {
+			// A mark left on a partition this process did not hold was
+			// left by a relay that stopped mid-round without releasing
+			// it: another relay, or an earlier process with the same id.
 			delete(r.own.suspect, l.Partition)
-			if l.Taken && l.InflightMaxID > 0 {
+			if l.InflightMaxID > 0 {
 				r.own.suspect[l.Partition] = l.InflightMaxID
 			}
 		}

@@ -239,8 +239,23 @@ WHERE owner = ` + d.ph(2) + ` AND expires_at > ` + now
 WHERE owner = ` + d.ph(1) + ` AND ` + d.inInts("partition_no", 2)
 	s.releaseAll = `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = ` + now + `
 WHERE owner = ` + d.ph(1)
-	s.markInflight = `UPDATE outbox_leases SET inflight_max_id = ` + d.ph(1) + `
-WHERE owner = ` + d.ph(2) + ` AND ` + d.inInts("partition_no", 3)
+	// Marks that do not change are not written: most partitions of a
+	// round hold nothing in flight, round after round.
+	switch d {
+	case Postgres:
+		s.markInflight = `UPDATE outbox_leases AS l SET inflight_max_id = u.max_id
+FROM unnest($1::int[], $2::bigint[]) AS u(p, max_id)
+WHERE l.partition_no = u.p AND l.owner = $3 AND l.inflight_max_id <> u.max_id`
+	case MySQL:
+		s.markInflight = `UPDATE outbox_leases AS l
+JOIN JSON_TABLE(?, '$[*]' COLUMNS (p INT PATH '$[0]', max_id BIGINT PATH '$[1]')) AS u ON l.partition_no = u.p
+SET l.inflight_max_id = u.max_id
+WHERE l.owner = ? AND l.inflight_max_id <> u.max_id`
+	default:
+		s.markInflight = `UPDATE outbox_leases SET inflight_max_id = u.max_id
+FROM (SELECT json_extract(value, '$[0]') AS p, json_extract(value, '$[1]') AS max_id FROM json_each(?)) AS u
+WHERE outbox_leases.partition_no = u.p AND outbox_leases.owner = ? AND outbox_leases.inflight_max_id <> u.max_id`
+	}
 
 	// Insert-first dedupe: a concurrent second claim of the same id waits
 	// on the primary key until the first transaction ends, then finds the

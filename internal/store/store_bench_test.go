@@ -102,3 +102,30 @@ func BenchmarkSettle(b *testing.B) {
 		b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "rows/s")
 	})
 }
+
+// BenchmarkMarkInflight is the statement each round runs before
+// publishing: the in-flight marks of one worker's share of the partitions
+// (a quarter of them), each changing as a drain moves on.
+func BenchmarkMarkInflight(b *testing.B) {
+	eachDialect(b, func(b *testing.B, db *testdb.DB, st *store.Store) {
+		all := acquireAll(b, st, "bench")
+		var parts []int
+		for i, p := range all {
+			if i%4 == 0 {
+				parts = append(parts, p)
+			}
+		}
+		ctx := context.Background()
+		ids := make([]int64, len(parts))
+		next := int64(1)
+		for b.Loop() {
+			for i := range ids {
+				ids[i] = next
+				next++
+			}
+			if err := st.MarkInflight(ctx, "bench", parts, ids); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

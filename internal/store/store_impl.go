@@ -360,11 +360,35 @@ func (st *Store) Release(ctx context.Context, owner string, parts []int) error {
 	return err
 }
 
-// MarkInflight records, before publishing, the highest id being published
-// from parts, so a relay that takes them over after a crash knows which
-// messages may already be at their destination.
-func (st *Store) MarkInflight(ctx context.Context, owner string, parts []int, maxID int64) error {
-	_, err := st.execRetry(ctx, st.s.markInflight, maxID, owner, st.ints(parts))
+// MarkInflight records, before publishing, what a round is about to
+// publish: for each of owner's partitions in parts, the highest id being
+// published from it (maxIDs[i] for parts[i]; 0 when none). A relay that
+// takes a partition over after a crash knows from it which messages may
+// already be at their destination, or may have crashed the relay.
+func (st *Store) MarkInflight(ctx context.Context, owner string, parts []int, maxIDs []int64) error {
+	if len(parts) != len(maxIDs) {
+		return errors.New("store: MarkInflight: parts and ids differ in length")
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	if st.d == Postgres {
+		ps := make([]int32, len(parts))
+		for i, p := range parts {
+			ps[i] = int32(p)
+		}
+		_, err := st.execRetry(ctx, st.s.markInflight, ps, maxIDs, owner)
+		return err
+	}
+	arr := make([][2]int64, len(parts))
+	for i, p := range parts {
+		arr[i] = [2]int64{int64(p), maxIDs[i]}
+	}
+	b, err := json.Marshal(arr)
+	if err != nil {
+		return err
+	}
+	_, err = st.execRetry(ctx, st.s.markInflight, string(b), owner)
 	return err
 }
 

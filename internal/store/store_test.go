@@ -266,16 +266,36 @@ func TestInflightMarkSurvivesCrashTakeover(t *testing.T) {
 	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
 		ctx := context.Background()
 		parts := acquireAll(t, st, "old")
-		if err := st.MarkInflight(ctx, "old", parts[:1], 1234); err != nil {
+		n := min(3, len(parts)) // SQLite has one partition
+		if err := st.MarkInflight(ctx, "old", parts[:n], []int64{1234, 77, 9}[:n]); err != nil {
 			t.Fatal(err)
 		}
+		// A later round overwrites every mark it is given: 0 where it
+		// publishes nothing.
+		want := []int64{1234, 0, 10}
+		later, ids := parts[1:n], []int64{0, 10}
+		if n == 1 {
+			want, later, ids = []int64{10}, parts[:1], []int64{10}
+		}
+		if err := st.MarkInflight(ctx, "old", later, ids); err != nil {
+			t.Fatal(err)
+		}
+		// Another relay's marks are not written.
+		if err := st.MarkInflight(ctx, "other", parts[:1], []int64{5}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.MarkInflight(ctx, "old", parts[:1], nil); err == nil {
+			t.Fatal("MarkInflight accepted parts and ids of different lengths")
+		}
 		db.Exec(t, testdb.Placeholder(db.Dialect, "UPDATE outbox_leases SET expires_at = ? WHERE owner = 'old'"), expired(db.Dialect))
-		leases, err := st.Acquire(ctx, "new", parts[:1], time.Minute)
-		if err != nil || len(leases) != 1 {
+		leases, err := st.Acquire(ctx, "new", parts[:n], time.Minute)
+		if err != nil || len(leases) != n {
 			t.Fatal(err, leases)
 		}
-		if !leases[0].Taken || leases[0].InflightMaxID != 1234 {
-			t.Fatalf("lease after crash takeover: %+v", leases[0])
+		for i, l := range leases {
+			if !l.Taken || l.Partition != parts[i] || l.InflightMaxID != want[i] {
+				t.Fatalf("lease %d after crash takeover: %+v, want mark %d", i, l, want[i])
+			}
 		}
 	})
 }

@@ -1,0 +1,87 @@
+package outbox
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// Crash isolation.
+//
+// A message whose publish kills the relay process outright (a fatal
+// runtime error, running out of memory, a publisher that exits) cannot be
+// failed by the relay: the process is gone before the settle, and every
+// relay that reads the message next dies the same way. Publisher panics
+// are recovered (publishContained); this handles what no recover can.
+//
+// Every round records the highest id it is about to publish in the leases
+// of its partitions (markInflight). A relay that gains a partition whose
+// lease still carries such a mark knows its previous holder stopped in
+// the middle of a round, and treats the partition's pending rows up to the
+// mark as suspects:
+//
+//   - a batch holding suspects is cut down to the first half of them, so
+//     each further crash at least halves the group the culprit hides in,
+//     and suspects that publish fine are settled and leave the group;
+//   - a suspect published alone has its attempt recorded before the
+//     publish (an attempt of unknown outcome): a message that kills the
+//     relay every time runs out of attempts and goes dead after
+//     max_attempts crashes instead of taking relays down forever.
+//
+// The innocent messages of a crashed batch are published again, which
+// at-least-once delivery allows, and are charged an attempt only if they
+// happen to be published alone.
+
+// errRelayStopped is the reason recorded with a suspect's charged attempt.
+const errRelayStopped = "the relay stopped while publishing it (crash, kill or lost lease)"
+
+// isolate returns the part of a freshly read batch to publish this round
+// and whether that part is a single suspect.
+func (r *Relay) isolate(rows []store.Row) ([]store.Row, bool) {
+	marks := r.own.suspects()
+	if marks == nil {
+		return rows, false
+	}
+	var sus []store.Row
+	for _, row := range rows {
+		if row.ID <= marks[row.Partition] {
+			sus = append(sus, row)
+		}
+	}
+	if len(sus) == 0 {
+		return rows, false
+	}
+	// Rows are in id order and a key lives in one partition, so a key's
+	// suspects come before its other rows: taking the first suspects
+	// keeps every key's order.
+	sus = sus[:(len(sus)+1)/2]
+	return sus, len(sus) == 1
+}
+
+// charge records the attempt of a suspect about to be published alone.
+// It reports false when the message is no longer this relay's to publish.
+// A suspect with no attempt left is decided dead without publishing.
+func (r *Relay) charge(ctx context.Context, it *item) (bool, error) {
+	if it.decided {
+		return true, nil // dead without publishing already (no route, bad row)
+	}
+	row := it.row
+	if row.Attempts >= row.MaxAttempts {
+		it.decided = true
+		it.charged = true
+		it.out = store.Outcome{ID: row.ID, Status: store.StatusDead,
+			Error: "max attempts (" + strconv.Itoa(row.MaxAttempts) + ") reached: " + errRelayStopped}
+		return true, nil
+	}
+	n, err := r.store.Settle(ctx, r.id, []store.Outcome{{ID: row.ID, Status: store.StatusPending, Error: errRelayStopped, CountAttempt: true, Unknown: true}})
+	if err != nil || n == 0 {
+		return false, err
+	}
+	it.charged = true
+	row.Attempts++
+	it.env.Attempt = row.Attempts
+	r.log.Warn("outbox relay: publishing alone a message that was in flight when a relay stopped", "relay", r.id,
+		"message_id", row.MessageID, "attempt", row.Attempts, "max_attempts", row.MaxAttempts)
+	return true, nil
+}
