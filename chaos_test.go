@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/failpoint"
+	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -331,7 +333,8 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 			// A backlog to drain while the kills come: 20,000 per scale
 			// step (200,000 under make chaos), besides what the producers
 			// commit meanwhile.
-			(&chaosProducer{h: h, rec: rec}).backlog(t, "pre", 20000*scale, 100)
+			backlog := 20000 * scale
+			(&chaosProducer{h: h, rec: rec}).backlog(t, "pre", backlog, 100)
 			sink := newChaosSink(t, rec)
 			ctx := context.Background()
 			var stop atomic.Bool
@@ -367,9 +370,18 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 				startFaultyChild(t, h, sink.URL(), "rk-a0", "", batch, time.Second),
 				startFaultyChild(t, h, sink.URL(), "rk-b0", "", batch, time.Second),
 			}
+			// The kills land at random points of the backlog's drain: each
+			// waits until the destination holds a random number of
+			// distinct messages, the points spread over the backlog.
 			kills := 5 * scale
+			points := make([]int, kills)
+			for k := range points {
+				points[k] = 1 + rnd.IntN(backlog-1)
+			}
+			slices.Sort(points)
 			for k := range kills {
-				time.Sleep(time.Duration(300+rnd.IntN(700)) * time.Millisecond)
+				relaytest.WaitFor(t, 3*time.Minute, fmt.Sprintf("%d messages delivered before kill %d", points[k], k+1),
+					func() bool { _, d, _ := rec.Counts(); return d >= points[k] })
 				i := rnd.IntN(len(relays))
 				relays[i].kill()
 				relays[i] = startFaultyChild(t, h, sink.URL(), fmt.Sprintf("rk-%c%d", 'a'+i, k+1), "", batch, time.Second)
@@ -380,6 +392,11 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 			case err := <-errs:
 				t.Fatalf("producer: %v", err)
 			default:
+			}
+			if pending := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'"); pending == 0 {
+				t.Log("the backlog was drained by the last kill")
+			} else {
+				t.Logf("%d messages still pending at the last kill", pending)
 			}
 			res := chaosResult{scenario: "random SIGKILL, producers, 10% rollback", broker: "webhook",
 				faults: fmt.Sprintf("%d SIGKILL, %d rollbacks", kills, rolledBack.Load()), recovered: time.Now()}
