@@ -272,6 +272,10 @@ func killedBySIGKILL(c *child) bool {
 // chaosDrivers are the databases the process-level scenarios run on.
 var chaosDrivers = []driverCase{{"pgx", store.Postgres, true}, {"mysql", store.MySQL, false}}
 
+// killDrivers are the databases the kill scenarios run on: SQLite too,
+// whose file relay processes share.
+var killDrivers = append(slices.Clone(chaosDrivers), driverCase{"sqlite", store.SQLite, false})
+
 // childWorkers is the relay processes' worker count (the default): a
 // kill can cut that many batches short at once.
 const childWorkers = outbox.DefaultWorkers
@@ -287,7 +291,7 @@ func TestChaosKillAtFailpoints(t *testing.T) {
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	const batch, kills = 100, 3
-	for _, dc := range chaosDrivers {
+	for _, dc := range killDrivers {
 		for _, point := range []string{failpoint.AfterReadBeforePublish, failpoint.AfterPublishBeforeSettle, failpoint.MidBatch} {
 			t.Run(dc.name+"/"+point, func(t *testing.T) {
 				h := newHarness(t, dc)
@@ -472,7 +476,7 @@ func TestChaosPoisonKillQuarantined(t *testing.T) {
 	}
 	scale := chaosScale(t)
 	const batch, maxAttempts = 100, 3
-	for _, dc := range chaosDrivers {
+	for _, dc := range killDrivers {
 		t.Run(dc.name, func(t *testing.T) {
 			h := newHarness(t, dc)
 			rec := &chaos.Recorder{}
