@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
 // TestMain doubles as a relay process for the crash tests: with
@@ -34,6 +36,10 @@ func TestMain(m *testing.M) {
 	)
 }
 
+// childRelay runs a relay over the database at url until SIGTERM or
+// SIGINT. An http:// sink receives every message as a POST; any other
+// sink (amqp://, kafka://, …) is a destination URL, opened as the outbox
+// command opens --to.
 func childRelay(url, sink string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -61,6 +67,16 @@ func childRelay(url, sink string) int {
 		}
 		return nil
 	})
+	routes := []outbox.Route{{Pattern: "*", Publisher: pub}}
+	if !strings.HasPrefix(sink, "http://") && !strings.HasPrefix(sink, "https://") {
+		dest, err := outboxurl.Open(sink, nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 1
+		}
+		defer dest.Close()
+		routes[0].Publisher = dest
+	}
 	batch, _ := strconv.Atoi(os.Getenv("OUTBOX_TEST_CHILD_BATCH"))
 	ttl, _ := time.ParseDuration(os.Getenv("OUTBOX_TEST_CHILD_TTL"))
 	logger := relaytest.Logger()
@@ -69,7 +85,7 @@ func childRelay(url, sink string) int {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	cfg := &outbox.RelayConfig{
-		Routes:          []outbox.Route{{Pattern: "*", Publisher: pub}},
+		Routes:          routes,
 		ID:              os.Getenv("OUTBOX_TEST_CHILD_ID"),
 		Logger:          logger,
 		BatchSize:       batch,
