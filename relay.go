@@ -293,6 +293,11 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	if !ok {
 		return -1, nil
 	}
+	if r.router.allPaused() {
+		// Every destination is down: reading would only defer the
+		// batch again. The first round after a pause ends is the probe.
+		return 0, nil
+	}
 	parts := make([]int, 0, len(all)/r.cfg.Workers+1)
 	for _, p := range all {
 		if p%r.cfg.Workers == w.index {

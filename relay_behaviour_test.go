@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
@@ -301,6 +303,51 @@ func TestRelayUnavailablePausesWithoutBurningAttempts(t *testing.T) {
 		before := calls.Load()
 		if before > 30*4 {
 			t.Fatalf("%d publish calls in 1.5 s: the route was not paused", before)
+		}
+		down.Store(false)
+		relaytest.WaitFor(t, 30*time.Second, "delivery after recovery", func() bool { return s.distinct() == len(ids) })
+	})
+}
+
+// TestRelayReadsNothingWhileEveryRouteIsPaused: with its only destination
+// down, the relay stops reading (and rewriting) the backlog between
+// probes, instead of polling it; once the destination is back, everything
+// is delivered within a few pauses.
+func TestRelayReadsNothingWhileEveryRouteIsPaused(t *testing.T) {
+	eachDriver(t, func(t *testing.T, h *harness) {
+		var down atomic.Bool
+		down.Store(true)
+		var calls atomic.Int32
+		s := newSink()
+		pub := outbox.PublisherFunc(func(ctx context.Context, env *outbox.Envelope) error {
+			calls.Add(1)
+			if down.Load() {
+				return outbox.Unavailable(errors.New("connection refused"))
+			}
+			return s.publish(ctx, env)
+		})
+		reg := prometheus.NewRegistry()
+		cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
+		cfg.Metrics = reg
+		r, err := h.newRelay(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := h.enqueue(context.Background(), msgs(30, "a.b", nil), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		relaytest.Run(t, r)
+		reads := func() float64 { return metricValues(t, reg)["outbox_read_duration_seconds_count{}"] }
+		relaytest.WaitFor(t, 10*time.Second, "the route paused", func() bool {
+			return metricValues(t, reg)["outbox_circuit_open{route=*}"] == 1
+		})
+		// Polling (every 100 ms at most, per worker) would read about 80
+		// times in 2 s; a paused relay reads only when a pause ends.
+		before := reads()
+		time.Sleep(2 * time.Second)
+		if n := reads() - before; n > 16 {
+			t.Fatalf("%.0f reads in 2 s while the only route was paused", n)
 		}
 		down.Store(false)
 		relaytest.WaitFor(t, 30*time.Second, "delivery after recovery", func() bool { return s.distinct() == len(ids) })

@@ -376,12 +376,25 @@ func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 }
 
 // Circuit breaker: a route whose destination is unavailable pauses for a
-// growing interval (1 s doubling to 30 s); the first batch after the pause
-// is the probe.
+// growing interval (1 s doubling to 5 s); the first batch after the pause
+// is the probe. The cap bounds how long deliveries wait once the
+// destination is back. While every route is paused the relay reads
+// nothing (see round), so a long outage costs a probe every 5 s, not a
+// rewrite of the backlog.
 const (
 	pauseBase = time.Second
-	pauseMax  = 30 * time.Second
+	pauseMax  = 5 * time.Second
 )
+
+// allPaused reports whether every route is paused.
+func (rt *router) allPaused() bool {
+	for _, rs := range rt.routes {
+		if wait, _ := rs.paused(); wait <= 0 {
+			return false
+		}
+	}
+	return len(rt.routes) > 0
+}
 
 func (rs *routeState) paused() (time.Duration, string) {
 	rs.mu.Lock()
@@ -393,7 +406,7 @@ func (rs *routeState) paused() (time.Duration, string) {
 func (rs *routeState) pauseFor() time.Duration {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	d := pauseBase << min(rs.pauses, 5)
+	d := pauseBase << min(rs.pauses, 3)
 	return min(d, pauseMax)
 }
 
@@ -402,7 +415,7 @@ func (rs *routeState) pauseFor() time.Duration {
 func (rs *routeState) trip(err error) (time.Duration, bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	d := min(pauseBase<<min(rs.pauses, 5), pauseMax)
+	d := min(pauseBase<<min(rs.pauses, 3), pauseMax)
 	rs.openUntil = time.Now().Add(d)
 	rs.lastErr = redact.Text(oneLine(err.Error()))
 	rs.pauses++
