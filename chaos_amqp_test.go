@@ -106,6 +106,7 @@ func TestChaosRabbitMQFaults(t *testing.T) {
 	}
 	recovered := time.Now()
 	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool { return relaytest.Count(t, h.db, "pending") == 0 })
+	drained := time.Now()
 	stop()
 	if err := pub.Close(); err != nil {
 		t.Fatal(err)
@@ -146,6 +147,6 @@ func TestChaosRabbitMQFaults(t *testing.T) {
 	}
 	t.Logf("%d messages in the queue", read)
 	res := chaosResult{scenario: "broker faults via proxy", broker: "RabbitMQ",
-		faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: recovered}
+		faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: recovered, drained: drained}
 	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, time.Minute)
 }

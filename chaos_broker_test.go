@@ -129,9 +129,22 @@ func injectDestinationFaults(t *testing.T, proxy *faultproxy.Proxy, sent func() 
 	var names []string
 	for _, f := range faults {
 		f.apply()
-		// Publishes that were confirmed before the fault may still settle.
-		time.Sleep(publishTimeout + 500*time.Millisecond)
+		// Publishes confirmed before the fault may still settle (later
+		// on a loaded machine): count from when the sent rows stop
+		// changing. If they never do, confirmations are getting through.
+		time.Sleep(publishTimeout)
 		before := sent()
+		for settled := time.Now().Add(10 * time.Second); ; {
+			time.Sleep(500 * time.Millisecond)
+			now := sent()
+			if now == before {
+				break
+			}
+			if time.Now().After(settled) {
+				t.Fatalf("%s: rows keep becoming sent (%d → %d) although no confirmation can come back", f.name, before, now)
+			}
+			before = now
+		}
 		time.Sleep(hold)
 		after := sent()
 		proxy.SetMode(faultproxy.Pass)
@@ -140,7 +153,9 @@ func injectDestinationFaults(t *testing.T, proxy *faultproxy.Proxy, sent func() 
 		if after != before {
 			t.Errorf("%s: %d rows became sent while no confirmation could come back", f.name, after-before)
 		}
+		restored := time.Now()
 		relaytest.WaitFor(t, 2*time.Minute, "deliveries flowing again after "+f.name, func() bool { return sent() > after+50 })
+		t.Logf("%s: deliveries flowing again %.1fs after the fault ended", f.name, time.Since(restored).Seconds())
 		names = append(names, strings.Fields(f.name)[0])
 	}
 	return names

@@ -149,10 +149,11 @@ func TestChaosKafkaKills(t *testing.T) {
 				relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool {
 					return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0
 				})
+				drained := time.Now()
 				last.term(t)
 				n := readKafkaTopic(t, k.ListenAddrs(), kafkaTopic, rec)
 				t.Logf("%d records in %s", n, kafkaTopic)
-				res := chaosResult{scenario: "kill at " + point, broker: "Kafka (kfake)", faults: fmt.Sprintf("%d SIGKILL", kills), recovered: recovered}
+				res := chaosResult{scenario: "kill at " + point, broker: "Kafka (kfake)", faults: fmt.Sprintf("%d SIGKILL", kills), recovered: recovered, drained: drained}
 				drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, time.Minute)
 			})
 		}
@@ -224,12 +225,13 @@ func TestChaosKafkaBrokerDown(t *testing.T) {
 		t.Fatalf("producer: %v", err)
 	}
 	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool { return relaytest.Count(t, h.db, "pending") == 0 })
+	drained := time.Now()
 	stop()
 
 	n := readKafkaTopic(t, k2.ListenAddrs(), kafkaTopic, rec)
 	t.Logf("%d records in %s", n, kafkaTopic)
 	res := chaosResult{scenario: "broker closed and restarted", broker: "Kafka (kfake)",
-		faults: fmt.Sprintf("1 × %.1fs down, same port and data", outage.Seconds()), recovered: recovered}
+		faults: fmt.Sprintf("1 × %.1fs down, same port and data", outage.Seconds()), recovered: recovered, drained: drained}
 	// The close cuts short at most one round per worker: each of those
 	// messages may be in the topic once from before the close and once
 	// more, sent again because its outcome was unknown.

@@ -102,6 +102,7 @@ func TestChaosNATSFaults(t *testing.T) {
 	}
 	recovered := time.Now()
 	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool { return relaytest.Count(t, h.db, "pending") == 0 })
+	drained := time.Now()
 	stop()
 
 	// What the stream holds, in order, is what was delivered.
@@ -133,6 +134,6 @@ func TestChaosNATSFaults(t *testing.T) {
 		read += uint64(got)
 	}
 	res := chaosResult{scenario: "broker faults via proxy", broker: "NATS JetStream",
-		faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: recovered}
+		faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: recovered, drained: drained}
 	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, time.Minute)
 }

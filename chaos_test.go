@@ -222,6 +222,10 @@ func tableStatus(t *testing.T, h *harness) map[string]string {
 type chaosResult struct {
 	scenario, broker, faults string
 	recovered                time.Time // when the last fault ended
+	// drained is when the table was found drained, for scenarios that
+	// wait for that before reading the destination (zero: drainAndCheck
+	// finds out).
+	drained time.Time
 }
 
 // drainAndCheck waits (up to d) until no row is pending and every
@@ -239,7 +243,11 @@ func drainAndCheck(t *testing.T, h *harness, rec *chaos.Recorder, res chaosResul
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	recovery := time.Since(res.recovered)
+	end := time.Now()
+	if !res.drained.IsZero() {
+		end = res.drained
+	}
+	recovery := end.Sub(res.recovered)
 	rep := chaos.Check(rec.History(tableStatus(t, h)))
 	t.Logf("CHAOS-RESULT | %s | %s | %s | %d | %s | %d | %d | %d | %d | %.1fs |",
 		res.scenario, h.name, res.broker, rep.Committed, res.faults, rep.Lost, rep.Duplicates, rep.FalselySent, rep.Inversions, recovery.Seconds())
