@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"math"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -334,6 +338,12 @@ func TestUsage(t *testing.T) {
 		{"destination without scheme", []string{"steady", "--db", db, "--to", "localhost:8080"}, "--to"},
 		{"sink and to", []string{"drain", "--db", db, "--sink", "--to", "stdout://"}, "--sink"},
 		{"positional", []string{"drain", "--db", db, "extra"}, `unexpected argument "extra"`},
+		{"publish to an unknown destination", []string{"publish", "--to", "ftp://files.example.com/drop"}, `--to: destination ftp://files.example.com/drop: unknown scheme "ftp"`},
+		{"publish to no scheme", []string{"publish", "--to", "localhost:4222"}, "--to"},
+		{"publish with a database", []string{"publish", "--db", db}, "unknown flag --db"},
+		{"publish zero messages", []string{"publish", "--messages", "0"}, "--messages must be at least 1"},
+		{"publish negative workers", []string{"publish", "--workers", "-1"}, "--workers"},
+		{"publish with relays", []string{"publish", "--relays", "2"}, "unknown flag --relays"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := benchRun(t, tc.args...)
@@ -348,7 +358,7 @@ func TestUsage(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"help"}, {"drain", "--help"}, {"steady", "-h"}} {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"drain", "--help"}, {"steady", "-h"}, {"publish", "--help"}} {
 		code, out, errOut := benchRun(t, args...)
 		if code != 0 || !strings.HasPrefix(out, "Usage: outbox bench") || errOut != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
@@ -359,6 +369,19 @@ func TestHelp(t *testing.T) {
 		if !strings.Contains(out, flag) {
 			t.Errorf("steady --help lacks %s", flag)
 		}
+	}
+	_, out, _ = benchRun(t, "--help")
+	if !strings.Contains(out, "\n  publish  ") {
+		t.Errorf("--help does not list publish:\n%s", out)
+	}
+	_, out, _ = benchRun(t, "publish", "--help")
+	for _, flag := range []string{"--to", "--messages", "--workers", "--batch-size", "--payload-bytes", "--keys", "--json"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("publish --help lacks %s", flag)
+		}
+	}
+	if strings.Contains(out, "--db") || strings.Contains(out, "--relays") {
+		t.Errorf("publish --help offers a database or relays:\n%s", out)
 	}
 }
 
@@ -441,47 +464,60 @@ func TestNiceCeil(t *testing.T) {
 
 // TestBrokerDestinations drains to each local broker: the bench creates
 // the stream, queue or streams its messages need and removes them after.
+// brokerLeftovers lists the bench's JetStream streams and Redis streams
+// on the local brokers.
+func brokerLeftovers(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	keys, err := rdb.Keys(context.Background(), "outbox-bench.*").Result()
+	if err != nil {
+		testdb.Unavailable(t, "Redis", err)
+	}
+	for _, k := range keys {
+		out["redis "+k] = true
+	}
+	nc, err := nats.Connect("nats://127.0.0.1:4222")
+	if err != nil {
+		testdb.Unavailable(t, "NATS", err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	names := js.StreamNames(context.Background())
+	for name := range names.Name() {
+		if strings.HasPrefix(name, "OUTBOX_BENCH_") {
+			out["stream "+name] = true
+		}
+	}
+	return out
+}
+
+// localBrokers are the brokers the destination tests publish to.
+var localBrokers = []struct{ name, to, addr string }{
+	{"nats", "nats://127.0.0.1:4222", "127.0.0.1:4222"},
+	{"rabbitmq", "amqp://guest:guest@127.0.0.1:5672/", "127.0.0.1:5672"},
+	{"redis", "redis://127.0.0.1:6379/0", "127.0.0.1:6379"},
+}
+
+func reachable(t *testing.T, name, addr string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		testdb.Unavailable(t, name, err)
+		return
+	}
+	_ = conn.Close()
+}
+
 func TestBrokerDestinations(t *testing.T) {
 	// What earlier, interrupted runs may have left on the brokers is not
 	// this test's: compare with what is there before.
-	leftovers := func() map[string]bool {
-		out := map[string]bool{}
-		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-		defer rdb.Close()
-		keys, err := rdb.Keys(context.Background(), "outbox-bench.*").Result()
-		if err != nil {
-			testdb.Unavailable(t, "Redis", err)
-		}
-		for _, k := range keys {
-			out["redis "+k] = true
-		}
-		nc, err := nats.Connect("nats://127.0.0.1:4222")
-		if err != nil {
-			testdb.Unavailable(t, "NATS", err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
-		names := js.StreamNames(context.Background())
-		for name := range names.Name() {
-			if strings.HasPrefix(name, "OUTBOX_BENCH_") {
-				out["stream "+name] = true
-			}
-		}
-		return out
-	}
-	before := leftovers()
+	before := brokerLeftovers(t)
 	db := testdb.New(t, store.Postgres)
-	for _, c := range []struct{ name, to, addr string }{
-		{"nats", "nats://127.0.0.1:4222", "127.0.0.1:4222"},
-		{"rabbitmq", "amqp://guest:guest@127.0.0.1:5672/", "127.0.0.1:5672"},
-		{"redis", "redis://127.0.0.1:6379/0", "127.0.0.1:6379"},
-	} {
+	for _, c := range localBrokers {
 		t.Run(c.name, func(t *testing.T) {
-			if conn, err := net.DialTimeout("tcp", c.addr, 2*time.Second); err != nil {
-				testdb.Unavailable(t, c.name, err)
-			} else {
-				_ = conn.Close()
-			}
+			reachable(t, c.name, c.addr)
 			r := mustJSON(t, "drain", "--db", db.URL, "--to", c.to, "--messages", "500", "--keys", "20")
 			if d := r.Drain; d == nil || d.Delivered != 500 || d.VerifiedSent != 500 || d.Batches.Dead != 0 {
 				t.Fatalf("drain to %s: %+v", c.to, r.Drain)
@@ -489,7 +525,133 @@ func TestBrokerDestinations(t *testing.T) {
 			assertClean(t, db.URL)
 		})
 	}
-	for what := range leftovers() {
+	for what := range brokerLeftovers(t) {
+		if !before[what] {
+			t.Errorf("left behind: %s", what)
+		}
+	}
+}
+
+// TestPublishNull: the publish workload needs no database; against the
+// null destination it confirms every message, in rounds of --batch-size
+// split into Publish calls that hold at most one message per business
+// key, each worker over its own share of the keys.
+func TestPublishNull(t *testing.T) {
+	t.Parallel()
+	r := mustJSON(t, "publish", "--messages", "3000", "--workers", "3", "--batch-size", "100", "--keys", "50", "--payload-bytes", "300")
+	p := r.Publish
+	if r.Workload != "publish" || r.Database != "" || r.Dialect != "" || !strings.HasPrefix(r.Destination, "null://") || p == nil {
+		t.Fatalf("report: %+v", r)
+	}
+	if p.Messages != 3000 || p.Confirmed != 3000 || p.Failed != 0 {
+		t.Fatalf("publish: %+v", p)
+	}
+	if r.Settings.Workers != 3 || r.Settings.BatchSize != 100 || r.Settings.Messages != 3000 || r.Settings.Keys != 50 || r.Settings.PayloadBytes != 300 || r.Settings.Relays != 0 {
+		t.Errorf("settings: %+v", r.Settings)
+	}
+	// 50 keys over 3 workers: 17, 17 and 16 keys, so a round of 100 goes
+	// out in calls of at most 17.
+	bs := p.Batches
+	if bs.BatchSize != 100 || bs.Rounds < 30 || bs.MaxCall < 16 || bs.MaxCall > 17 || bs.Calls < 3000/17 {
+		t.Errorf("batches: %+v", bs)
+	}
+	if math.Abs(bs.MeanCall*float64(bs.Calls)-3000) > 0.5 {
+		t.Errorf("mean call %.2f × %d calls is not 3000 messages", bs.MeanCall, bs.Calls)
+	}
+	if p.WallSeconds <= 0 || p.MessagesPerSecond <= 0 || p.CPUSeconds <= 0 || p.CPUSecondsPer10k <= 0 || p.PeakRSSBytes <= 0 {
+		t.Errorf("figures: %+v", p)
+	}
+	if p.HeldAtDestination != nil {
+		t.Errorf("null:// cannot count what it holds, yet the report says %d", *p.HeldAtDestination)
+	}
+
+	// The defaults are the relay's; with no keys a round is one call.
+	r = mustJSON(t, "publish", "--messages", "2500", "--keys", "0")
+	if r.Settings.Workers != outbox.DefaultWorkers || r.Settings.BatchSize != outbox.DefaultBatchSize || r.Publish.Confirmed != 2500 {
+		t.Fatalf("defaults: settings %+v, publish %+v", r.Settings, r.Publish)
+	}
+	if bs := r.Publish.Batches; bs.Calls != bs.Rounds || bs.MaxCall != 625 {
+		t.Errorf("no keys: batches %+v, want one call per round of 2500/4", bs)
+	}
+
+	code, out, errOut := benchRun(t, "publish", "--messages", "500")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"outbox bench publish", "destination", "null://", "500 messages", "4 workers", "confirmed", "500 of 500 messages, 0 failed", "msg/s", "per 10k messages", "Publish calls"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "database") {
+		t.Errorf("the table names a database:\n%s", out)
+	}
+}
+
+// TestPublishBrokers publishes to each local broker with no database:
+// the bench creates the stream, queue or streams, every message is
+// confirmed and found there, and they are removed after.
+func TestPublishBrokers(t *testing.T) {
+	before := brokerLeftovers(t)
+	for _, c := range localBrokers {
+		t.Run(c.name, func(t *testing.T) {
+			reachable(t, c.name, c.addr)
+			r := mustJSON(t, "publish", "--to", c.to, "--messages", "2000", "--workers", "2", "--batch-size", "300", "--keys", "40")
+			p := r.Publish
+			if p == nil || p.Confirmed != 2000 || p.Failed != 0 {
+				t.Fatalf("publish to %s: %+v", c.to, p)
+			}
+			if p.HeldAtDestination == nil || *p.HeldAtDestination != 2000 {
+				t.Errorf("the destination holds %v messages after the run, want 2000", p.HeldAtDestination)
+			}
+			if p.Batches.MaxCall != 20 || p.Batches.Rounds != 8 {
+				t.Errorf("batches: %+v, want rounds of 300 in calls of 20 (40 keys over 2 workers)", p.Batches)
+			}
+		})
+	}
+	for what := range brokerLeftovers(t) {
+		if !before[what] {
+			t.Errorf("left behind: %s", what)
+		}
+	}
+}
+
+// TestPublishFailure: a destination that refuses messages fails the run
+// with one line that counts the failures and quotes the first.
+func TestPublishFailure(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Error(w, "no room", http.StatusInsufficientStorage)
+	}))
+	defer srv.Close()
+	code, out, errOut := benchRun(t, "publish", "--to", srv.URL+"/hook", "--messages", "1000", "--workers", "1", "--batch-size", "10", "--keys", "0")
+	if code != exitFailure {
+		t.Fatalf("exit %d, want 1; stderr %q", code, errOut)
+	}
+	last := errOut[strings.LastIndex(strings.TrimSuffix(errOut, "\n"), "\n")+1:]
+	if out != "" || !strings.HasPrefix(last, "outbox: bench: publish: 10 messages failed, the first: ") || !strings.Contains(last, "507") ||
+		!strings.HasSuffix(last, "(0 of 1,000 confirmed before the run stopped)\n") {
+		t.Errorf("stdout %q, stderr %q", out, errOut)
+	}
+}
+
+// TestPublishInterrupted: an interrupted publish run still removes its
+// stream.
+func TestPublishInterrupted(t *testing.T) {
+	reachable(t, "NATS", "127.0.0.1:4222")
+	before := brokerLeftovers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := Main(ctx, []string{"publish", "--to", "nats://127.0.0.1:4222", "--messages", "50000000"}, &stdout, &stderr)
+	if code != exitFailure || !strings.Contains(stderr.String(), "outbox: bench: interrupted") {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "/50,000,000 confirmed") {
+		t.Errorf("interrupted before it published (no progress line): %q", stderr.String())
+	}
+	for what := range brokerLeftovers(t) {
 		if !before[what] {
 			t.Errorf("left behind: %s", what)
 		}

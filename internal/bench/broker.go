@@ -22,11 +22,13 @@ import (
 //     so publishes are routed (they are mandatory) and confirmed on disk;
 //   - redis://: the run's streams (the publisher never creates one).
 //
-// Other destinations need nothing.
-func prepareBroker(ctx context.Context, to, prefix, runID string, topics []string) (func(), error) {
+// Other destinations need nothing. The returned setup also counts the
+// messages the broker holds for the run, where it can.
+func prepareBroker(ctx context.Context, to, prefix, runID string, topics []string) (*brokerSetup, error) {
+	none := &brokerSetup{remove: func() {}}
 	u, err := url.Parse(to)
 	if err != nil {
-		return func() {}, nil // openDestination already refused it
+		return none, nil // openDestination already refused it
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -48,11 +50,25 @@ func prepareBroker(ctx context.Context, to, prefix, runID string, topics []strin
 			nc.Close()
 			return nil, fmt.Errorf("create JetStream stream %s: %w", name, err)
 		}
-		return func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = js.DeleteStream(ctx, name)
-			nc.Close()
+		return &brokerSetup{
+			what: "JetStream stream " + name,
+			remove: func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = js.DeleteStream(ctx, name)
+				nc.Close()
+			},
+			held: func(ctx context.Context) (int64, error) {
+				s, err := js.Stream(ctx, name)
+				if err != nil {
+					return 0, err
+				}
+				info, err := s.Info(ctx)
+				if err != nil {
+					return 0, err
+				}
+				return int64(info.State.Msgs), nil
+			},
 		}, nil
 	case "amqp", "amqps":
 		exchange := u.Query().Get("exchange")
@@ -76,14 +92,22 @@ func prepareBroker(ctx context.Context, to, prefix, runID string, topics []strin
 			_ = conn.Close()
 			return nil, fmt.Errorf("declare the run's RabbitMQ queue: %w", err)
 		}
-		return func() {
-			_, _ = ch.QueueDelete("outbox-bench-"+runID, false, false, false)
-			_ = conn.Close()
+		queue := "outbox-bench-" + runID
+		return &brokerSetup{
+			what: "RabbitMQ queue " + queue,
+			remove: func() {
+				_, _ = ch.QueueDelete(queue, false, false, false)
+				_ = conn.Close()
+			},
+			held: func(context.Context) (int64, error) {
+				q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+				return int64(q.Messages), err
+			},
 		}, nil
 	case "redis", "rediss":
 		opts, err := redis.ParseURL(to)
 		if err != nil {
-			return func() {}, nil
+			return none, nil
 		}
 		c := redis.NewClient(opts)
 		for _, t := range topics {
@@ -93,12 +117,37 @@ func prepareBroker(ctx context.Context, to, prefix, runID string, topics []strin
 				return nil, fmt.Errorf("create Redis stream %s: %w", t, err)
 			}
 		}
-		return func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = c.Del(ctx, topics...).Err()
-			_ = c.Close()
+		return &brokerSetup{
+			what: "Redis streams " + strings.Join(topics, ", "),
+			remove: func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = c.Del(ctx, topics...).Err()
+				_ = c.Close()
+			},
+			held: func(ctx context.Context) (int64, error) {
+				var n int64
+				for _, t := range topics {
+					l, err := c.XLen(ctx, t).Result()
+					if err != nil {
+						return 0, err
+					}
+					n += l
+				}
+				return n, nil
+			},
 		}, nil
 	}
-	return func() {}, nil
+	return none, nil
+}
+
+// brokerSetup is what prepareBroker created for a run.
+type brokerSetup struct {
+	// what names it, for the report: "JetStream stream OUTBOX_BENCH_…".
+	what string
+	// remove deletes it.
+	remove func()
+	// held counts the messages it holds; nil when the destination cannot
+	// tell.
+	held func(ctx context.Context) (int64, error)
 }

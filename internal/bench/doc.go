@@ -13,6 +13,11 @@
 //     stalled producer shows up as latency (no coordinated omission).
 //   - ceiling: reads and settles ready rows through the store without
 //     publishing: the database's upper bound for a relay.
+//   - publish: no database; workers publish messages shaped like drain's
+//     straight to the destination's Publisher, in the relay's rounds and
+//     per-key waves, each waiting for its confirmations: the
+//     destination's upper bound for a relay. A drain can then be compared
+//     with the lesser of ceiling and publish.
 //
 // # Working in a shared database
 //

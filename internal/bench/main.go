@@ -32,6 +32,7 @@ const (
 	wDrain   = "drain"
 	wSteady  = "steady"
 	wCeiling = "ceiling"
+	wPublish = "publish"
 )
 
 var workloads = []struct{ name, summary string }{
@@ -39,6 +40,7 @@ var workloads = []struct{ name, summary string }{
 	{wDrain, "pre-fill N messages, then time the relays delivering all of them"},
 	{wSteady, "open-loop producers at a fixed rate; latency from intended send time to confirm"},
 	{wCeiling, "read and settle pre-filled rows without publishing: the database's upper bound"},
+	{wPublish, "publish straight to the destination as the relay's workers do, no database: its upper bound"},
 }
 
 // Summary is the one line 'outbox help' shows for the command.
@@ -162,7 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if o.dbURL == "" {
+	if o.dbURL == "" && o.workload != wPublish {
 		o.dbURL = getenv("OUTBOX_DATABASE_URL")
 	}
 	if err := o.validate(set); err != nil {
@@ -173,8 +175,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			*secrets = append(*secrets, p)
 		}
 	}
-	if _, _, err := dburl.Parse(o.dbURL); err != nil {
-		return err
+	if o.workload != wPublish {
+		if _, _, err := dburl.Parse(o.dbURL); err != nil {
+			return err
+		}
 	}
 
 	secret := getenv("OUTBOX_WEBHOOK_SECRET")
@@ -216,6 +220,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			if cleanErr != nil {
 				return fmt.Errorf("interrupted; %w", cleanErr)
 			}
+			if o.workload == wPublish {
+				return errors.New("interrupted; what the run created on the destination was removed")
+			}
 			return errors.New("interrupted; the run's rows were removed")
 		}
 		return errors.Join(runErr, cleanErr)
@@ -251,7 +258,9 @@ func workloadNames() string {
 func flagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("outbox bench "+o.workload, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.dbURL, "db", "", "database URL: postgres://…, mysql://…, sqlite:///path.db (default $OUTBOX_DATABASE_URL)")
+	if o.workload != wPublish {
+		fs.StringVar(&o.dbURL, "db", "", "database URL: postgres://…, mysql://…, sqlite:///path.db (default $OUTBOX_DATABASE_URL)")
+	}
 	fs.BoolVar(&o.json, "json", false, "print one JSON object with every figure instead of the table")
 	fs.IntVar(&o.payloadBytes, "payload-bytes", 500, "size of each message's JSON payload in bytes")
 	fs.IntVar(&o.keys, "keys", 1000, "distinct business keys, used round robin (0: no key)")
@@ -289,6 +298,11 @@ func flagSet(o *options) *flag.FlagSet {
 		fs.IntVar(&o.messages, "messages", 100000, "messages to pre-fill and settle")
 		fs.IntVar(&o.sentRows, "sent-rows", 0, "already-sent rows to load first, to show the cost of a big table")
 		fs.BoolVar(&o.analyze, "analyze", true, "on PostgreSQL, ANALYZE outbox_messages after the pre-fill, as autovacuum soon would")
+	case wPublish:
+		destFlags()
+		fs.IntVar(&o.messages, "messages", 100000, "messages to publish")
+		fs.IntVar(&o.workers, "workers", 0, fmt.Sprintf("concurrent publishers, as the relay's workers (default %d, the relay's)", outbox.DefaultWorkers))
+		fs.IntVar(&o.batchSize, "batch-size", 0, fmt.Sprintf("messages per round, as a relay worker reads them (default %d, the relay's largest batch)", outbox.DefaultBatchSize))
 	}
 	return fs
 }
@@ -296,7 +310,7 @@ func flagSet(o *options) *flag.FlagSet {
 func (o *options) validate(set map[string]bool) error {
 	w := o.workload
 	switch {
-	case o.dbURL == "":
+	case o.dbURL == "" && w != wPublish:
 		return usagef("%s: no database: give --db URL or set OUTBOX_DATABASE_URL", w)
 	case o.payloadBytes < 2 || o.payloadBytes > outbox.DefaultMaxPayloadBytes:
 		return usagef("%s: --payload-bytes must be between 2 and %d", w, outbox.DefaultMaxPayloadBytes)
@@ -306,9 +320,9 @@ func (o *options) validate(set map[string]bool) error {
 		return usagef("%s: --workers must not be negative", w)
 	case o.batchSize < 0:
 		return usagef("%s: --batch-size must not be negative", w)
-	case (w != wProduce) && o.relays < 1:
+	case (w != wProduce && w != wPublish) && o.relays < 1:
 		return usagef("%s: --relays must be at least 1", w)
-	case (w == wDrain || w == wCeiling) && o.messages < 1:
+	case (w == wDrain || w == wCeiling || w == wPublish) && o.messages < 1:
 		return usagef("%s: --messages must be at least 1", w)
 	case o.sentRows < 0:
 		return usagef("%s: --sent-rows must not be negative", w)
@@ -365,7 +379,9 @@ Workloads:
 The bench works in the database given by --db (or OUTBOX_DATABASE_URL): it
 migrates the schema, tags its rows with a topic prefix unique to the run and
 deletes them when it ends. It refuses to start relays while another relay is
-live on the database or while other messages are pending.
+live on the database or while other messages are pending. publish needs no
+database: it sends to --to directly, to compare a drain with the lesser of
+the ceiling and the destination's own limit.
 
 Progress goes to stderr once a second; the report to stdout (to stderr when
 --to stdout:// takes stdout for the messages). Run 'outbox bench WORKLOAD

@@ -16,8 +16,8 @@ import (
 // one sub-object for the workload that ran.
 type result struct {
 	Workload    string         `json:"workload"`
-	Database    string         `json:"database"`
-	Dialect     string         `json:"dialect"`
+	Database    string         `json:"database,omitempty"`
+	Dialect     string         `json:"dialect,omitempty"`
 	Destination string         `json:"destination,omitempty"`
 	Settings    settings       `json:"settings"`
 	StartedAt   time.Time      `json:"started_at"`
@@ -27,12 +27,14 @@ type result struct {
 	Drain       *drainResult   `json:"drain,omitempty"`
 	Steady      *steadyResult  `json:"steady,omitempty"`
 	Ceiling     *drainResult   `json:"ceiling,omitempty"`
+	Publish     *publishResult `json:"publish,omitempty"`
 }
 
 type settings struct {
 	PayloadBytes    int     `json:"payload_bytes"`
 	Keys            int     `json:"keys"`
 	Relays          int     `json:"relays,omitempty"`
+	Workers         int     `json:"workers,omitempty"`
 	BatchSize       int     `json:"batch_size,omitempty"`
 	Clients         []int   `json:"clients,omitempty"`
 	DurationSeconds float64 `json:"duration_seconds,omitempty"`
@@ -51,7 +53,9 @@ func writeJSON(w io.Writer, r *result) error {
 func writeTable(w io.Writer, r *result) {
 	fmt.Fprintf(w, "outbox bench %s\n", r.Workload)
 	head := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(head, "  database\t%s (%s)\n", r.Database, r.Dialect)
+	if r.Database != "" {
+		fmt.Fprintf(head, "  database\t%s (%s)\n", r.Database, r.Dialect)
+	}
 	if r.Destination != "" {
 		fmt.Fprintf(head, "  destination\t%s\n", r.Destination)
 	}
@@ -68,6 +72,8 @@ func writeTable(w io.Writer, r *result) {
 		writeDrain(w, r.Ceiling, "settled (no publishing)")
 	case r.Steady != nil:
 		writeSteady(w, r.Steady)
+	case r.Publish != nil:
+		writePublish(w, r.Publish)
 	}
 }
 
@@ -77,6 +83,8 @@ func settingsLine(r *result) string {
 	switch r.Workload {
 	case wProduce:
 		parts = append(parts, "clients "+joinInts(s.Clients), fmt.Sprintf("%gs per variant", s.DurationSeconds))
+	case wPublish:
+		parts = append(parts, commas(int64(s.Messages))+" messages", plural(s.Workers, "worker"), fmt.Sprintf("rounds of %d", s.BatchSize))
 	case wDrain, wCeiling:
 		parts = append(parts, commas(int64(s.Messages))+" messages")
 		if s.SentRows > 0 {

@@ -42,7 +42,9 @@ type bench struct {
 	migrated bool
 	relayIDs []string
 
-	brokerCleanup func() // removes what prepareBroker created; nil if nothing
+	brokerCleanup func()                               // removes what prepareBroker created; nil if nothing
+	brokerHeld    func(context.Context) (int64, error) // counts what it holds; nil if it cannot
+	brokerWhat    string                               // names it
 }
 
 // maxConns is the pool size the workload needs: its clients, its relays
@@ -67,6 +69,22 @@ func (o *options) maxConns() int {
 	return n
 }
 
+// workersOrDefault is --workers, or the relay's default.
+func (o *options) workersOrDefault() int {
+	if o.workers == 0 {
+		return outbox.DefaultWorkers
+	}
+	return o.workers
+}
+
+// batchSizeOrDefault is --batch-size, or the relay's default.
+func (o *options) batchSizeOrDefault() int {
+	if o.batchSize == 0 {
+		return outbox.DefaultBatchSize
+	}
+	return o.batchSize
+}
+
 // withPoolSize sets pgx's pool_max_conns in a PostgreSQL URL, keeping a
 // larger value the user gave.
 func withPoolSize(raw string, n int) string {
@@ -84,7 +102,8 @@ func withPoolSize(raw string, n int) string {
 }
 
 // open connects to the database and prepares the run; nothing is written
-// yet.
+// yet. The publish workload has no database: it only prepares the
+// destination.
 func open(ctx context.Context, o *options, dest *destination, stderr io.Writer) (*bench, error) {
 	b := &bench{
 		o:       o,
@@ -97,6 +116,17 @@ func open(ctx context.Context, o *options, dest *destination, stderr io.Writer) 
 	_, _ = rand.Read(rb)
 	b.runID = hex.EncodeToString(rb)
 	b.prefix = "outbox-bench." + b.runID + "."
+
+	if o.workload == wPublish {
+		if !o.sink {
+			bs, err := prepareBroker(ctx, o.to, b.prefix, b.runID, []string{b.topic("publish")})
+			if err != nil {
+				return nil, err
+			}
+			b.brokerCleanup, b.brokerHeld, b.brokerWhat = bs.remove, bs.held, bs.what
+		}
+		return b, nil
+	}
 
 	d, _, err := dburl.Parse(o.dbURL)
 	if err != nil {
@@ -128,11 +158,12 @@ func open(ctx context.Context, o *options, dest *destination, stderr io.Writer) 
 		return nil, err
 	}
 	if dest != nil && !o.sink {
-		b.brokerCleanup, err = prepareBroker(ctx, o.to, b.prefix, b.runID, []string{b.topic("drain"), b.topic("steady")})
+		bs, err := prepareBroker(ctx, o.to, b.prefix, b.runID, []string{b.topic("drain"), b.topic("steady")})
 		if err != nil {
 			db.Close()
 			return nil, err
 		}
+		b.brokerCleanup = bs.remove
 	}
 	return b, nil
 }
@@ -151,6 +182,12 @@ func (b *bench) message(topic string, i int64) outbox.Message {
 
 // run migrates and runs the workload.
 func (b *bench) run(ctx context.Context) (*result, error) {
+	if b.o.workload == wPublish {
+		res := b.newResult()
+		var err error
+		res.Publish, err = b.publish(ctx)
+		return res, err
+	}
 	if err := b.conn.migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -174,7 +211,6 @@ func (b *bench) newResult() *result {
 	o := b.o
 	r := &result{
 		Workload:   o.workload,
-		Database:   dburl.Redact(o.dbURL),
 		Dialect:    string(b.d),
 		StartedAt:  time.Now().UTC().Truncate(time.Second),
 		GoMaxProcs: runtime.GOMAXPROCS(0),
@@ -184,10 +220,13 @@ func (b *bench) newResult() *result {
 			Keys:         o.keys,
 		},
 	}
+	if b.db != nil {
+		r.Database = dburl.Redact(o.dbURL)
+	}
 	if b.dest != nil {
 		r.Destination = b.dest.name
 	}
-	if o.workload != wProduce {
+	if o.workload != wProduce && o.workload != wPublish {
 		r.Settings.Relays = o.relays
 		r.Settings.BatchSize = o.batchSize
 		if r.Settings.BatchSize == 0 {
@@ -206,6 +245,10 @@ func (b *bench) newResult() *result {
 	case wDrain, wCeiling:
 		r.Settings.Messages = o.messages
 		r.Settings.SentRows = o.sentRows
+	case wPublish:
+		r.Settings.Messages = o.messages
+		r.Settings.Workers = o.workersOrDefault()
+		r.Settings.BatchSize = o.batchSizeOrDefault()
 	}
 	return r
 }
@@ -213,6 +256,12 @@ func (b *bench) newResult() *result {
 // close removes everything the run created and closes the database. It
 // runs even when the run was interrupted.
 func (b *bench) close() error {
+	if b.db == nil { // publish: no database
+		if b.brokerCleanup != nil {
+			b.brokerCleanup()
+		}
+		return nil
+	}
 	defer b.db.Close()
 	if b.brokerCleanup != nil {
 		defer b.brokerCleanup()
