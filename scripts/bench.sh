@@ -54,11 +54,12 @@ run pg-drain-nats-sent-rows drain --db "$PG" --messages $N --to "$NATS" --sent-r
 run pg-drain-nats-2-relays drain --db "$PG" --messages $N --to "$NATS" --relays 2
 run pg-steady-5000 steady --db "$PG" --rate 5000 --duration $DUR --to "$NATS" --plot "$OUT/pg-steady-5000.svg"
 run pg-produce produce --db "$PG" --clients 1,16,64 --duration 5s
+run publish-nats publish --to "$NATS" --messages $N
 rm -f /tmp/outbox-bench.db /tmp/outbox-bench.db-wal /tmp/outbox-bench.db-shm
 
 # The table.
 f() { jq -r "$2" "$OUT/$1.json"; }
-rate() { f "$1" '(.drain // .ceiling).messages_per_second | floor'; }
+rate() { f "$1" '(.drain // .ceiling // .publish).messages_per_second | floor'; }
 steady() { f "$1" '.steady | "\(.achieved_rate | floor) msg/s achieved; commit→confirm p50 \(.commit_to_confirm_ms.p50) ms, p99 \(.commit_to_confirm_ms.p99) ms, p99.9 \(.commit_to_confirm_ms.p99_9) ms; intended→confirm p99 \(.latency_ms.p99) ms; backlog at end \(.backlog_at_end)"'; }
 echo "| workload | database | destination | result |"
 echo "|---|---|---|---|"
@@ -73,3 +74,4 @@ echo "| drain $N with $SENT sent rows in the table | PostgreSQL | NATS JetStream
 echo "| drain $N, 2 relays | PostgreSQL | NATS JetStream | $(rate pg-drain-nats-2-relays) msg/s ($(jq -n "$(rate pg-drain-nats-2-relays) / $(rate pg-drain-nats) * 100 | floor")% of one relay's) |"
 echo "| steady 5,000 msg/s | PostgreSQL | NATS JetStream | $(steady pg-steady-5000) |"
 echo "| produce (business tx + enqueue vs business tx alone) | PostgreSQL | — | $(f pg-produce '[.produce.runs[] | "\(.clients) clients \(.outbox_vs_business * 100 | floor)%"] | join(", ")') |"
+echo "| publish only (no database) | — | NATS JetStream | $(rate publish-nats) msg/s |"
