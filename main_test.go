@@ -43,6 +43,12 @@ func TestMain(m *testing.M) {
 func childRelay(url, sink string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	logger := relaytest.Logger()
+	if os.Getenv("OUTBOX_TEST_LOG") == "" {
+		// Warnings (a lost partition, a fenced settle) explain duplicates.
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	dburl.DriverLogs(logger) // before the database opens, as `outbox relay` does
 	db, err := dburl.Open(ctx, url)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -79,11 +85,6 @@ func childRelay(url, sink string) int {
 	}
 	batch, _ := strconv.Atoi(os.Getenv("OUTBOX_TEST_CHILD_BATCH"))
 	ttl, _ := time.ParseDuration(os.Getenv("OUTBOX_TEST_CHILD_TTL"))
-	logger := relaytest.Logger()
-	if os.Getenv("OUTBOX_TEST_LOG") == "" {
-		// Warnings (a lost partition, a fenced settle) explain duplicates.
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
 	cfg := &outbox.RelayConfig{
 		Routes:          routes,
 		ID:              os.Getenv("OUTBOX_TEST_CHILD_ID"),

@@ -308,7 +308,9 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 		return -1, nil
 	}
 	readStart := time.Now()
-	rows, err := r.store.Read(ctx, parts, w.batchSize)
+	rctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	rows, err := r.store.Read(rctx, parts, w.batchSize)
+	cancel()
 	if r.metrics != nil {
 		r.metrics.readDur.Observe(time.Since(readStart).Seconds())
 	}
@@ -390,7 +392,17 @@ func (r *Relay) markInflight(ctx context.Context, parts []int, rows []store.Row)
 			maxIDs[i] = max(maxIDs[i], row.ID)
 		}
 	}
-	return r.store.MarkInflight(ctx, r.id, parts, maxIDs)
+	mctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	defer cancel()
+	return r.store.MarkInflight(mctx, r.id, parts, maxIDs)
+}
+
+// statementTimeout bounds each of the relay's statements but the settle
+// (which has its own): an answer lost in the network — a connection
+// cut without a reset, a half-open path — would otherwise hold a worker
+// or the lease loop forever. The relay retries on a fresh connection.
+func (r *Relay) statementTimeout() time.Duration {
+	return max(2*r.cfg.LeaseTTL, 5*time.Second)
 }
 
 // settle writes outcomes, retrying a failed statement while the leases

@@ -80,7 +80,11 @@ func (r *Relay) leaseLoop(ctx context.Context, partitions int) {
 	defer t.Stop()
 	failing := false
 	for tick := 0; ; tick++ {
-		err := r.balance(ctx, partitions, tick%50 == 0)
+		// A statement lost in the network (its answer never comes)
+		// must not stall the loop past the leases it keeps.
+		bctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+		err := r.balance(bctx, partitions, tick%50 == 0)
+		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			failing = true
@@ -206,7 +210,9 @@ func (r *Relay) release(ctx context.Context, parts []int) {
 	go func() {
 		defer r.bg.Done()
 		r.own.round.Lock()
-		err := r.store.Release(context.WithoutCancel(ctx), r.id, fresh)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.statementTimeout())
+		err := r.store.Release(rctx, r.id, fresh)
+		cancel()
 		r.own.round.Unlock()
 		if err != nil {
 			r.log.Warn("outbox relay: releasing partitions failed; they move when the lease expires", "relay", r.id, "err", err)

@@ -74,7 +74,9 @@ func (r *Relay) charge(ctx context.Context, it *item) (bool, error) {
 			Error: "max attempts (" + strconv.Itoa(row.MaxAttempts) + ") reached: " + errRelayStopped}
 		return true, nil
 	}
-	n, err := r.store.Settle(ctx, r.id, []store.Outcome{{ID: row.ID, Status: store.StatusPending, Error: errRelayStopped, CountAttempt: true, Unknown: true}})
+	sctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	defer cancel()
+	n, err := r.store.Settle(sctx, r.id, []store.Outcome{{ID: row.ID, Status: store.StatusPending, Error: errRelayStopped, CountAttempt: true, Unknown: true}})
 	if err != nil || n == 0 {
 		return false, err
 	}

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -182,3 +183,14 @@ func (db *DB) ping(ctx context.Context) error {
 	}
 	return db.SQL.PingContext(ctx)
 }
+
+// DriverLogs sends the MySQL driver's own log lines (it prints one per
+// failed connection attempt, several a second while the database is
+// unreachable) to l at debug level. The driver's logger is process-wide.
+func DriverLogs(l *slog.Logger) {
+	_ = mysql.SetLogger(mysqlLogger{l})
+}
+
+type mysqlLogger struct{ l *slog.Logger }
+
+func (m mysqlLogger) Print(v ...any) { m.l.Debug("mysql driver: " + fmt.Sprint(v...)) }
