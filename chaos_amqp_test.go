@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/faultproxy"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 )
@@ -30,7 +28,6 @@ func TestChaosRabbitMQFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: -short")
 	}
-	scale := chaosScale(t)
 	rabbitURL := "amqp://guest:guest@127.0.0.1:5672/"
 	if v := os.Getenv("OUTBOX_TEST_AMQP"); v != "" {
 		rabbitURL = v
@@ -86,28 +83,7 @@ func TestChaosRabbitMQFaults(t *testing.T) {
 	}
 	defer pub.Close()
 
-	h := newHarness(t, chaosDrivers[0])
-	rec := &chaos.Recorder{}
-	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub, Destination: routingKey})
-	cfg.PublishTimeout = 500 * time.Millisecond
-	cfg.BatchSize = 100
-	r, err := h.newRelay(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := relaytest.Run(t, r)
-	stopProducing := steadyProducer(h, rec)
-	sent := func() int { return relaytest.Count(t, h.db, "sent") }
-	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return sent() > 100 })
-	hold := time.Duration(2*scale) * time.Second
-	names := injectDestinationFaults(t, proxy, sent, hold, cfg.PublishTimeout)
-	if err := stopProducing(); err != nil {
-		t.Fatalf("producer: %v", err)
-	}
-	recovered := time.Now()
-	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool { return relaytest.Count(t, h.db, "pending") == 0 })
-	drained := time.Now()
-	stop()
+	h, rec, res := brokerFaults(t, proxy, pub, routingKey, "RabbitMQ")
 	if err := pub.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +122,5 @@ func TestChaosRabbitMQFaults(t *testing.T) {
 		t.Fatalf("read %d of the queue's %d messages", read, q.Messages)
 	}
 	t.Logf("%d messages in the queue", read)
-	res := chaosResult{scenario: "broker faults via proxy", broker: "RabbitMQ",
-		faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: recovered, drained: drained}
 	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, time.Minute)
 }

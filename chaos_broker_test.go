@@ -43,23 +43,13 @@ func TestChaosDestinationFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
-	cfg.PublishTimeout = 500 * time.Millisecond
-	cfg.BatchSize = 100
-	r, err := h.newRelay(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := relaytest.Run(t, r)
-
-	stopProducing := steadyProducer(h, rec)
-	sent := func() int { return relaytest.Count(t, h.db, "sent") }
-	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return sent() > 100 })
+	const publishTimeout = 500 * time.Millisecond
+	l := relayUnderLoad(t, h, rec, outbox.Route{Pattern: "*", Publisher: pub}, publishTimeout)
 
 	hold := time.Duration(3*scale) * time.Second // 30 s under make chaos
 	baseHeap, baseG := resources()
 	peak := watchResources()
-	names := injectDestinationFaults(t, proxy, sent, hold, cfg.PublishTimeout)
+	names := injectDestinationFaults(t, proxy, l, hold, publishTimeout)
 	maxHeap, maxG := peak()
 	t.Logf("during the faults: heap in use peaked at %.1f MiB (%.1f MiB before), goroutines at %d (%d before)",
 		float64(maxHeap)/(1<<20), float64(baseHeap)/(1<<20), maxG, baseG)
@@ -67,11 +57,11 @@ func TestChaosDestinationFaults(t *testing.T) {
 	// goroutines: it holds one round per worker, whatever the fault or its
 	// length — at most a batch of concurrent requests per worker, each with
 	// its goroutine and its connection's two.
-	goroutineBound := baseG + outbox.DefaultWorkers*cfg.BatchSize*3
+	goroutineBound := baseG + outbox.DefaultWorkers*loadBatch*3
 	if maxHeap > baseHeap+64<<20 || maxG > goroutineBound {
 		t.Errorf("resources grew during the destination faults: heap %d → %d bytes, goroutines %d → %d", baseHeap, maxHeap, baseG, maxG)
 	}
-	if err := stopProducing(); err != nil {
+	if err := l.stopProducing(); err != nil {
 		t.Fatalf("producer: %v", err)
 	}
 	res := chaosResult{scenario: "destination faults via proxy", broker: "webhook",
@@ -79,7 +69,7 @@ func TestChaosDestinationFaults(t *testing.T) {
 	// Half-open and slow deliveries arrive without their confirmation and
 	// are sent again: duplicates are expected, losses are not.
 	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, 3*time.Minute)
-	stop()
+	l.stop()
 }
 
 // steadyProducer commits two messages at a time over 30 keys until the
@@ -109,11 +99,94 @@ func steadyProducer(h *harness, rec *chaos.Recorder) (stop func() error) {
 	}
 }
 
+// loadBatch is the batch size of relayUnderLoad's relay.
+const loadBatch = 100
+
+// confirmCounter counts the messages its publisher reported confirmed,
+// when the publish call returned: the moment of the confirmation, which
+// the row's settle may follow much later on a loaded machine.
+type confirmCounter struct {
+	outbox.Publisher
+	n atomic.Int64
+}
+
+func (c *confirmCounter) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+	errs := c.Publisher.Publish(ctx, batch)
+	for _, err := range errs {
+		if err == nil {
+			c.n.Add(1)
+		}
+	}
+	return errs
+}
+
+// underLoad is a relay delivering while a producer commits.
+type underLoad struct {
+	stop          func()       // ends the relay
+	stopProducing func() error // ends the producer, returns its error
+	sent          func() int   // rows marked sent
+	confirmed     func() int   // messages the publisher reported confirmed
+}
+
+// relayUnderLoad starts an in-process relay (batches of loadBatch)
+// delivering through route while steadyProducer commits, and returns once
+// deliveries flow.
+func relayUnderLoad(t *testing.T, h *harness, rec *chaos.Recorder, route outbox.Route, publishTimeout time.Duration) underLoad {
+	t.Helper()
+	counter := &confirmCounter{Publisher: route.Publisher}
+	route.Publisher = counter
+	cfg := fastRelayConfig(route)
+	cfg.PublishTimeout = publishTimeout
+	cfg.BatchSize = loadBatch
+	r, err := h.newRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := underLoad{
+		stop:          relaytest.Run(t, r),
+		stopProducing: steadyProducer(h, rec),
+		sent:          func() int { return relaytest.Count(t, h.db, "sent") },
+		confirmed:     func() int { return int(counter.n.Load()) },
+	}
+	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return l.sent() > 100 })
+	return l
+}
+
+// brokerFaults runs an in-process relay over PostgreSQL that publishes
+// to destination through pub, whose connection goes through proxy: while
+// a producer commits, it injects the destination faults (2 s × scale
+// each) and then waits until every row is settled. The caller reads what
+// the broker holds into rec and judges the run with drainAndCheck(res).
+func brokerFaults(t *testing.T, proxy *faultproxy.Proxy, pub outbox.Publisher, destination, broker string) (h *harness, rec *chaos.Recorder, res chaosResult) {
+	t.Helper()
+	h = newHarness(t, chaosDrivers[0])
+	rec = &chaos.Recorder{}
+	const publishTimeout = 500 * time.Millisecond
+	l := relayUnderLoad(t, h, rec, outbox.Route{Pattern: "*", Publisher: pub, Destination: destination}, publishTimeout)
+	hold := time.Duration(2*chaosScale(t)) * time.Second
+	names := injectDestinationFaults(t, proxy, l, hold, publishTimeout)
+	if err := l.stopProducing(); err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	recovered := time.Now()
+	// The backlog of the faults sits on 30 keys, each delivered in order
+	// one message per wave: a broker with slow confirms drains it slowly.
+	relaytest.WaitFor(t, 3*time.Minute+time.Duration(chaosScale(t))*30*time.Second, "every row settled", func() bool {
+		return relaytest.Count(t, h.db, "pending") == 0
+	})
+	drained := time.Now()
+	l.stop()
+	return h, rec, chaosResult{scenario: "broker faults via proxy", broker: broker,
+		faults:    fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")),
+		recovered: recovered, drained: drained}
+}
+
 // injectDestinationFaults applies each destination fault through proxy
-// for hold and checks that no row became sent meanwhile (sent counts
-// them), then restores the proxy and waits for deliveries to resume. It
-// returns the faults' short names.
-func injectDestinationFaults(t *testing.T, proxy *faultproxy.Proxy, sent func() int, hold, publishTimeout time.Duration) []string {
+// for hold and checks that the publisher confirmed nothing meanwhile (a
+// publish started before the fault may still be confirmed within
+// publishTimeout), then restores the proxy and waits for deliveries to
+// resume. It returns the faults' short names.
+func injectDestinationFaults(t *testing.T, proxy *faultproxy.Proxy, l underLoad, hold, publishTimeout time.Duration) []string {
 	t.Helper()
 	type fault struct {
 		name  string
@@ -129,32 +202,18 @@ func injectDestinationFaults(t *testing.T, proxy *faultproxy.Proxy, sent func() 
 	var names []string
 	for _, f := range faults {
 		f.apply()
-		// Publishes confirmed before the fault may still settle (later
-		// on a loaded machine): count from when the sent rows stop
-		// changing. If they never do, confirmations are getting through.
-		time.Sleep(publishTimeout)
-		before := sent()
-		for settled := time.Now().Add(10 * time.Second); ; {
-			time.Sleep(500 * time.Millisecond)
-			now := sent()
-			if now == before {
-				break
-			}
-			if time.Now().After(settled) {
-				t.Fatalf("%s: rows keep becoming sent (%d → %d) although no confirmation can come back", f.name, before, now)
-			}
-			before = now
-		}
+		time.Sleep(publishTimeout + 100*time.Millisecond)
+		before, sentBefore := l.confirmed(), l.sent()
 		time.Sleep(hold)
-		after := sent()
+		after, sentAfter := l.confirmed(), l.sent()
 		proxy.SetMode(faultproxy.Pass)
 		proxy.SetDelay(0)
-		t.Logf("%s: %d rows marked sent during %v", f.name, after-before, hold)
+		t.Logf("%s: %d messages confirmed during %v (%d rows settled as sent meanwhile, confirmed before the fault)", f.name, after-before, hold, sentAfter-sentBefore)
 		if after != before {
-			t.Errorf("%s: %d rows became sent while no confirmation could come back", f.name, after-before)
+			t.Errorf("%s: the publisher confirmed %d messages while no confirmation could come back", f.name, after-before)
 		}
 		restored := time.Now()
-		relaytest.WaitFor(t, 2*time.Minute, "deliveries flowing again after "+f.name, func() bool { return sent() > after+50 })
+		relaytest.WaitFor(t, 2*time.Minute, "deliveries flowing again after "+f.name, func() bool { return l.confirmed() > after+50 })
 		t.Logf("%s: deliveries flowing again %.1fs after the fault ended", f.name, time.Since(restored).Seconds())
 		names = append(names, strings.Fields(f.name)[0])
 	}

@@ -193,40 +193,30 @@ func TestChaosKafkaBrokerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
-	cfg.PublishTimeout = publishTimeout
-	cfg.BatchSize = 100
-	r, err := h.newRelay(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := relaytest.Run(t, r)
-	stopProducing := steadyProducer(h, rec)
-	sent := func() int { return relaytest.Count(t, h.db, "sent") }
-	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return sent() > 100 })
+	l := relayUnderLoad(t, h, rec, outbox.Route{Pattern: "*", Publisher: pub}, publishTimeout)
 
 	k.Close()
 	down := time.Now()
-	// Publishes the broker confirmed before it closed may still settle.
-	time.Sleep(publishTimeout + 500*time.Millisecond)
-	before := sent()
+	// A publish the broker confirmed before it closed may still return.
+	time.Sleep(publishTimeout + 100*time.Millisecond)
+	before := l.confirmed()
 	hold := time.Duration(2*scale) * time.Second
 	time.Sleep(hold)
-	after := sent()
-	t.Logf("broker down: %d rows marked sent during %v", after-before, hold)
+	after := l.confirmed()
+	t.Logf("broker down: %d messages confirmed during %v", after-before, hold)
 	if after != before {
-		t.Errorf("%d rows became sent while the broker was down", after-before)
+		t.Errorf("the publisher confirmed %d messages while the broker was down", after-before)
 	}
 	k2 := startKfake(t, kfake.Ports(port), kfake.DataDir(dir))
 	recovered := time.Now()
 	outage := recovered.Sub(down)
-	relaytest.WaitFor(t, 2*time.Minute, "deliveries flowing again after the restart", func() bool { return sent() > after+50 })
-	if err := stopProducing(); err != nil {
+	relaytest.WaitFor(t, 2*time.Minute, "deliveries flowing again after the restart", func() bool { return l.confirmed() > after+50 })
+	if err := l.stopProducing(); err != nil {
 		t.Fatalf("producer: %v", err)
 	}
 	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool { return relaytest.Count(t, h.db, "pending") == 0 })
 	drained := time.Now()
-	stop()
+	l.stop()
 
 	n := readKafkaTopic(t, k2.ListenAddrs(), kafkaTopic, rec)
 	t.Logf("%d records in %s", n, kafkaTopic)
@@ -235,5 +225,5 @@ func TestChaosKafkaBrokerDown(t *testing.T) {
 	// The close cuts short at most one round per worker: each of those
 	// messages may be in the topic once from before the close and once
 	// more, sent again because its outcome was unknown.
-	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: outbox.DefaultWorkers * cfg.BatchSize}, time.Minute)
+	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: outbox.DefaultWorkers * loadBatch}, time.Minute)
 }

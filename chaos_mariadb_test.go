@@ -17,8 +17,6 @@ import (
 
 	_ "github.com/go-sql-driver/mysql" // the private server's readiness check
 
-	"github.com/txoutbox/outbox/internal/chaos"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
@@ -40,34 +38,10 @@ func TestChaosMariaDBRestart(t *testing.T) {
 	h := newHarness(t, dc)
 	testdb.MySQLURL = saved
 
-	const batch = 100
-	rec := &chaos.Recorder{}
-	sink := newChaosSink(t, rec)
-	relay := startChild(t, h.db.URL, sink.URL(), "mariadb-restart", batch, time.Second)
-	ws := startWriters(t, h, dc, rec, rnd, 2)
-	delivered := func() int { _, d, _ := rec.Counts(); return d }
-	restarts := 2 * scale
-	since := 0
-	for i := range restarts {
-		// Each kill comes once the relay has recovered from the last one.
-		relaytest.WaitFor(t, time.Minute, fmt.Sprintf("deliveries flowing (before kill %d)", i+1), func() bool { return delivered() > since })
-		time.Sleep(time.Duration(500+rnd.IntN(1000)) * time.Millisecond)
-		since = delivered()
+	restartUnderLoad(t, h, dc, rnd, 2*scale, "database SIGKILLed and restarted", "restarts (SIGKILL)", func() {
 		my.kill(t)
 		my.start(t)
-	}
-	relaytest.WaitFor(t, time.Minute, "deliveries flowing after the last restart", func() bool { return delivered() > since })
-	time.Sleep(500 * time.Millisecond)
-	ws.halt()
-	select {
-	case <-relay.done:
-		t.Fatalf("the relay process ended (%v) while its database restarted", relay.cmd.ProcessState)
-	default:
-	}
-	res := chaosResult{scenario: "database SIGKILLed and restarted", broker: "webhook",
-		faults: fmt.Sprintf("%d restarts (SIGKILL), %d writer errors", restarts, ws.failures.Load()), recovered: time.Now()}
-	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: restarts * childWorkers * batch}, 2*time.Minute)
-	relay.term(t)
+	})
 }
 
 // privateMariaDB is a MariaDB server of the test's own.

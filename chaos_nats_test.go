@@ -5,20 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/faultproxy"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 )
@@ -32,7 +28,6 @@ func TestChaosNATSFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: -short")
 	}
-	scale := chaosScale(t)
 	natsURL := "nats://127.0.0.1:4222"
 	if v := os.Getenv("OUTBOX_TEST_NATS"); v != "" {
 		natsURL = v
@@ -82,28 +77,7 @@ func TestChaosNATSFaults(t *testing.T) {
 	}
 	defer pub.Close()
 
-	h := newHarness(t, chaosDrivers[0])
-	rec := &chaos.Recorder{}
-	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub, Destination: stream + ".events"})
-	cfg.PublishTimeout = 500 * time.Millisecond
-	cfg.BatchSize = 100
-	r, err := h.newRelay(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := relaytest.Run(t, r)
-	stopProducing := steadyProducer(h, rec)
-	sent := func() int { return relaytest.Count(t, h.db, "sent") }
-	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return sent() > 100 })
-	hold := time.Duration(2*scale) * time.Second
-	names := injectDestinationFaults(t, proxy, sent, hold, cfg.PublishTimeout)
-	if err := stopProducing(); err != nil {
-		t.Fatalf("producer: %v", err)
-	}
-	recovered := time.Now()
-	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool { return relaytest.Count(t, h.db, "pending") == 0 })
-	drained := time.Now()
-	stop()
+	h, rec, res := brokerFaults(t, proxy, pub, stream+".events", "NATS JetStream")
 
 	// What the stream holds, in order, is what was delivered.
 	s, err := djs.Stream(ctx, stream)
@@ -133,7 +107,5 @@ func TestChaosNATSFaults(t *testing.T) {
 		}
 		read += uint64(got)
 	}
-	res := chaosResult{scenario: "broker faults via proxy", broker: "NATS JetStream",
-		faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: recovered, drained: drained}
 	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, time.Minute)
 }
