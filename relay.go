@@ -32,6 +32,9 @@ type Relay struct {
 
 	own     ownership
 	wakes   []chan struct{} // one per worker
+	// isolating is held by a round that publishes suspects (see isolate),
+	// so the suspects in flight when the process dies are one group.
+	isolating sync.Mutex
 	bg      sync.WaitGroup
 	running atomic.Bool
 
@@ -332,7 +335,11 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
 	}
 	read := len(rows)
-	rows, alone := r.isolate(rows)
+	rows, suspects, alone := r.isolate(rows)
+	if suspects {
+		r.isolating.Lock()
+		defer r.isolating.Unlock()
+	}
 	if err := r.markInflight(ctx, parts, rows); err != nil {
 		return 0, fmt.Errorf("mark in-flight: %w", err)
 	}

@@ -36,12 +36,18 @@ import (
 // errRelayStopped is the reason recorded with a suspect's charged attempt.
 const errRelayStopped = "the relay stopped while publishing it (crash, kill or lost lease)"
 
-// isolate returns the part of a freshly read batch to publish this round
-// and whether that part is a single suspect.
-func (r *Relay) isolate(rows []store.Row) ([]store.Row, bool) {
+// isolate returns the part of a freshly read batch to publish this round,
+// whether that part is suspects and whether it is a single suspect.
+//
+// Rounds publishing suspects run one at a time in a process (the caller
+// holds Relay.isolating), so when the relay dies the suspects in flight
+// are one group: a suspect published alone that is innocent is not
+// charged again for a crash another worker's suspects caused, and an
+// innocent can never run out of attempts in lockstep with the culprit.
+func (r *Relay) isolate(rows []store.Row) (out []store.Row, suspects, alone bool) {
 	marks := r.own.suspects()
 	if marks == nil {
-		return rows, false
+		return rows, false, false
 	}
 	var sus []store.Row
 	for _, row := range rows {
@@ -50,13 +56,13 @@ func (r *Relay) isolate(rows []store.Row) ([]store.Row, bool) {
 		}
 	}
 	if len(sus) == 0 {
-		return rows, false
+		return rows, false, false
 	}
 	// Rows are in id order and a key lives in one partition, so a key's
 	// suspects come before its other rows: taking the first suspects
 	// keeps every key's order.
 	sus = sus[:(len(sus)+1)/2]
-	return sus, len(sus) == 1
+	return sus, true, len(sus) == 1
 }
 
 // charge records the attempt of a suspect about to be published alone.

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -641,10 +642,14 @@ func TestPublishFailure(t *testing.T) {
 func TestPublishInterrupted(t *testing.T) {
 	reachable(t, "NATS", "127.0.0.1:4222")
 	before := brokerLeftovers(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// Interrupted once it reports progress, however long getting there
+	// takes on a loaded machine; the timeout only ends a run that never
+	// publishes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
-	code := Main(ctx, []string{"publish", "--to", "nats://127.0.0.1:4222", "--messages", "50000000"}, &stdout, &stderr)
+	var stdout bytes.Buffer
+	stderr := &cancelOnWrite{match: "/50,000,000 confirmed", cancel: cancel}
+	code := Main(ctx, []string{"publish", "--to", "nats://127.0.0.1:4222", "--messages", "50000000"}, &stdout, stderr)
 	if code != exitFailure || !strings.Contains(stderr.String(), "outbox: bench: interrupted") {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
 	}
@@ -656,4 +661,29 @@ func TestPublishInterrupted(t *testing.T) {
 			t.Errorf("left behind: %s", what)
 		}
 	}
+}
+
+// cancelOnWrite collects what is written to it and calls cancel once a
+// write contains match. It is safe for concurrent writers.
+type cancelOnWrite struct {
+	match  string
+	cancel context.CancelFunc
+
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if bytes.Contains(p, []byte(w.match)) {
+		w.cancel()
+	}
+	return w.buf.Write(p)
+}
+
+func (w *cancelOnWrite) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
