@@ -30,13 +30,13 @@ type Relay struct {
 	store   *store.Store
 	router  router
 
-	own     ownership
-	wakes   []chan struct{} // one per worker
+	own   ownership
+	wakes []chan struct{} // one per worker
 	// isolating is held by a round that publishes suspects (see isolate),
 	// so the suspects in flight when the process dies are one group.
 	isolating sync.Mutex
-	bg      sync.WaitGroup
-	running atomic.Bool
+	bg        sync.WaitGroup
+	running   atomic.Bool
 
 	metrics *relayMetrics // nil without RelayConfig.Metrics
 	alerts  *alerter      // nil without RelayConfig.Alerts
