@@ -8,9 +8,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -186,11 +189,26 @@ func (db *DB) ping(ctx context.Context) error {
 
 // DriverLogs sends the MySQL driver's own log lines (it prints one per
 // failed connection attempt, several a second while the database is
-// unreachable) to l at debug level. The driver's logger is process-wide.
-func DriverLogs(l *slog.Logger) {
-	_ = mysql.SetLogger(mysqlLogger{l})
+// unreachable) to l at debug level, from then on. Before the first call
+// they go to stderr, as the driver's own logger does.
+func DriverLogs(l *slog.Logger) { driverLog.Store(l) }
+
+// driverLog receives the MySQL driver's lines. The driver's logger is one
+// variable for the whole process, read whenever a connection is
+// configured: it is set once, before any goroutine can read it, and
+// forwards to whatever logger DriverLogs last stored.
+var driverLog atomic.Pointer[slog.Logger]
+
+func init() {
+	_ = mysql.SetLogger(mysqlLogger{fallback: log.New(os.Stderr, "[mysql] ", log.LstdFlags)})
 }
 
-type mysqlLogger struct{ l *slog.Logger }
+type mysqlLogger struct{ fallback *log.Logger }
 
-func (m mysqlLogger) Print(v ...any) { m.l.Debug("mysql driver: " + fmt.Sprint(v...)) }
+func (m mysqlLogger) Print(v ...any) {
+	if l := driverLog.Load(); l != nil {
+		l.Debug("mysql driver: " + fmt.Sprint(v...))
+		return
+	}
+	m.fallback.Print(v...)
+}
