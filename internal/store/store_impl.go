@@ -221,7 +221,8 @@ func fromEpoch(f float64) time.Time {
 
 // Settle applies outcomes for rows in partitions owner still holds; it
 // returns how many rows changed. Rows of partitions the owner lost are left
-// alone: their new owner will deliver them.
+// alone: their new owner will deliver them. A statement chosen as a
+// deadlock victim (MySQL locks index ranges) is run again.
 func (st *Store) Settle(ctx context.Context, owner string, outs []Outcome) (int64, error) {
 	if len(outs) == 0 {
 		return 0, nil
@@ -238,7 +239,7 @@ func (st *Store) Settle(ctx context.Context, owner string, outs []Outcome) (int6
 				incs[i] = 1
 			}
 		}
-		return st.db.Exec(ctx, st.s.settle, ids, statuses, delays, errs, incs, unknowns, owner)
+		return st.execRetry(ctx, st.s.settle, ids, statuses, delays, errs, incs, unknowns, owner)
 	}
 	arr := make([][6]any, len(outs))
 	for i, o := range outs {
@@ -259,7 +260,7 @@ func (st *Store) Settle(ctx context.Context, owner string, outs []Outcome) (int6
 	if err != nil {
 		return 0, err
 	}
-	return st.db.Exec(ctx, st.s.settle, string(b), owner)
+	return st.execRetry(ctx, st.s.settle, string(b), owner)
 }
 
 // Heartbeat records that relay id is alive and returns the ids of all live
