@@ -33,9 +33,11 @@ type drainResult struct {
 	CPUSeconds        float64 `json:"cpu_seconds"`
 	CPUSecondsPer10k  float64 `json:"cpu_seconds_per_10k"`
 	PeakRSSBytes      int64   `json:"peak_rss_bytes"`
-	PrefillSeconds    float64 `json:"prefill_seconds"`
-	PrefillPerSecond  float64 `json:"prefill_messages_per_second"`
-	SentRowsSeconds   float64 `json:"sent_rows_seconds"`
+	// Machine is where the machine's CPU went during the timed part.
+	Machine          *machineCPU `json:"machine,omitempty"`
+	PrefillSeconds   float64     `json:"prefill_seconds"`
+	PrefillPerSecond float64     `json:"prefill_messages_per_second"`
+	SentRowsSeconds  float64     `json:"sent_rows_seconds"`
 	// Analyzed: ANALYZE ran between the pre-fill and the timed part.
 	Analyzed       bool       `json:"analyzed"`
 	AnalyzeSeconds float64    `json:"analyze_seconds,omitempty"`
@@ -239,6 +241,7 @@ func (b *bench) drain(ctx context.Context) (*drainResult, error) {
 		}
 	}
 
+	m0 := sampleMachine()
 	cpu0 := cpuTime()
 	start := time.Now()
 	rs, err := b.startRelays(ctx, b.dest.pub, onBatch)
@@ -247,6 +250,7 @@ func (b *bench) drain(ctx context.Context) (*drainResult, error) {
 	}
 	waitErr := b.waitDelivered(ctx, rs, done, &delivered, target, start, "drain", &stats)
 	cpu := cpuTime() - cpu0
+	res.Machine = cpuSince(m0)
 	if err := rs.stop(); err != nil && waitErr == nil {
 		waitErr = err
 	}
@@ -331,6 +335,7 @@ func (b *bench) ceiling(ctx context.Context) (*drainResult, error) {
 	var settled atomic.Int64
 	var stats batchCollector
 	errc := make(chan error, workers)
+	m0 := sampleMachine()
 	cpu0 := cpuTime()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -356,6 +361,7 @@ func (b *bench) ceiling(ctx context.Context) (*drainResult, error) {
 	stop()
 	wall := time.Since(start)
 	cpu := cpuTime() - cpu0
+	res.Machine = cpuSince(m0)
 	select {
 	case err := <-errc:
 		return nil, err

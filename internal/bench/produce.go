@@ -46,7 +46,8 @@ type variantResult struct {
 	Seconds      float64 `json:"seconds"`
 	TxPerSecond  float64 `json:"tx_per_second"`
 	// VsBusiness is this variant's tx/s over the business-only tx/s.
-	VsBusiness float64 `json:"vs_business"`
+	VsBusiness float64     `json:"vs_business"`
+	Machine    *machineCPU `json:"machine,omitempty"`
 }
 
 func (b *bench) variants() (vs []variant, skipped []string) {
@@ -114,6 +115,7 @@ func (b *bench) produceVariant(ctx context.Context, topic string, clients int, v
 	defer cancel()
 	var firstErr error
 	var errOnce sync.Once
+	m0 := sampleMachine()
 	start := time.Now()
 	deadline := start.Add(b.o.duration)
 	var wg sync.WaitGroup
@@ -159,6 +161,7 @@ func (b *bench) produceVariant(ctx context.Context, topic string, clients int, v
 	wg.Wait()
 	stop()
 	elapsed := time.Since(start)
+	machine := cpuSince(m0)
 	if firstErr != nil {
 		return variantResult{}, firstErr
 	}
@@ -166,5 +169,5 @@ func (b *bench) produceVariant(ctx context.Context, topic string, clients int, v
 		return variantResult{}, err
 	}
 	n := count.Load()
-	return variantResult{Variant: v.name, Transactions: n, Seconds: elapsed.Seconds(), TxPerSecond: float64(n) / elapsed.Seconds()}, nil
+	return variantResult{Variant: v.name, Transactions: n, Seconds: elapsed.Seconds(), TxPerSecond: float64(n) / elapsed.Seconds(), Machine: machine}, nil
 }

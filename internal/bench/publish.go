@@ -30,6 +30,7 @@ type publishResult struct {
 	CPUSeconds        float64        `json:"cpu_seconds"`
 	CPUSecondsPer10k  float64        `json:"cpu_seconds_per_10k"`
 	PeakRSSBytes      int64          `json:"peak_rss_bytes"`
+	Machine           *machineCPU    `json:"machine,omitempty"`
 	Batches           publishBatches `json:"batches"`
 	// HeldAtDestination is what the run's stream, queue or streams held
 	// after the last confirmation, when the destination can tell (NATS,
@@ -105,6 +106,7 @@ func (b *bench) publish(ctx context.Context) (*publishResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	runtime.GC()
+	m0 := sampleMachine()
 	cpu0 := cpuTime()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -131,6 +133,7 @@ func (b *bench) publish(ctx context.Context) (*publishResult, error) {
 	stop()
 	wall := time.Since(start)
 	cpu := cpuTime() - cpu0
+	res.Machine = cpuSince(m0)
 
 	res.Confirmed = st.confirmed.Load()
 	res.Failed = st.failed.Load()
@@ -275,6 +278,7 @@ func writePublish(w io.Writer, p *publishResult) {
 	fmt.Fprintf(tw, "throughput\t%s msg/s\n", commas(int64(math.Round(p.MessagesPerSecond))))
 	fmt.Fprintf(tw, "process cpu\t%.2f s, %.3f s per 10k messages (this process; not the destination's)\n", p.CPUSeconds, p.CPUSecondsPer10k)
 	fmt.Fprintf(tw, "peak rss\t%s\n", mib(p.PeakRSSBytes))
+	fmt.Fprintf(tw, "machine cpu\t%s\n", p.Machine)
 	bs := p.Batches
 	fmt.Fprintf(tw, "batches\t%s rounds of up to %s; %s Publish calls (at most one message per key each), mean %.0f, max %s\n",
 		commas(bs.Rounds), commas(int64(bs.BatchSize)), commas(bs.Calls), bs.MeanCall, commas(int64(bs.MaxCall)))

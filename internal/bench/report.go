@@ -108,10 +108,10 @@ func settingsLine(r *result) string {
 
 func writeProduce(w io.Writer, p *produceResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tvariant\ttx/s\tvs business\ttransactions\t")
+	fmt.Fprintln(tw, "clients\tvariant\ttx/s\tvs business\ttransactions\t  machine cpu")
 	for _, run := range p.Runs {
 		for _, v := range run.Variants {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%s\t\n", run.Clients, v.Variant, commas(int64(math.Round(v.TxPerSecond))), v.VsBusiness, commas(v.Transactions))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%s\t  %s\n", run.Clients, v.Variant, commas(int64(math.Round(v.TxPerSecond))), v.VsBusiness, commas(v.Transactions), v.Machine)
 		}
 	}
 	tw.Flush()
@@ -133,6 +133,7 @@ func writeDrain(w io.Writer, d *drainResult, verb string) {
 	fmt.Fprintf(tw, "throughput\t%s msg/s\n", commas(int64(math.Round(d.MessagesPerSecond))))
 	fmt.Fprintf(tw, "process cpu\t%.2f s, %.3f s per 10k messages (this process; not the database's)\n", d.CPUSeconds, d.CPUSecondsPer10k)
 	fmt.Fprintf(tw, "peak rss\t%s\n", mib(d.PeakRSSBytes))
+	fmt.Fprintf(tw, "machine cpu\t%s\n", d.Machine)
 	bs := d.Batches
 	fmt.Fprintf(tw, "batches\t%s rounds, mean %.0f, max %s, limit reached %s; retried %s, dead %s, deferred %s, skipped %s\n",
 		commas(bs.Rounds), bs.MeanRead, commas(int64(bs.MaxRead)), commas(int64(bs.MaxBatchSize)), commas(bs.Retried), commas(bs.Dead), commas(bs.Deferred), commas(bs.Skipped))
@@ -155,6 +156,7 @@ func writeSteady(w io.Writer, s *steadyResult) {
 	fmt.Fprintf(tw, "messages\t%s committed, %s confirmed, %s unconfirmed; backlog when producers stopped: %s\n",
 		commas(s.Committed), commas(s.Count), commas(s.Unconfirmed), commas(s.BacklogAtEnd))
 	fmt.Fprintf(tw, "process cpu\t%.2f s; peak rss %s\n", s.CPUSeconds, mib(s.PeakRSSBytes))
+	fmt.Fprintf(tw, "machine cpu\t%s\n", s.Machine)
 	bs := s.Batches
 	fmt.Fprintf(tw, "batches\t%s rounds, mean %.1f, max %s; retried %s, dead %s\n", commas(bs.Rounds), bs.MeanRead, commas(int64(bs.MaxRead)), commas(bs.Retried), commas(bs.Dead))
 	tw.Flush()

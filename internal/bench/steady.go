@@ -55,6 +55,7 @@ type steadyResult struct {
 	Batches         batchStats     `json:"batches"`
 	CPUSeconds      float64        `json:"cpu_seconds"`
 	PeakRSSBytes    int64          `json:"peak_rss_bytes"`
+	Machine         *machineCPU    `json:"machine,omitempty"`
 }
 
 // latencySummary is a histogram in milliseconds.
@@ -201,6 +202,7 @@ func (b *bench) steady(ctx context.Context) (*steadyResult, error) {
 	}
 	rec := newRecorder(b.dest.pub, slots, firstSlot)
 	var stats batchCollector
+	m0 := sampleMachine()
 	cpu0 := cpuTime()
 	rs, err := b.startRelays(ctx, rec, stats.add)
 	if err != nil {
@@ -339,6 +341,7 @@ wait:
 		return nil, err
 	}
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	res.Machine = cpuSince(m0)
 	res.PeakRSSBytes = peakRSS()
 	res.Latency = rec.lat.summary()
 	res.CommitToConfirm = rec.c2c.summary()
