@@ -3,8 +3,12 @@ package store
 // statements holds every statement of one dialect. The texts are fixed at
 // start-up; nothing from users is ever spliced into them.
 type statements struct {
-	// insert takes the dialect's batch argument form (see insertArgs).
+	// insert takes the dialect's batch argument form (see insertChunk).
 	insert string
+	// insertOne is insert for a single message, with one argument per
+	// column: cheaper to encode and to run than the batch form, and the
+	// common case (one message per business transaction).
+	insertOne string
 	// read: owner-independent ready rows of the given partitions, oldest
 	// first, skipping keys held back by an earlier waiting message.
 	read string
@@ -103,6 +107,10 @@ func itoa(n int) string {
 	return itoa(n/10) + string(rune('0'+n%10))
 }
 
+// sqliteUUID makes a random (version 4) UUID in SQLite, for rows whose
+// message id the caller left out.
+const sqliteUUID = "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))"
+
 func build(d Dialect) statements {
 	var s statements
 	now := d.nowSQL()
@@ -118,6 +126,9 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[
      AS u(message_id, topic, business_key, payload, headers, max_attempts, delay_us, not_before)
 ON CONFLICT (message_id) DO NOTHING
 RETURNING message_id::text`
+		s.insertOne = `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
+VALUES ($1::uuid, $2, $3, $4, $5::jsonb, coalesce($6::int, 10), coalesce($8::timestamptz, now() + $7::bigint * interval '1 microsecond'))
+ON CONFLICT (message_id) DO NOTHING`
 		// The lease check is a per-row subquery: as a join, the planner may
 		// start from the lease table and probe every outcome per partition.
 		s.settle = `UPDATE outbox_messages AS m SET
@@ -140,6 +151,8 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
     message_id VARCHAR(36) PATH '$[0]', topic VARCHAR(255) PATH '$[1]', business_key VARCHAR(255) PATH '$[2]',
     payload LONGTEXT PATH '$[3]', headers TEXT PATH '$[4]', max_attempts INT PATH '$[5]',
     delay_us BIGINT PATH '$[6]', not_before_us BIGINT PATH '$[7]')) AS u`
+		s.insertOne = `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
+VALUES (?, ?, ?, ?, ?, COALESCE(?, 10), COALESCE(FROM_UNIXTIME(? / 1000000), NOW(6) + INTERVAL ? MICROSECOND))`
 		s.settle = `UPDATE outbox_messages AS m
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (
     id BIGINT PATH '$[0]', status VARCHAR(16) PATH '$[1]', delay_us BIGINT PATH '$[2]',
@@ -156,12 +169,15 @@ WHERE m.status = 'pending' AND l.owner = ? AND l.expires_at > NOW(6)`
 ON DUPLICATE KEY UPDATE seen_at = NOW(6)`
 	default:
 		s.insert = `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
-SELECT coalesce(json_extract(value, '$[0]'), lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))),
+SELECT coalesce(json_extract(value, '$[0]'), ` + sqliteUUID + `),
        json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
        coalesce(json_extract(value, '$[5]'), 10),
        coalesce(strftime('%Y-%m-%d %H:%M:%f', json_extract(value, '$[7]') / 1000000.0, 'unixepoch'),
                 strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (json_extract(value, '$[6]') / 1000000.0) || ' seconds'))
 FROM json_each(?) ORDER BY key`
+		s.insertOne = `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
+VALUES (coalesce(?1, ` + sqliteUUID + `), ?2, ?3, ?4, ?5, coalesce(?6, 10),
+        coalesce(strftime('%Y-%m-%d %H:%M:%f', ?8 / 1000000.0, 'unixepoch'), strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (?7 / 1000000.0) || ' seconds')))`
 		// The outcomes are materialised first and the status test is kept off
 		// the index ('+'), so the update walks the outcomes and looks each
 		// row up by id instead of scanning pending rows.

@@ -57,6 +57,9 @@ func (st *Store) Insert(ctx context.Context, q Querier, msgs []NewMessage) error
 }
 
 func (st *Store) insertChunk(ctx context.Context, q Querier, msgs []NewMessage) error {
+	if len(msgs) == 1 {
+		return st.insertOne(ctx, q, &msgs[0])
+	}
 	if st.d == Postgres {
 		n := len(msgs)
 		ids, topics, keys, payloads, headers := make([]string, n), make([]string, n), make([]*string, n), make([]string, n), make([]string, n)
@@ -133,6 +136,44 @@ func (st *Store) insertChunk(ctx context.Context, q Querier, msgs []NewMessage) 
 			ids[i] = m.MessageID
 		}
 		return &DuplicateError{MessageIDs: ids}
+	}
+	return err
+}
+
+// insertOne writes one message with insertOne.
+func (st *Store) insertOne(ctx context.Context, q Querier, m *NewMessage) error {
+	var id, key, maxAttempts, notBefore any
+	if m.MessageID != "" {
+		id = m.MessageID
+	}
+	if m.Key != "" {
+		key = m.Key
+	}
+	if m.MaxAttempts > 0 {
+		maxAttempts = int32(min(m.MaxAttempts, math.MaxInt32))
+	}
+	delay := m.Delay.Microseconds()
+	var args []any
+	switch st.d {
+	case Postgres:
+		if !m.NotBefore.IsZero() {
+			notBefore = m.NotBefore
+		}
+		args = []any{id, m.Topic, key, m.Payload, m.Headers, maxAttempts, delay, notBefore}
+	case MySQL:
+		if !m.NotBefore.IsZero() {
+			notBefore = m.NotBefore.UnixMicro()
+		}
+		args = []any{id, m.Topic, key, m.Payload, m.Headers, maxAttempts, notBefore, delay}
+	default:
+		if !m.NotBefore.IsZero() {
+			notBefore = m.NotBefore.UnixMicro()
+		}
+		args = []any{id, m.Topic, key, m.Payload, m.Headers, maxAttempts, delay, notBefore}
+	}
+	n, err := q.Exec(ctx, st.s.insertOne, args...)
+	if (err == nil && n == 0) || (err != nil && isUniqueViolation(err)) {
+		return &DuplicateError{MessageIDs: []string{m.MessageID}}
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -390,50 +391,84 @@ func TestStatsListRequeueDiscard(t *testing.T) {
 	})
 }
 
+// TestInsertDuplicateAndDelays runs twice: every message in its own
+// Insert (the one-row statement) and all in one (the batch statement).
 func TestInsertDuplicateAndDelays(t *testing.T) {
 	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
-		ctx := context.Background()
-		a := newMsg("t.x", "")
-		insert(t, db, st, a)
-		tx, err := db.SQL.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback() }()
-		err = st.Insert(ctx, store.SQL(tx), []store.NewMessage{a})
-		if _, ok := err.(*store.DuplicateError); !ok {
-			t.Fatalf("duplicate insert: %v", err)
-		}
-		_ = tx.Rollback()
-		later := newMsg("t.later", "")
-		later.Delay = time.Hour
-		nb := newMsg("t.nb", "")
-		nb.NotBefore = time.Now().Add(2 * time.Hour)
-		big := newMsg("t.big", "")
-		big.Payload = `"` + strings.Repeat("x", 5<<20) + `"`
-		big.MaxAttempts = 3
-		insert(t, db, st, later, nb, big)
-		parts := acquireAll(t, st, "r")
-		rows, err := st.Read(ctx, parts, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rows) != 2 || rows[1].MaxAttempts != 3 || len(rows[1].Payload) != len(big.Payload) {
-			t.Fatalf("ready rows: %d", len(rows))
-		}
-		ms, _ := st.List(ctx, store.Filter{MessageIDs: []string{nb.MessageID, later.MessageID}})
-		for _, m := range ms {
-			want := time.Hour
-			if m.MessageID == nb.MessageID {
-				want = 2 * time.Hour
+		for _, oneByOne := range []bool{true, false} {
+			db.Exec(t, "DELETE FROM outbox_messages")
+			put := func(msgs ...store.NewMessage) {
+				if !oneByOne {
+					insert(t, db, st, msgs...)
+					return
+				}
+				for _, m := range msgs {
+					insert(t, db, st, m)
+				}
 			}
-			if d := time.Until(m.AvailableAt); d < want-time.Minute || d > want+time.Minute {
-				t.Errorf("%s available in %v, want ~%v", m.Topic, d, want)
+			ctx := context.Background()
+			a := newMsg("t.x", "")
+			put(a)
+			tx, err := db.SQL.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		var headers map[string]string
-		if err := json.Unmarshal([]byte(rows[0].Headers), &headers); err != nil || headers["content-type"] != "application/json" {
-			t.Fatalf("headers %q: %v", rows[0].Headers, err)
+			dupCall := []store.NewMessage{a}
+			if !oneByOne {
+				dupCall = []store.NewMessage{newMsg("t.other", ""), a}
+			}
+			err = st.Insert(ctx, store.SQL(tx), dupCall)
+			if dup, ok := err.(*store.DuplicateError); !ok || !slices.Contains(dup.MessageIDs, a.MessageID) {
+				t.Fatalf("one by one %v: duplicate insert: %v", oneByOne, err)
+			}
+			// The refused duplicate leaves the transaction usable.
+			after := newMsg("t.after", "")
+			if err := st.Insert(ctx, store.SQL(tx), []store.NewMessage{after}); err != nil {
+				t.Fatalf("one by one %v: insert after a duplicate: %v", oneByOne, err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 't.after'"); n != 1 {
+				t.Fatalf("one by one %v: %d rows of the message enqueued after a duplicate", oneByOne, n)
+			}
+			db.Exec(t, "DELETE FROM outbox_messages WHERE topic IN ('t.after', 't.other')")
+			later := newMsg("t.later", "")
+			later.Delay = time.Hour
+			nb := newMsg("t.nb", "")
+			nb.NotBefore = time.Now().Add(2 * time.Hour)
+			big := newMsg("t.big", "k")
+			big.Payload = `"` + strings.Repeat("x", 5<<20) + `"`
+			big.MaxAttempts = 3
+			put(later, nb, big)
+			parts := acquireAll(t, st, "r")
+			rows, err := st.Read(ctx, parts, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 2 || rows[1].MaxAttempts != 3 || len(rows[1].Payload) != len(big.Payload) || rows[1].Key != "k" || !rows[1].HasKey || rows[0].HasKey || rows[0].MaxAttempts != 10 {
+				t.Fatalf("one by one %v: ready rows: %+v", oneByOne, rows)
+			}
+			ms, _ := st.List(ctx, store.Filter{MessageIDs: []string{nb.MessageID, later.MessageID}})
+			if len(ms) != 2 {
+				t.Fatalf("one by one %v: %d delayed rows", oneByOne, len(ms))
+			}
+			for _, m := range ms {
+				want := time.Hour
+				if m.MessageID == nb.MessageID {
+					want = 2 * time.Hour
+				}
+				if d := time.Until(m.AvailableAt); d < want-time.Minute || d > want+time.Minute {
+					t.Errorf("one by one %v: %s available in %v, want ~%v", oneByOne, m.Topic, d, want)
+				}
+			}
+			var headers map[string]string
+			if err := json.Unmarshal([]byte(rows[0].Headers), &headers); err != nil || headers["content-type"] != "application/json" {
+				t.Fatalf("headers %q: %v", rows[0].Headers, err)
+			}
+			if err := st.Release(ctx, "r", parts); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }
