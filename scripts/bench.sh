@@ -75,3 +75,20 @@ echo "| drain $N, 2 relays | PostgreSQL | NATS JetStream | $(rate pg-drain-nats-
 echo "| steady 5,000 msg/s | PostgreSQL | NATS JetStream | $(steady pg-steady-5000) |"
 echo "| produce (business tx + enqueue vs business tx alone) | PostgreSQL | — | $(f pg-produce '[.produce.runs[] | "\(.clients) clients \(.outbox_vs_business * 100 | floor)%"] | join(", ")') |"
 echo "| publish only (no database) | — | NATS JetStream | $(rate publish-nats) msg/s |"
+
+# Where the CPU went: average cores busy over each timed part, and the CPU
+# time per message (per transaction for produce) of each local process.
+cpu_cols='"\(.r | floor) | \(.m.busy_cores * 100 | floor / 100) of \(.m.cores) | \((.m.server_cores.postgres // 0) * 1e6 / .r | floor) | \((.m.server_cores["nats-server"] // 0) * 1e6 / .r | floor) | \(.m.bench_cores * 1e6 / .r | floor) | \(.m.busy_cores * 1e6 / .r | floor) |"'
+cpu() { f "$1" "(.drain // .ceiling // .publish // .steady) | {r: (.messages_per_second // .achieved_rate), m: .machine} | $cpu_cols"; }
+echo
+echo "| workload (PostgreSQL) | msg/s | cores busy | postgres µs/msg | nats-server µs/msg | relay (bench) µs/msg | all µs/msg |"
+echo "|---|---|---|---|---|---|---|"
+echo "| ceiling | $(cpu pg-ceiling)"
+echo "| drain, null destination | $(cpu pg-drain-null)"
+echo "| drain → NATS | $(cpu pg-drain-nats)"
+echo "| drain → NATS, 2 relays | $(cpu pg-drain-nats-2-relays)"
+echo "| publish only → NATS (no database) | $(cpu publish-nats)"
+echo "| steady 5,000 → NATS | $(cpu pg-steady-5000)"
+for v in business outbox; do
+  echo "| produce, 16 clients, $v (per transaction) | $(f pg-produce ".produce.runs[] | select(.clients == 16) | .variants[] | select(.variant == \"$v\") | {r: .tx_per_second, m: .machine} | $cpu_cols")"
+done
