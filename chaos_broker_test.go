@@ -154,7 +154,7 @@ func relayUnderLoad(t *testing.T, h *harness, rec *chaos.Recorder, route outbox.
 
 // brokerFaults runs an in-process relay over PostgreSQL that publishes
 // to destination through pub, whose connection goes through proxy: while
-// a producer commits, it injects the destination faults (2 s × scale
+// a producer commits, it injects the destination faults (3 s × scale
 // each) and then waits until every row is settled. The caller reads what
 // the broker holds into rec and judges the run with drainAndCheck(res).
 func brokerFaults(t *testing.T, proxy *faultproxy.Proxy, pub outbox.Publisher, destination, broker string) (h *harness, rec *chaos.Recorder, res chaosResult) {
@@ -163,7 +163,7 @@ func brokerFaults(t *testing.T, proxy *faultproxy.Proxy, pub outbox.Publisher, d
 	rec = &chaos.Recorder{}
 	const publishTimeout = 500 * time.Millisecond
 	l := relayUnderLoad(t, h, rec, outbox.Route{Pattern: "*", Publisher: pub, Destination: destination}, publishTimeout)
-	hold := time.Duration(2*chaosScale(t)) * time.Second
+	hold := time.Duration(3*chaosScale(t)) * time.Second // 30 s under make chaos
 	names := injectDestinationFaults(t, proxy, l, hold, publishTimeout)
 	if err := l.stopProducing(); err != nil {
 		t.Fatalf("producer: %v", err)

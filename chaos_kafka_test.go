@@ -200,7 +200,7 @@ func TestChaosKafkaBrokerDown(t *testing.T) {
 	// A publish the broker confirmed before it closed may still return.
 	time.Sleep(publishTimeout + 100*time.Millisecond)
 	before := l.confirmed()
-	hold := time.Duration(2*scale) * time.Second
+	hold := time.Duration(3*scale) * time.Second // 30 s under make chaos
 	time.Sleep(hold)
 	after := l.confirmed()
 	t.Logf("broker down: %d messages confirmed during %v", after-before, hold)
