@@ -152,24 +152,15 @@ func (st *Store) insertOne(ctx context.Context, q Querier, m *NewMessage) error 
 	if m.MaxAttempts > 0 {
 		maxAttempts = int32(min(m.MaxAttempts, math.MaxInt32))
 	}
-	delay := m.Delay.Microseconds()
-	var args []any
-	switch st.d {
-	case Postgres:
-		if !m.NotBefore.IsZero() {
+	if !m.NotBefore.IsZero() {
+		notBefore = m.NotBefore.UnixMicro()
+		if st.d == Postgres {
 			notBefore = m.NotBefore
 		}
-		args = []any{id, m.Topic, key, m.Payload, m.Headers, maxAttempts, delay, notBefore}
-	case MySQL:
-		if !m.NotBefore.IsZero() {
-			notBefore = m.NotBefore.UnixMicro()
-		}
-		args = []any{id, m.Topic, key, m.Payload, m.Headers, maxAttempts, notBefore, delay}
-	default:
-		if !m.NotBefore.IsZero() {
-			notBefore = m.NotBefore.UnixMicro()
-		}
-		args = []any{id, m.Topic, key, m.Payload, m.Headers, maxAttempts, delay, notBefore}
+	}
+	args := []any{id, m.Topic, key, m.Payload, m.Headers, maxAttempts, m.Delay.Microseconds(), notBefore}
+	if st.d == MySQL {
+		args[6], args[7] = args[7], args[6] // its statement reads the time before the delay
 	}
 	n, err := q.Exec(ctx, st.s.insertOne, args...)
 	if (err == nil && n == 0) || (err != nil && isUniqueViolation(err)) {
