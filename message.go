@@ -136,8 +136,8 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 	if m.MaxAttempts < 0 {
 		return bad("MaxAttempts", ErrInvalidMessage, "negative")
 	}
-	id := m.ID
-	if id == "" {
+	id, fresh := m.ID, m.ID == ""
+	if fresh {
 		u, err := uuid.NewV7()
 		if err != nil {
 			return bad("ID", ErrInvalidMessage, err.Error())
@@ -198,5 +198,6 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 		MaxAttempts: m.MaxAttempts,
 		Delay:       m.Delay,
 		NotBefore:   m.NotBefore,
+		FreshID:     fresh,
 	}, nil
 }

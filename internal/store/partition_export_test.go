@@ -1,4 +1,5 @@
 package store
 
-// SettleSQL is the relay's settle statement for d, for tests that EXPLAIN it.
-func SettleSQL(d Dialect) string { return build(d).settle }
+// SettleSQL is the relay's settle as one statement for d, for tests that
+// EXPLAIN it; on PostgreSQL it is the body of outbox_settle.
+func SettleSQL(d Dialect) string { return build(d).settleInline }

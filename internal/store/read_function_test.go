@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // explainRead runs prefix (an EXPLAIN) over the relay's read as
 // outbox_read runs it — its body, with its settings — and returns the
 // output, one line per row.
-func explainRead(t *testing.T, db *testdb.DB, prefix string, args ...any) string {
+func explainRead(t *testing.T, db *testdb.DB, prefix string, parts []int32, limit int) string {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.Pool.Begin(ctx)
@@ -26,7 +27,13 @@ func explainRead(t *testing.T, db *testdb.DB, prefix string, args ...any) string
 			t.Fatal(err)
 		}
 	}
-	rows, err := tx.Query(ctx, prefix+store.ReadSQL(store.Postgres), args...)
+	// The function keeps one generic plan per connection: prepare the
+	// body and EXPLAIN its execution, so the plan shown is that one.
+	if _, err := tx.Exec(ctx, "PREPARE outbox_read_explain(int[], int) AS "+store.ReadSQL(store.Postgres)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = tx.Exec(ctx, "DEALLOCATE outbox_read_explain") }()
+	rows, err := tx.Query(ctx, prefix+"EXECUTE outbox_read_explain("+literal(t, parts)+", "+strconv.Itoa(limit)+")")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,21 +52,43 @@ func explainRead(t *testing.T, db *testdb.DB, prefix string, args ...any) string
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// TestReadFunctionMatchesStatement: the body of outbox_read, as installed
-// by the migrations, is the relay's read statement (parameters renamed),
-// so what the tests EXPLAIN is what the relay runs.
-func TestReadFunctionMatchesStatement(t *testing.T) {
+// literal renders partition numbers as an int[] literal: EXECUTE takes no
+// statement parameters.
+func literal(t *testing.T, parts []int32) string {
+	t.Helper()
+	s := make([]string, len(parts))
+	for i, p := range parts {
+		s[i] = strconv.Itoa(int(p))
+	}
+	return "'{" + strings.Join(s, ",") + "}'::int[]"
+}
+
+// TestFunctionsMatchStatements: the bodies of outbox_read and
+// outbox_settle, as installed by the migrations, are the relay's read and
+// settle statements (parameters renamed), so what the tests EXPLAIN is what
+// the relay runs.
+func TestFunctionsMatchStatements(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t, store.Postgres)
-	var body string
-	if err := db.Pool.QueryRow(context.Background(), "SELECT prosrc FROM pg_proc WHERE proname = 'outbox_read'").Scan(&body); err != nil {
-		t.Fatal(err)
-	}
 	space := regexp.MustCompile(`\s+`)
 	norm := func(s string) string { return strings.TrimSpace(space.ReplaceAllString(s, " ")) }
-	want := strings.NewReplacer("$1::int[]", "parts", "$2", "lim").Replace(store.ReadSQL(store.Postgres))
-	if norm(body) != norm(want) {
-		t.Errorf("outbox_read's body differs from the read statement:\nfunction:  %s\nstatement: %s", norm(body), norm(want))
+	for _, c := range []struct {
+		fn, want string
+	}{
+		{"outbox_read", "BEGIN RETURN QUERY " +
+			strings.NewReplacer("$1::int[]", "parts", "$2", "lim").Replace(store.ReadSQL(store.Postgres)) + "; END"},
+		{"outbox_settle", "DECLARE n bigint; BEGIN " +
+			strings.NewReplacer("$1::bigint[]", "ids", "$2::text[]", "statuses", "$3::bigint[]", "delays", "$4::text[]", "errs",
+				"$5::int[]", "incs", "$6::bool[]", "unknowns", "$7", "owner_id").Replace(store.SettleSQL(store.Postgres)) +
+			"; GET DIAGNOSTICS n = ROW_COUNT; RETURN n; END"},
+	} {
+		var body string
+		if err := db.Pool.QueryRow(context.Background(), "SELECT prosrc FROM pg_proc WHERE oid = $1::regproc", c.fn).Scan(&body); err != nil {
+			t.Fatal(err)
+		}
+		if norm(body) != norm(c.want) {
+			t.Errorf("%s's body differs from the relay's statement:\nfunction:  %s\nstatement: %s", c.fn, norm(body), norm(c.want))
+		}
 	}
 }
 
@@ -77,6 +106,9 @@ func TestReadPlanIgnoresEmptyStatistics(t *testing.T) {
 		parts[i] = int32(i)
 	}
 	plan := explainRead(t, db, "EXPLAIN ", parts, 1000)
+	if !strings.Contains(plan, "ANY ($1)") {
+		t.Errorf("read plan is not the generic plan the function keeps:\n%s", plan)
+	}
 	if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "Index Scan using outbox_messages_pending_idx") {
 		t.Errorf("read plan on a table analyzed empty:\n%s", plan)
 	}

@@ -6,8 +6,10 @@ package store
 func ReadSQL(d Dialect) string { return build(d).readInline }
 
 // ReadSettings are the settings outbox_read runs its body with
-// (004_read_function.sql), as SET LOCAL statements.
-var ReadSettings = []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off", "SET LOCAL jit = off"}
+// (005_read_function_cached.sql), as SET LOCAL statements: with
+// plan_cache_mode, an EXPLAIN with arguments shows the generic plan the
+// function keeps.
+var ReadSettings = []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off", "SET LOCAL jit = off", "SET LOCAL plan_cache_mode = force_generic_plan"}
 
 // BeforeRemove runs fn between each of st's retention windows and its
 // delete.

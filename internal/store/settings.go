@@ -52,7 +52,7 @@ func (st *Store) ServerAdvice(ctx context.Context) ([]string, error) {
 
 // CheckSchema reports an error naming the versions when the database's
 // schema is older than the migrations this build carries: the relay's
-// statements need all of them (on PostgreSQL, migration 4's read function).
+// statements need all of them (on PostgreSQL, the read function of migration 5).
 func (st *Store) CheckSchema(ctx context.Context) error {
 	ms, err := Migrations(st.d)
 	if err != nil || len(ms) == 0 {

@@ -9,6 +9,10 @@ type statements struct {
 	// column: cheaper to encode and to run than the batch form, and the
 	// common case (one message per business transaction).
 	insertOne string
+	// insertFresh is insertOne for a message whose id was just generated:
+	// on PostgreSQL, without ON CONFLICT (an arbiter-index probe and a
+	// speculative insertion per row that such an id never needs).
+	insertFresh string
 	// read: owner-independent ready rows of the given partitions, oldest
 	// first, skipping keys held back by an earlier waiting message.
 	read string
@@ -18,6 +22,9 @@ type statements struct {
 	readInline string
 	// settle applies outcomes, fenced by the caller's leases.
 	settle string
+	// settleInline is settle as one statement; on PostgreSQL settle calls
+	// the function outbox_settle, whose body is this statement.
+	settleInline string
 
 	registerRelay string
 	liveRelays    string
@@ -126,12 +133,18 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[
      AS u(message_id, topic, business_key, payload, headers, max_attempts, delay_us, not_before)
 ON CONFLICT (message_id) DO NOTHING
 RETURNING message_id::text`
-		s.insertOne = `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
-VALUES ($1::uuid, $2, $3, $4, $5::jsonb, coalesce($6::int, 10), coalesce($8::timestamptz, now() + $7::bigint * interval '1 microsecond'))
+		s.insertFresh = `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
+VALUES ($1::uuid, $2, $3, $4, $5::jsonb, coalesce($6::int, 10), coalesce($8::timestamptz, now() + $7::bigint * interval '1 microsecond'))`
+		// A duplicate id the caller chose must not abort the caller's
+		// transaction: it is skipped, and reported.
+		s.insertOne = s.insertFresh + `
 ON CONFLICT (message_id) DO NOTHING`
 		// The lease check is a per-row subquery: as a join, the planner may
 		// start from the lease table and probe every outcome per partition.
-		s.settle = `UPDATE outbox_messages AS m SET
+		// The relay runs this statement as the body of outbox_settle
+		// (005_cached_plans.sql), planned once per connection.
+		s.settle = `SELECT outbox_settle($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7)`
+		s.settleInline = `UPDATE outbox_messages AS m SET
     attempts = m.attempts + u.inc,
     available_at = CASE WHEN u.status = 'pending' THEN now() + u.delay_us * interval '1 microsecond' ELSE m.available_at END,
     sent_at = CASE WHEN u.status = 'sent' THEN now() ELSE m.sent_at END,
@@ -230,9 +243,15 @@ WHERE m.status = 'pending' AND m.available_at <= ` + readNow + ` AND ` + d.inInt
 ORDER BY m.id
 LIMIT ` + d.ph(2)
 	s.readInline = s.read
+	if s.insertFresh == "" {
+		s.insertFresh = s.insertOne
+	}
+	if s.settleInline == "" {
+		s.settleInline = s.settle
+	}
 	if d == Postgres {
-		// The same read, in the function of migration 4 that pins its plan
-		// to the indexes (see 004_read_function.sql).
+		// The same read, in the function of migrations 4 and 5 that pins its
+		// plan to the indexes and keeps it (see 005_cached_plans.sql).
 		s.read = `SELECT * FROM outbox_read(` + d.ph(1) + `::int[], ` + d.ph(2) + `)`
 	}
 

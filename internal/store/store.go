@@ -72,6 +72,10 @@ type NewMessage struct {
 	MaxAttempts int    // 0 keeps the column default
 	Delay       time.Duration
 	NotBefore   time.Time // zero: now() + Delay
+	// FreshID says MessageID was generated for this message (a version 7
+	// UUID from a random source), so no row can hold it yet: on PostgreSQL
+	// the insert skips the conflict check the caller's ids need.
+	FreshID bool
 }
 
 // Row is a ready message as the relay reads it.

@@ -162,7 +162,11 @@ func (st *Store) insertOne(ctx context.Context, q Querier, m *NewMessage) error 
 	if st.d == MySQL {
 		args[6], args[7] = args[7], args[6] // its statement reads the time before the delay
 	}
-	n, err := q.Exec(ctx, st.s.insertOne, args...)
+	stmt := st.s.insertOne
+	if m.FreshID {
+		stmt = st.s.insertFresh
+	}
+	n, err := q.Exec(ctx, stmt, args...)
 	if (err == nil && n == 0) || (err != nil && isUniqueViolation(err)) {
 		return &DuplicateError{MessageIDs: []string{m.MessageID}}
 	}
@@ -172,8 +176,13 @@ func (st *Store) insertOne(ctx context.Context, q Querier, m *NewMessage) error 
 // execRetry runs a short bookkeeping statement, retrying when MySQL picks it
 // as a deadlock victim (relays acquire and release leases concurrently).
 func (st *Store) execRetry(ctx context.Context, sql string, args ...any) (int64, error) {
+	return st.retry(ctx, func() (int64, error) { return st.db.Exec(ctx, sql, args...) })
+}
+
+// retry runs fn as execRetry runs its statement.
+func (st *Store) retry(ctx context.Context, fn func() (int64, error)) (int64, error) {
 	for attempt := 0; ; attempt++ {
-		n, err := st.db.Exec(ctx, sql, args...)
+		n, err := fn()
 		if err == nil || attempt == 4 || !isDeadlock(err) {
 			return n, err
 		}
@@ -192,7 +201,7 @@ func isDeadlock(err error) bool {
 
 func isUniqueViolation(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "Duplicate entry") || strings.Contains(s, "UNIQUE constraint failed") || strings.Contains(s, "1062")
+	return strings.Contains(s, "Duplicate entry") || strings.Contains(s, "UNIQUE constraint failed") || strings.Contains(s, "1062") || strings.Contains(s, "SQLSTATE 23505")
 }
 
 // ints renders partition numbers as the dialect's list argument.
@@ -271,7 +280,21 @@ func (st *Store) Settle(ctx context.Context, owner string, outs []Outcome) (int6
 				incs[i] = 1
 			}
 		}
-		return st.execRetry(ctx, st.s.settle, ids, statuses, delays, errs, incs, unknowns, owner)
+		return st.retry(ctx, func() (int64, error) {
+			rows, err := st.db.Query(ctx, st.s.settle, ids, statuses, delays, errs, incs, unknowns, owner)
+			if err != nil {
+				return 0, err
+			}
+			defer rows.Close()
+			var n int64
+			if rows.Next() {
+				err = rows.Scan(&n)
+			}
+			if err == nil {
+				err = rows.Err()
+			}
+			return n, err
+		})
 	}
 	arr := make([][6]any, len(outs))
 	for i, o := range outs {

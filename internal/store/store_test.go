@@ -433,6 +433,21 @@ func TestInsertDuplicateAndDelays(t *testing.T) {
 				t.Fatalf("one by one %v: %d rows of the message enqueued after a duplicate", oneByOne, n)
 			}
 			db.Exec(t, "DELETE FROM outbox_messages WHERE topic IN ('t.after', 't.other')")
+			if oneByOne {
+				// An id marked fresh skips the conflict check; were it ever
+				// taken, the insert still fails as a duplicate.
+				reused := a
+				reused.FreshID = true
+				tx, err := db.SQL.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = st.Insert(ctx, store.SQL(tx), []store.NewMessage{reused})
+				_ = tx.Rollback()
+				if dup, ok := err.(*store.DuplicateError); !ok || !slices.Contains(dup.MessageIDs, a.MessageID) {
+					t.Fatalf("fresh id already taken: %v", err)
+				}
+			}
 			later := newMsg("t.later", "")
 			later.Delay = time.Hour
 			nb := newMsg("t.nb", "")
@@ -440,6 +455,8 @@ func TestInsertDuplicateAndDelays(t *testing.T) {
 			big := newMsg("t.big", "k")
 			big.Payload = `"` + strings.Repeat("x", 5<<20) + `"`
 			big.MaxAttempts = 3
+			// One by one, these take the fresh-id statement.
+			later.FreshID, nb.FreshID, big.FreshID = oneByOne, oneByOne, oneByOne
 			put(later, nb, big)
 			parts := acquireAll(t, st, "r")
 			rows, err := st.Read(ctx, parts, 10)

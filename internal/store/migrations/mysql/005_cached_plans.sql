@@ -1,0 +1,3 @@
+-- Version 5 plans the relay's read and settle functions once per
+-- connection on PostgreSQL; MySQL has no such functions and needs nothing
+-- here.
