@@ -3,3 +3,6 @@ package store
 // SettleSQL is the relay's settle as one statement for d, for tests that
 // EXPLAIN it; on PostgreSQL it is the body of outbox_settle.
 func SettleSQL(d Dialect) string { return build(d).settleInline }
+
+// MarkInflightSQL is the relay's in-flight mark statement for d.
+func MarkInflightSQL(d Dialect) string { return build(d).markInflight }

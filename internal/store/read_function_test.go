@@ -77,7 +77,7 @@ func TestFunctionsMatchStatements(t *testing.T) {
 	}{
 		{"outbox_read", "BEGIN RETURN QUERY " +
 			strings.NewReplacer("$1::int[]", "parts", "$2", "lim").Replace(store.ReadSQL(store.Postgres)) + "; END"},
-		{"outbox_settle", "DECLARE n bigint; BEGIN " +
+		{"outbox_settle", "DECLARE n bigint; BEGIN PERFORM set_config('synchronous_commit', 'off', true); " +
 			strings.NewReplacer("$1::bigint[]", "ids", "$2::text[]", "statuses", "$3::bigint[]", "delays", "$4::text[]", "errs",
 				"$5::int[]", "incs", "$6::bool[]", "unknowns", "$7", "owner_id").Replace(store.SettleSQL(store.Postgres)) +
 			"; GET DIAGNOSTICS n = ROW_COUNT; RETURN n; END"},
@@ -120,5 +120,59 @@ func TestReadPlanIgnoresEmptyStatistics(t *testing.T) {
 	rows, err := db.Store().Read(context.Background(), all, 1000)
 	if err != nil || len(rows) != 1000 {
 		t.Fatalf("read %d rows, %v; want 1000", len(rows), err)
+	}
+}
+
+// TestBookkeepingCommitsAsync: the relay's settle and in-flight marks turn
+// synchronous_commit off for their own transaction only — the caller's
+// next transaction on the connection is durable again.
+func TestBookkeepingCommitsAsync(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.Postgres)
+	ctx := context.Background()
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	db.Exec(t, "UPDATE outbox_leases SET owner = 'r', expires_at = now() + interval '1 minute'")
+	show := func() string {
+		var v string
+		if err := conn.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		name, sql string
+		args      []any
+	}{
+		{"settle function", "SELECT outbox_settle($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7)",
+			[]any{[]int64{1}, []string{"sent"}, []int64{0}, []*string{nil}, []int32{1}, []bool{false}, "r"}},
+		{"in-flight mark", store.MarkInflightSQL(store.Postgres), []any{[]int32{0, 1}, []int64{7, 9}, "r"}},
+	} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, c.sql, c.args...); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var v string
+		if err := tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v != "off" {
+			t.Errorf("%s: synchronous_commit in its transaction = %q, want off", c.name, v)
+		}
+		if after := show(); after != "on" {
+			t.Errorf("%s: synchronous_commit after its transaction = %q, want on", c.name, after)
+		}
+	}
+	if n := db.Count(t, "SELECT count(*) FROM outbox_leases WHERE inflight_max_id IN (7, 9)"); n != 2 {
+		t.Errorf("in-flight marks written: %d, want 2", n)
 	}
 }

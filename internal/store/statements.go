@@ -278,9 +278,14 @@ WHERE owner = ` + d.ph(1)
 	// round hold nothing in flight, round after round.
 	switch d {
 	case Postgres:
+		// Like the settle, a mark commits without waiting for the WAL
+		// flush (set_config, local to its transaction): a mark lost to a
+		// database crash only means its messages are published again
+		// without being suspected or checked first.
 		s.markInflight = `UPDATE outbox_leases AS l SET inflight_max_id = u.max_id
 FROM unnest($1::int[], $2::bigint[]) AS u(p, max_id)
-WHERE l.partition_no = u.p AND l.owner = $3 AND l.inflight_max_id <> u.max_id`
+WHERE l.partition_no = u.p AND l.owner = $3 AND l.inflight_max_id <> u.max_id
+  AND set_config('synchronous_commit', 'off', true) IS NOT NULL`
 	case MySQL:
 		s.markInflight = `UPDATE outbox_leases AS l
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (p INT PATH '$[0]', max_id BIGINT PATH '$[1]')) AS u ON l.partition_no = u.p

@@ -35,6 +35,10 @@ $$;
 -- Applies outcomes (ids, statuses, backoff delays in µs, errors, attempt
 -- increments, unknown-outcome flags) to pending rows of partitions the
 -- owner's unexpired leases hold, and returns how many rows it changed.
+-- Its transaction commits without waiting for the WAL flush: a database
+-- crash may forget the last moments of settles, and what it forgets is
+-- delivered again (a duplicate, as at-least-once allows), never marked
+-- sent unconfirmed.
 CREATE OR REPLACE FUNCTION outbox_settle(ids bigint[], statuses text[], delays bigint[], errs text[], incs int[],
                                          unknowns boolean[], owner_id text)
 RETURNS bigint
@@ -47,6 +51,7 @@ AS $$
 DECLARE
     n bigint;
 BEGIN
+PERFORM set_config('synchronous_commit', 'off', true);
 UPDATE outbox_messages AS m SET
     attempts = m.attempts + u.inc,
     available_at = CASE WHEN u.status = 'pending' THEN now() + u.delay_us * interval '1 microsecond' ELSE m.available_at END,
