@@ -88,6 +88,7 @@ echo "| drain, null destination | $(cpu pg-drain-null)"
 echo "| drain → NATS | $(cpu pg-drain-nats)"
 echo "| drain → NATS, 2 relays | $(cpu pg-drain-nats-2-relays)"
 echo "| publish only → NATS (no database) | $(cpu publish-nats)"
+echo "| steady 1,000 → NATS | $(cpu pg-steady-1000)"
 echo "| steady 5,000 → NATS | $(cpu pg-steady-5000)"
 for v in business outbox; do
   echo "| produce, 16 clients, $v (per transaction) | $(f pg-produce ".produce.runs[] | select(.clients == 16) | .variants[] | select(.variant == \"$v\") | {r: .tx_per_second, m: .machine} | $cpu_cols")"
