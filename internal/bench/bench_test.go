@@ -181,7 +181,7 @@ func workloadsAgainst(t *testing.T, url string, dialect store.Dialect) {
 		assertClean(t, url)
 	})
 	t.Run("ceiling", func(t *testing.T) {
-		r := mustJSON(t, "ceiling", "--db", url, "--messages", "250", "--relays", "2", "--keys", "0")
+		r := mustJSON(t, "ceiling", "--db", url, "--messages", "250", "--relays", "2", "--keys", "0", "--sent-rows", "50")
 		c := r.Ceiling
 		if c == nil || c.Delivered != 250 || c.VerifiedSent != 250 {
 			t.Fatalf("ceiling: %+v", c)
