@@ -533,6 +533,31 @@ func TestBrokerDestinations(t *testing.T) {
 	}
 }
 
+// TestSteadyConsume: with --consume, a consumer on the run's JetStream
+// stream receives every confirmed message, and each latency to receipt
+// is measured from the same sends as the latency to confirmation.
+func TestSteadyConsume(t *testing.T) {
+	reachable(t, "NATS", "127.0.0.1:4222")
+	db := testdb.New(t, store.Postgres)
+	r := mustJSON(t, "steady", "--db", db.URL, "--to", "nats://127.0.0.1:4222", "--consume", "--rate", "200", "--duration", "1s", "--warmup", "200ms", "--clients", "2")
+	s := r.Steady
+	if s == nil || s.Count <= 0 || s.LatencyToReceipt == nil || s.CommitToReceipt == nil {
+		t.Fatalf("steady --consume: %+v", s)
+	}
+	if s.LatencyToReceipt.Count != s.Count || s.CommitToReceipt.Count != s.Count {
+		t.Errorf("received %d (commit→receipt %d) of %d confirmed", s.LatencyToReceipt.Count, s.CommitToReceipt.Count, s.Count)
+	}
+	// A message is received after its send was due.
+	if s.LatencyToReceipt.Max <= 0 || s.LatencyToReceipt.P50 > s.LatencyToReceipt.Max {
+		t.Errorf("latency to receipt: %+v", s.LatencyToReceipt)
+	}
+	assertClean(t, db.URL)
+	// Without a broker to consume from, the flag is refused.
+	if code, _, errOut := benchRun(t, "steady", "--db", db.URL, "--consume", "--duration", "1s"); code == 0 || !strings.Contains(errOut, "--consume needs a nats:// destination") {
+		t.Errorf("--consume with the null destination: exit %d, stderr %q", code, errOut)
+	}
+}
+
 // TestPublishNull: the publish workload needs no database; against the
 // null destination it confirms every message, in rounds of --batch-size
 // split into Publish calls that hold at most one message per business

@@ -58,6 +58,25 @@ func prepareBroker(ctx context.Context, to, prefix, runID string, topics []strin
 				_ = js.DeleteStream(ctx, name)
 				nc.Close()
 			},
+			consume: func(ctx context.Context, handle func(headers func(string) string)) (func(), error) {
+				c, err := js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{})
+				if err != nil {
+					return nil, fmt.Errorf("consume JetStream stream %s: %w", name, err)
+				}
+				cc, err := c.Consume(func(m jetstream.Msg) {
+					h := m.Headers()
+					handle(func(k string) string {
+						if v := h[k]; len(v) > 0 {
+							return v[0]
+						}
+						return ""
+					})
+				})
+				if err != nil {
+					return nil, fmt.Errorf("consume JetStream stream %s: %w", name, err)
+				}
+				return cc.Stop, nil
+			},
 			held: func(ctx context.Context) (int64, error) {
 				s, err := js.Stream(ctx, name)
 				if err != nil {
@@ -150,4 +169,8 @@ type brokerSetup struct {
 	// held counts the messages it holds; nil when the destination cannot
 	// tell.
 	held func(ctx context.Context) (int64, error)
+	// consume attaches a consumer that calls handle with each message's
+	// headers as it receives them, until stop; nil when the bench cannot
+	// consume from the destination.
+	consume func(ctx context.Context, handle func(headers func(string) string)) (stop func(), err error)
 }

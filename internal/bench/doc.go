@@ -10,7 +10,8 @@
 //   - drain: pre-fills the outbox and times relays delivering all of it.
 //   - steady: open-loop producers at a fixed rate with relays running;
 //     latency is measured from each message's intended send time, so a
-//     stalled producer shows up as latency (no coordinated omission).
+//     stalled producer shows up as latency (no coordinated omission);
+//     --consume adds a NATS consumer and the latency to its receipt.
 //   - ceiling: reads and settles ready rows through the store without
 //     publishing: the database's upper bound for a relay.
 //   - publish: no database; workers publish messages shaped like drain's

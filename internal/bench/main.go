@@ -67,6 +67,7 @@ type options struct {
 	rate         float64
 	cpuprofile   string
 	plot         string
+	consume      bool
 	stall        time.Duration
 	analyze      bool
 }
@@ -293,6 +294,7 @@ func flagSet(o *options) *flag.FlagSet {
 		fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "time before the measured time, excluded from the figures")
 		fs.StringVar(&o.clients, "clients", "16", "producer goroutines taking the scheduled sends")
 		fs.StringVar(&o.plot, "plot", "", "draw the latency percentile curves and the backlog over time into `FILE.svg`")
+		fs.BoolVar(&o.consume, "consume", false, "attach a consumer to the destination (nats://) and measure latency to its receipt too")
 	case wCeiling:
 		relayFlags()
 		fs.IntVar(&o.messages, "messages", 100000, "messages to pre-fill and settle")

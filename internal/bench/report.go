@@ -168,6 +168,10 @@ func writeSteady(w io.Writer, s *steadyResult) {
 	}
 	row("intended send → confirm", s.Latency)
 	row("commit → confirm", s.CommitToConfirm)
+	if s.LatencyToReceipt != nil && s.CommitToReceipt != nil {
+		row("intended send → receipt", *s.LatencyToReceipt)
+		row("commit → receipt", *s.CommitToReceipt)
+	}
 	lt.Flush()
 }
 

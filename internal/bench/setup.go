@@ -42,9 +42,10 @@ type bench struct {
 	migrated bool
 	relayIDs []string
 
-	brokerCleanup func()                               // removes what prepareBroker created; nil if nothing
-	brokerHeld    func(context.Context) (int64, error) // counts what it holds; nil if it cannot
-	brokerWhat    string                               // names it
+	brokerCleanup func()                                                           // removes what prepareBroker created; nil if nothing
+	brokerHeld    func(context.Context) (int64, error)                             // counts what it holds; nil if it cannot
+	brokerConsume func(context.Context, func(func(string) string)) (func(), error) // see brokerSetup.consume
+	brokerWhat    string                                                           // names it
 }
 
 // maxConns is the pool size the workload needs: its clients, its relays
@@ -163,7 +164,14 @@ func open(ctx context.Context, o *options, dest *destination, stderr io.Writer) 
 			db.Close()
 			return nil, err
 		}
-		b.brokerCleanup = bs.remove
+		b.brokerCleanup, b.brokerConsume = bs.remove, bs.consume
+	}
+	if o.consume && b.brokerConsume == nil {
+		if b.brokerCleanup != nil {
+			b.brokerCleanup()
+		}
+		db.Close()
+		return nil, usagef("%s: --consume needs a nats:// destination", o.workload)
 	}
 	return b, nil
 }

@@ -52,10 +52,14 @@ type steadyResult struct {
 	Latency latencySummary `json:"latency_ms"`
 	// CommitToConfirm is confirm time minus the producer's commit return.
 	CommitToConfirm latencySummary `json:"commit_to_confirm_ms"`
-	Batches         batchStats     `json:"batches"`
-	CPUSeconds      float64        `json:"cpu_seconds"`
-	PeakRSSBytes    int64          `json:"peak_rss_bytes"`
-	Machine         *machineCPU    `json:"machine,omitempty"`
+	// LatencyToReceipt and CommitToReceipt measure to the consumer's
+	// receipt instead (--consume only).
+	LatencyToReceipt *latencySummary `json:"latency_to_receipt_ms,omitempty"`
+	CommitToReceipt  *latencySummary `json:"commit_to_receipt_ms,omitempty"`
+	Batches          batchStats      `json:"batches"`
+	CPUSeconds       float64         `json:"cpu_seconds"`
+	PeakRSSBytes     int64           `json:"peak_rss_bytes"`
+	Machine          *machineCPU     `json:"machine,omitempty"`
 }
 
 // latencySummary is a histogram in milliseconds.
@@ -108,20 +112,29 @@ func (h *hist) summary() latencySummary {
 }
 
 // recorder wraps the destination: for every message it confirms it
-// records the latency from the intended send time, and from the commit.
+// records the latency from the intended send time, and from the commit;
+// with a consumer attached, the same for every message received.
 type recorder struct {
 	inner     outbox.Publisher
 	firstSlot int64 // first measured slot; earlier ones are warm-up
 
-	// Per slot: commit time and confirm time (Unix ns, 0 = not yet), and
-	// whether commit→confirm was recorded (by whichever side came second).
-	commit  []atomic.Int64
-	confirm []atomic.Int64
-	c2cDone []atomic.Bool
+	commit           []atomic.Int64 // per slot: commit time, Unix ns (0 = not yet)
+	confirm, receipt *stage
+	all              atomic.Int64 // slots confirmed, warm-up included
+}
 
-	confirmed atomic.Int64 // measured slots confirmed
-	all       atomic.Int64 // slots confirmed, warm-up included
-	lat, c2c  *hist
+// stage is one point a message reaches after its commit: confirmed by
+// the destination, or received by a consumer.
+type stage struct {
+	at     []atomic.Int64 // per slot: when, Unix ns (0 = not yet)
+	c2Done []atomic.Bool  // per slot: commit→stage recorded (by whichever side came second)
+	count  atomic.Int64   // measured slots that reached it
+	lat    *hist          // from the intended send time
+	c2     *hist          // from the commit
+}
+
+func newStage(slots int64) *stage {
+	return &stage{at: make([]atomic.Int64, slots), c2Done: make([]atomic.Bool, slots), lat: newHist(), c2: newHist()}
 }
 
 func newRecorder(inner outbox.Publisher, slots, firstSlot int64) *recorder {
@@ -129,11 +142,32 @@ func newRecorder(inner outbox.Publisher, slots, firstSlot int64) *recorder {
 		inner:     inner,
 		firstSlot: firstSlot,
 		commit:    make([]atomic.Int64, slots),
-		confirm:   make([]atomic.Int64, slots),
-		c2cDone:   make([]atomic.Bool, slots),
-		lat:       newHist(),
-		c2c:       newHist(),
+		confirm:   newStage(slots),
+		receipt:   newStage(slots),
 	}
+}
+
+// reached records that the message with these headers reached st at now;
+// it reports whether this was the message's first time there.
+func (r *recorder) reached(st *stage, headers func(string) string, now int64) bool {
+	slot, err := strconv.ParseInt(headers(headerSlot), 10, 64)
+	if err != nil || slot < 0 || slot >= int64(len(st.at)) {
+		return false
+	}
+	if !st.at[slot].CompareAndSwap(0, now) {
+		return false // again: count the first time only
+	}
+	if slot < r.firstSlot {
+		return true
+	}
+	st.count.Add(1)
+	if t, err := strconv.ParseInt(headers(headerIntended), 10, 64); err == nil {
+		st.lat.record(time.Duration(now - t))
+	}
+	if c := r.commit[slot].Load(); c != 0 && st.c2Done[slot].CompareAndSwap(false, true) {
+		st.c2.record(time.Duration(now - c))
+	}
+	return true
 }
 
 // Publish forwards to the destination and records what it confirmed.
@@ -144,26 +178,16 @@ func (r *recorder) Publish(ctx context.Context, batch []*outbox.Envelope) []erro
 		if i >= len(errs) || errs[i] != nil {
 			continue
 		}
-		slot, err := strconv.ParseInt(env.Headers[headerSlot], 10, 64)
-		if err != nil || slot < 0 || slot >= int64(len(r.confirm)) {
-			continue
-		}
-		if !r.confirm[slot].CompareAndSwap(0, now) {
-			continue // delivered again: count the first confirm only
-		}
-		r.all.Add(1)
-		if slot < r.firstSlot {
-			continue
-		}
-		r.confirmed.Add(1)
-		if t, err := strconv.ParseInt(env.Headers[headerIntended], 10, 64); err == nil {
-			r.lat.record(time.Duration(now - t))
-		}
-		if c := r.commit[slot].Load(); c != 0 && r.c2cDone[slot].CompareAndSwap(false, true) {
-			r.c2c.record(time.Duration(now - c))
+		if r.reached(r.confirm, func(k string) string { return env.Headers[k] }, now) {
+			r.all.Add(1)
 		}
 	}
 	return errs
+}
+
+// received records a message a consumer received.
+func (r *recorder) received(headers func(string) string) {
+	r.reached(r.receipt, headers, time.Now().UnixNano())
 }
 
 // Close closes nothing: the destination is closed by the bench.
@@ -176,8 +200,10 @@ func (r *recorder) committed(slot int64, at time.Time) {
 	if slot < r.firstSlot {
 		return
 	}
-	if cf := r.confirm[slot].Load(); cf != 0 && r.c2cDone[slot].CompareAndSwap(false, true) {
-		r.c2c.record(time.Duration(cf - c))
+	for _, st := range []*stage{r.confirm, r.receipt} {
+		if t := st.at[slot].Load(); t != 0 && st.c2Done[slot].CompareAndSwap(false, true) {
+			st.c2.record(time.Duration(t - c))
+		}
 	}
 }
 
@@ -204,6 +230,13 @@ func (b *bench) steady(ctx context.Context) (*steadyResult, error) {
 	var stats batchCollector
 	m0 := sampleMachine()
 	cpu0 := cpuTime()
+	if o.consume {
+		stop, err := b.brokerConsume(ctx, rec.received)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
 	rs, err := b.startRelays(ctx, rec, stats.add)
 	if err != nil {
 		return nil, err
@@ -280,7 +313,7 @@ func (b *bench) steady(ctx context.Context) (*steadyResult, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	progress := func(phase string) {
-		c, d := committed.Load(), rec.confirmed.Load()
+		c, d := committed.Load(), rec.confirm.count.Load()
 		fmt.Fprintf(b.stderr, "steady: %s: %s committed (%s/s), %s measured confirmed (%s/s)\n",
 			phase, commas(c), commas(c-lastC), commas(d), commas(d-lastD))
 		lastC, lastD = c, d
@@ -321,10 +354,10 @@ wait:
 	// Let the relays confirm what was committed, so slow messages count.
 	giveUp := time.NewTimer(max(10*time.Second, o.duration))
 	defer giveUp.Stop()
-	for rec.confirmed.Load() < res.Committed {
+	for rec.confirm.count.Load() < res.Committed {
 		select {
 		case <-giveUp.C:
-			fmt.Fprintf(b.stderr, "steady: gave up waiting for %s unconfirmed messages\n", commas(res.Committed-rec.confirmed.Load()))
+			fmt.Fprintf(b.stderr, "steady: gave up waiting for %s unconfirmed messages\n", commas(res.Committed-rec.confirm.count.Load()))
 		case err := <-rs.failed:
 			return nil, err
 		case <-ctx.Done():
@@ -337,16 +370,41 @@ wait:
 		}
 		break
 	}
+	if o.consume {
+		// And the consumer receive what was confirmed.
+		for rec.receipt.count.Load() < rec.confirm.count.Load() {
+			select {
+			case <-giveUp.C:
+				fmt.Fprintf(b.stderr, "steady: gave up waiting for the consumer to receive %s confirmed messages\n", commas(rec.confirm.count.Load()-rec.receipt.count.Load()))
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+				continue
+			}
+			break
+		}
+	}
 	if err := rs.stop(); err != nil {
 		return nil, err
 	}
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
 	res.Machine = cpuSince(m0)
 	res.PeakRSSBytes = peakRSS()
-	res.Latency = rec.lat.summary()
-	res.CommitToConfirm = rec.c2c.summary()
+	res.Latency = rec.confirm.lat.summary()
+	res.CommitToConfirm = rec.confirm.c2.summary()
+	curves := []curve{
+		rec.confirm.lat.curve("intended send → confirmed", "#d62728"),
+		rec.confirm.c2.curve("commit → confirmed", "#1f77b4"),
+	}
+	if o.consume {
+		lr, cr := rec.receipt.lat.summary(), rec.receipt.c2.summary()
+		res.LatencyToReceipt, res.CommitToReceipt = &lr, &cr
+		curves = append(curves,
+			rec.receipt.lat.curve("intended send → received", "#ff7f0e"),
+			rec.receipt.c2.curve("commit → received", "#2ca02c"))
+	}
 	res.Count = res.Latency.Count
-	res.Unconfirmed = max(res.Committed-rec.confirmed.Load(), 0)
+	res.Unconfirmed = max(res.Committed-rec.confirm.count.Load(), 0)
 	res.Batches = stats.snapshot()
 	if res.Count == 0 {
 		return res, errors.New("steady: no message was confirmed")
@@ -354,10 +412,7 @@ wait:
 	if o.plot != "" {
 		title := fmt.Sprintf("outbox bench steady: %s msg/s target, %s achieved", commas(int64(o.rate)), commas(int64(res.AchievedRate)))
 		subtitle := fmt.Sprintf("%s → %s; %d relay(s), %d producer clients", b.d, b.dest.name, o.relays, o.clientList[0])
-		err := writePlot(o.plot, title, subtitle, []curve{
-			rec.lat.curve("intended send → confirmed", "#d62728"),
-			rec.c2c.curve("commit → confirmed", "#1f77b4"),
-		}, backlog)
+		err := writePlot(o.plot, title, subtitle, curves, backlog)
 		if err != nil {
 			return res, err
 		}
