@@ -48,7 +48,7 @@ for db in pg my sq; do
   run "$db-ceiling" ceiling --db "$url" --messages $N
   run "$db-drain-null" drain --db "$url" --messages $N
   run "$db-drain-nats" drain --db "$url" --messages $N --to "$NATS"
-  run "$db-steady-1000" steady --db "$url" --rate 1000 --duration $DUR --to "$NATS" --plot "$OUT/$db-steady-1000.svg"
+  run "$db-steady-1000" steady --db "$url" --rate 1000 --duration $DUR --to "$NATS" --consume --plot "$OUT/$db-steady-1000.svg"
   run "$db-drain-nats-sent-rows" drain --db "$url" --messages $N --to "$NATS" --sent-rows $SENT
   # SQLite has one partition: a second relay would own nothing.
   if [ $db != sq ]; then
@@ -56,14 +56,14 @@ for db in pg my sq; do
   fi
   run "$db-produce" produce --db "$url" --clients 1,16,64 --duration 5s
 done
-run pg-steady-5000 steady --db "$PG" --rate 5000 --duration $DUR --to "$NATS" --plot "$OUT/pg-steady-5000.svg"
+run pg-steady-5000 steady --db "$PG" --rate 5000 --duration $DUR --to "$NATS" --consume --plot "$OUT/pg-steady-5000.svg"
 run publish-nats publish --to "$NATS" --messages $N
 rm -f /tmp/outbox-bench.db /tmp/outbox-bench.db-wal /tmp/outbox-bench.db-shm
 
 # The table.
 f() { jq -r "$2" "$OUT/$1.json"; }
 rate() { f "$1" '(.drain // .ceiling // .publish).messages_per_second | floor'; }
-steady() { f "$1" '.steady | "\(.achieved_rate | floor) msg/s achieved; commit→confirm p50 \(.commit_to_confirm_ms.p50) ms, p99 \(.commit_to_confirm_ms.p99) ms, p99.9 \(.commit_to_confirm_ms.p99_9) ms; intended→confirm p99 \(.latency_ms.p99) ms; backlog at end \(.backlog_at_end)"'; }
+steady() { f "$1" '.steady | "\(.achieved_rate | floor) msg/s achieved; commit→confirm p50 \(.commit_to_confirm_ms.p50) ms, p99 \(.commit_to_confirm_ms.p99) ms, p99.9 \(.commit_to_confirm_ms.p99_9) ms; intended→confirm p99 \(.latency_ms.p99) ms; commit→receipt p99 \(.commit_to_receipt_ms.p99 // "—") ms; backlog at end \(.backlog_at_end)"'; }
 echo "| workload | database | destination | result |"
 echo "|---|---|---|---|"
 for db in pg my sq; do
