@@ -22,6 +22,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/txoutbox/outbox"
@@ -530,6 +533,51 @@ func TestBrokerDestinations(t *testing.T) {
 		if !before[what] {
 			t.Errorf("left behind: %s", what)
 		}
+	}
+}
+
+// TestKafkaAndMQTTDestinations drains to an in-process Kafka (kfake, the
+// real protocol over TCP, creating topics on first use) and to the local
+// MQTT broker through the same URLs `outbox relay --to` takes.
+func TestKafkaAndMQTTDestinations(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	db := testdb.New(t, store.Postgres)
+	for _, d := range []struct{ name, to, addr string }{
+		{"kafka", "kafka://" + c.ListenAddrs()[0], c.ListenAddrs()[0]},
+		{"mqtt", "mqtt://127.0.0.1:1883", "127.0.0.1:1883"},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			reachable(t, d.name, d.addr)
+			r := mustJSON(t, "drain", "--db", db.URL, "--to", d.to, "--messages", "400", "--keys", "20")
+			if dr := r.Drain; dr == nil || dr.Delivered != 400 || dr.VerifiedSent != 400 || dr.Batches.Dead != 0 {
+				t.Fatalf("drain to %s: %+v", d.to, r.Drain)
+			}
+			assertClean(t, db.URL)
+			if d.name != "kafka" {
+				return
+			}
+			// The run's topics, created for it, are gone again.
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			topics, err := kadm.NewClient(cl).ListTopics(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range topics.Names() {
+				if strings.HasPrefix(name, "outbox-bench.") {
+					t.Errorf("left behind: Kafka topic %s", name)
+				}
+			}
+		})
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // prepareBroker creates what the destination needs to accept the run's
@@ -20,7 +22,8 @@ import (
 //   - nats://: a file-backed JetStream stream over the run's subjects;
 //   - amqp://: a durable queue bound to the exchange for the run's topics,
 //     so publishes are routed (they are mandatory) and confirmed on disk;
-//   - redis://: the run's streams (the publisher never creates one).
+//   - redis://: the run's streams (the publisher never creates one);
+//   - kafka://: the run's topics.
 //
 // Other destinations need nothing. The returned setup also counts the
 // messages the broker holds for the run, where it can.
@@ -87,6 +90,32 @@ func prepareBroker(ctx context.Context, to, prefix, runID string, topics []strin
 					return 0, err
 				}
 				return int64(info.State.Msgs), nil
+			},
+		}, nil
+	case "kafka":
+		// The relay creates no topic (an operator's decision on a real
+		// cluster): the bench creates the run's, 8 partitions each, with
+		// the cluster's default replication, and deletes them after.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(u.Host, ",")...))
+		if err != nil {
+			return nil, fmt.Errorf("create the run's Kafka topics: %w", err)
+		}
+		adm := kadm.NewClient(cl)
+		res, err := adm.CreateTopics(ctx, 8, -1, nil, topics...)
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			cl.Close()
+			return nil, fmt.Errorf("create the run's Kafka topics: %w", err)
+		}
+		return &brokerSetup{
+			what: "Kafka topics " + strings.Join(topics, ", "),
+			remove: func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_, _ = adm.DeleteTopics(ctx, topics...)
+				cl.Close()
 			},
 		}, nil
 	case "amqp", "amqps":
