@@ -172,6 +172,14 @@ func (b *bench) loadSent(ctx context.Context, topic string, n int) error {
 	}
 	q := `INSERT INTO outbox_messages (topic, business_key, payload, status, attempts, sent_at)
 SELECT $1, ` + key + `, $2, 'sent', 1, now() FROM generate_series($3::bigint, $3::bigint + $5::bigint - 1) AS g`
+	return b.insertSent(ctx, n, func(lo, size int) (string, []any) {
+		return q, []any{topic, string(b.payload), int64(lo), int64(max(b.o.keys, 1)), int64(size)}
+	})
+}
+
+// insertSent inserts n sent rows in chunks, showing progress; stmt gives
+// the statement and arguments that insert rows lo to lo+size-1.
+func (b *bench) insertSent(ctx context.Context, n int, stmt func(lo, size int) (string, []any)) error {
 	var done atomic.Int64
 	stop := b.every(func(time.Duration) string {
 		return fmt.Sprintf("sent rows: %s/%s", commas(done.Load()), commas(int64(n)))
@@ -182,7 +190,7 @@ SELECT $1, ` + key + `, $2, 'sent', 1, now() FROM generate_series($3::bigint, $3
 			return err
 		}
 		size := min(sentRowsChunk, n-lo)
-		args := []any{topic, string(b.payload), int64(lo), int64(max(b.o.keys, 1)), int64(size)}
+		q, args := stmt(lo, size)
 		if _, err := b.write(ctx, q, args...); err != nil {
 			return fmt.Errorf("sent rows: %w", err)
 		}
@@ -203,16 +211,7 @@ func (b *bench) loadSentMySQL(ctx context.Context, topic string, n int) error {
 	}
 	q := `INSERT INTO outbox_messages (topic, business_key, payload, status, attempts, sent_at)
 SELECT ?, ` + key + `, ?, 'sent', 1, NOW(6) FROM JSON_TABLE(?, '$[*]' COLUMNS (n BIGINT PATH '$')) AS g`
-	var done atomic.Int64
-	stop := b.every(func(time.Duration) string {
-		return fmt.Sprintf("sent rows: %s/%s", commas(done.Load()), commas(int64(n)))
-	})
-	defer stop()
-	for lo := 0; lo < n; lo += sentRowsChunk {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		size := min(sentRowsChunk, n-lo)
+	return b.insertSent(ctx, n, func(lo, size int) (string, []any) {
 		nums := make([]byte, 0, size*8)
 		nums = append(nums, '[')
 		for i := range size {
@@ -226,13 +225,8 @@ SELECT ?, ` + key + `, ?, 'sent', 1, NOW(6) FROM JSON_TABLE(?, '$[*]' COLUMNS (n
 		if b.o.keys == 0 {
 			args = append(args, int64(1))
 		}
-		args = append(args, string(b.payload), string(nums))
-		if _, err := b.write(ctx, q, args...); err != nil {
-			return fmt.Errorf("sent rows: %w", err)
-		}
-		done.Add(int64(size))
-	}
-	return nil
+		return q, append(args, string(b.payload), string(nums))
+	})
 }
 
 // prepareBacklog loads the sent rows and the messages to drain.
