@@ -151,17 +151,13 @@ func (b *bench) loadSent(ctx context.Context, topic string, n int) error {
 	if b.d == store.MySQL {
 		return b.loadSentMySQL(ctx, topic, n)
 	}
-	if b.d != store.Postgres {
+	if b.d == store.SQLite {
 		// SQLite updates rows and index entries in place: pending rows
 		// turned sent leave nothing behind for the drain to step over.
 		if err := b.prefill(ctx, "sent rows", topic, n); err != nil {
 			return err
 		}
-		now := "NOW(6)"
-		if b.d == store.SQLite {
-			now = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
-		}
-		_, err := b.write(ctx, "UPDATE outbox_messages SET status = 'sent', attempts = 1, sent_at = "+now+
+		_, err := b.write(ctx, "UPDATE outbox_messages SET status = 'sent', attempts = 1, sent_at = strftime('%Y-%m-%d %H:%M:%f', 'now')"+
 			" WHERE topic = ? AND status = 'pending'", topic)
 		return err
 	}

@@ -6,3 +6,7 @@ func SettleSQL(d Dialect) string { return build(d).settleInline }
 
 // MarkInflightSQL is the relay's in-flight mark statement for d.
 func MarkInflightSQL(d Dialect) string { return build(d).markInflight }
+
+// SettleCallSQL is the settle statement the relay runs for d (on
+// PostgreSQL, the call of outbox_settle).
+func SettleCallSQL(d Dialect) string { return build(d).settle }

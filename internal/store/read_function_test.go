@@ -147,8 +147,7 @@ func TestBookkeepingCommitsAsync(t *testing.T) {
 		name, sql string
 		args      []any
 	}{
-		{"settle function", "SELECT outbox_settle($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7)",
-			[]any{[]int64{1}, []string{"sent"}, []int64{0}, []*string{nil}, []int32{1}, []bool{false}, "r"}},
+		{"settle function", store.SettleCallSQL(store.Postgres), []any{[]int64{1}, []string{"sent"}, []int64{0}, []*string{nil}, []int32{1}, []bool{false}, "r"}},
 		{"in-flight mark", store.MarkInflightSQL(store.Postgres), []any{[]int32{0, 1}, []int64{7, 9}, "r"}},
 	} {
 		tx, err := conn.Begin(ctx)
