@@ -11,7 +11,8 @@ services: ## start the local services the tests need, if they are not running
 
 test: services ## run every test against the real local services, with the race detector
 	@scripts/chromium.sh >/dev/null || true
-	CI=$${CI:-true} $(GO) test -race -count=1 -timeout 30m $(PKGS)
+	CI=$${CI:-true} $(GO) test -race -count=1 -timeout 30m -tags outbox_failpoints $(PKGS)
+	$(GO) test -count=1 ./internal/failpoint/ # without the tag: failpoints compiled out
 
 test-short: ## run the tests that need no service
 	$(GO) test -short -count=1 $(PKGS)
@@ -27,7 +28,7 @@ build: ## build the outbox binary into ./bin
 	$(GO) build -o bin/outbox ./cmd/outbox
 
 chaos: services ## run the fault-injection scenarios at a large scale (OUTBOX_CHAOS_SCALE, OUTBOX_CHAOS_SEED; docs/chaos.md)
-	CI=true OUTBOX_CHAOS_SCALE=$${OUTBOX_CHAOS_SCALE:-10} $(GO) test -race -count=1 -timeout 60m -run Chaos -v .
+	CI=true OUTBOX_CHAOS_SCALE=$${OUTBOX_CHAOS_SCALE:-10} $(GO) test -race -count=1 -timeout 60m -tags outbox_failpoints -run Chaos -v .
 
 demo: ## run the demo
 	$(GO) run ./cmd/outbox demo

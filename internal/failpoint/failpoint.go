@@ -3,9 +3,16 @@
 // survive: after a batch is read, between publishing it and recording the
 // outcome, between waves, while one particular message is published.
 //
-// Points are inert unless the environment variable OUTBOX_FAILPOINTS is
-// set (read by FromEnv, which outbox.NewRelay calls) or Set is called;
-// while inert, a point costs one atomic load.
+// Failpoints exist only in builds with the tag outbox_failpoints (the
+// fault-injection tests set it). In every other build — the shipped binary,
+// an application embedding the relay — Compiled is false, FromEnv ignores
+// the environment, Set refuses, and every point is a constant no-op the
+// compiler removes: nobody can make a production process kill itself
+// through its environment.
+//
+// With the tag, points are inert unless the environment variable
+// OUTBOX_FAILPOINTS is set (read by FromEnv, which outbox.NewRelay calls)
+// or Set is called; while inert, a point costs one atomic load.
 //
 // # Syntax
 //
@@ -66,6 +73,9 @@ var perMessage = map[string]bool{Publish: true}
 // ErrInjected is wrapped by every error an "error" action returns.
 var ErrInjected = errors.New("injected fault")
 
+// ErrNotCompiled is Set's error in a build without failpoints.
+var ErrNotCompiled = errors.New("failpoints are not compiled in (build with -tags outbox_failpoints)")
+
 // Actions.
 const (
 	actKill  = "kill"
@@ -95,6 +105,9 @@ var (
 // twice keeps its hit counts. A malformed value is an error naming the
 // bad entry, on one line.
 func FromEnv() error {
+	if !Compiled {
+		return nil
+	}
 	v, ok := os.LookupEnv(Env)
 	if !ok {
 		return nil
@@ -113,8 +126,11 @@ func FromEnv() error {
 
 // Set replaces every entry with those of s (in the OUTBOX_FAILPOINTS
 // syntax); an empty s makes every point inert again. On error nothing
-// changes.
+// changes. Without the outbox_failpoints build tag it always fails.
 func Set(s string) error {
+	if !Compiled {
+		return ErrNotCompiled
+	}
 	parsed, err := parse(s)
 	if err != nil {
 		return err
@@ -196,7 +212,7 @@ func parseEntry(entry string) (*rule, error) {
 // ErrInjected, or sleeps, panics or kills the process, as the entries
 // for point say.
 func Inject(point string) error {
-	if !enabled.Load() {
+	if !Compiled || !enabled.Load() {
 		return nil
 	}
 	return fire(point, "")
@@ -204,7 +220,7 @@ func Inject(point string) error {
 
 // InjectID evaluates a per-message point for message id.
 func InjectID(point, id string) error {
-	if !enabled.Load() {
+	if !Compiled || !enabled.Load() {
 		return nil
 	}
 	return fire(point, id)
@@ -253,7 +269,7 @@ func kill(where string) {
 // whose point returns an error are left out of the call and get that
 // error as their result. While the points are inert it is a plain call.
 func PublishBatch[E any](ctx context.Context, batch []E, id func(E) string, publish func(context.Context, []E) []error) []error {
-	if !enabled.Load() {
+	if !Compiled || !enabled.Load() {
 		return publish(ctx, batch)
 	}
 	errs := make([]error, len(batch))

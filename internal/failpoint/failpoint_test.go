@@ -1,3 +1,5 @@
+//go:build outbox_failpoints
+
 package failpoint
 
 import (
