@@ -1,11 +1,11 @@
 package outbox
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/txoutbox/outbox/internal/relay"
 )
 
 // Errors returned by Enqueue and the operator API. Validation errors wrap
@@ -72,98 +72,38 @@ const (
 	ClassUnknown
 )
 
-func (c ErrorClass) String() string {
-	switch c {
-	case ClassPermanent:
-		return "permanent"
-	case ClassUnavailable:
-		return "unavailable"
-	case ClassUnknown:
-		return "unknown"
-	}
-	return "transient"
-}
+func (c ErrorClass) String() string { return relay.Class(c).String() }
 
 // Classify returns the class of a publish error (see Permanent,
 // Unavailable, Unknown, RetryAfter); unmarked errors are transient, except
 // deadlines and timeouts, which are unknown.
 func Classify(err error) ErrorClass {
-	c, _ := classify(err)
-	return c
+	c, _ := relay.ClassOf(err)
+	return ErrorClass(c)
 }
 
 // RetryAfterOf returns the wait requested with RetryAfter, 0 if none.
 func RetryAfterOf(err error) time.Duration {
-	_, d := classify(err)
+	_, d := relay.ClassOf(err)
 	return d
 }
-
-type classified struct {
-	err        error
-	class      ErrorClass
-	retryAfter time.Duration
-}
-
-func (e *classified) Error() string { return e.err.Error() }
-func (e *classified) Unwrap() error { return e.err }
 
 // Permanent marks err as a failure that retrying cannot fix (the
 // destination rejected the message, it is too large, the destination does
 // not exist). The relay moves the message to dead at once.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &classified{err: err, class: ClassPermanent}
-}
+func Permanent(err error) error { return relay.Mark(err, relay.ClassPermanent, 0) }
 
 // RetryAfter marks err as transient and asks for the next attempt no sooner
 // than d (HTTP 429/503 Retry-After, broker flow control).
-func RetryAfter(err error, d time.Duration) error {
-	if err == nil {
-		return nil
-	}
-	return &classified{err: err, class: ClassTransient, retryAfter: d}
-}
+func RetryAfter(err error, d time.Duration) error { return relay.Mark(err, relay.ClassTransient, d) }
 
 // Unavailable marks err as "the destination cannot be reached at all"
 // (connection refused, broker down). The relay does not count the attempt
 // against the message; it pauses the route and probes it until it answers.
-func Unavailable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &classified{err: err, class: ClassUnavailable}
-}
+func Unavailable(err error) error { return relay.Mark(err, relay.ClassUnavailable, 0) }
 
 // Unknown marks err as "the message may or may not have been delivered"
 // (a timeout after sending). The relay retries; if the route has a Checker
 // it first asks whether the destination already has the message.
 // Deadline and timeout errors are treated as Unknown without marking.
-func Unknown(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &classified{err: err, class: ClassUnknown}
-}
-
-func classify(err error) (ErrorClass, time.Duration) {
-	var c *classified
-	if errors.As(err, &c) {
-		return c.class, c.retryAfter
-	}
-	var te interface{ Timeout() bool }
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &te) && te.Timeout()) {
-		return ClassUnknown, 0
-	}
-	return ClassTransient, 0
-}
-
-// oneLine keeps an error fit for last_error and logs: one line, bounded.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 1000 {
-		s = s[:1000] + "…"
-	}
-	return s
-}
+func Unknown(err error) error { return relay.Mark(err, relay.ClassUnknown, 0) }

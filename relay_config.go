@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/txoutbox/outbox/internal/relay"
 )
 
 // Relay defaults.
@@ -29,6 +31,10 @@ const (
 	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultWorkers is how many rounds a relay runs at once.
 	DefaultWorkers = 4
+	// DefaultMetricsInterval is how often a relay samples the table for
+	// its gauges (pending and dead counts, oldest pending age) and for the
+	// oldest-pending alert.
+	DefaultMetricsInterval = 15 * time.Second
 	// DefaultLeaseTTL is how long a relay's ownership of a partition lasts
 	// without renewal; a relay that dies is replaced after at most this.
 	DefaultLeaseTTL = 5 * time.Second
@@ -144,8 +150,8 @@ func (c *RelayConfig) validate() error {
 			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): invalid Destination %q", i, r.Pattern, r.Destination)
 		}
 		if r.Retry != nil {
-			if err := r.Retry.validate(); err != nil {
-				return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): %w", i, r.Pattern, err)
+			if err := r.Retry.validate(fmt.Sprintf("RelayConfig.Routes[%d] (%s).Retry", i, r.Pattern)); err != nil {
+				return err
 			}
 		}
 	}
@@ -165,8 +171,8 @@ func (c *RelayConfig) validate() error {
 	case c.MaxPayloadBytes < 0:
 		return errors.New("outbox: RelayConfig.MaxPayloadBytes must not be negative")
 	}
-	if err := c.Retry.validate(); err != nil {
-		return fmt.Errorf("outbox: RelayConfig.%w", err)
+	if err := c.Retry.validate("RelayConfig.Retry"); err != nil {
+		return err
 	}
 	if c.MetricsInterval < 0 {
 		return errors.New("outbox: RelayConfig.MetricsInterval must not be negative")
@@ -215,4 +221,48 @@ func (c *RelayConfig) setDefaults() {
 	if c.MetricsInterval == 0 {
 		c.MetricsInterval = DefaultMetricsInterval
 	}
+}
+
+// engine maps a checked configuration with its defaults onto the engine's.
+func (c *RelayConfig) engine() relay.Config {
+	e := relay.Config{
+		ID:              c.ID,
+		Logger:          c.Logger,
+		BatchSize:       c.BatchSize,
+		Workers:         c.Workers,
+		MinBatchSize:    c.MinBatchSize,
+		MinPollInterval: c.MinPollInterval,
+		MaxPollInterval: c.MaxPollInterval,
+		PublishTimeout:  c.PublishTimeout,
+		ShutdownTimeout: c.ShutdownTimeout,
+		LeaseTTL:        c.LeaseTTL,
+		Retry:           relay.RetryPolicy(c.Retry),
+		MaxPayloadBytes: c.MaxPayloadBytes,
+		Retention:       c.Retention.engine(),
+		Metrics:         c.Metrics,
+		MetricsInterval: c.MetricsInterval,
+		TracerProvider:  c.TracerProvider,
+		Alerts:          c.Alerts.engine(),
+	}
+	if f := c.OnBatch; f != nil {
+		e.OnBatch = func(b relay.BatchReport) { f(BatchReport(b)) }
+	}
+	for _, rt := range c.Routes {
+		er := relay.Route{
+			Pattern:     rt.Pattern,
+			Publisher:   publisherOf{rt.Publisher},
+			Destination: rt.Destination,
+			Name:        rt.Name,
+			Retry:       (*relay.RetryPolicy)(rt.Retry),
+		}
+		checker := rt.Checker
+		if checker == nil {
+			checker, _ = rt.Publisher.(Checker)
+		}
+		if checker != nil {
+			er.Checker = checkerOf{checker}
+		}
+		e.Routes = append(e.Routes, er)
+	}
+	return e
 }

@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"context"
@@ -80,9 +80,7 @@ func (r *Relay) charge(ctx context.Context, it *item) (bool, error) {
 			Error: "max attempts (" + strconv.Itoa(row.MaxAttempts) + ") reached: " + errRelayStopped}
 		return true, nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
-	defer cancel()
-	n, err := r.store.Settle(sctx, r.id, []store.Outcome{{ID: row.ID, Status: store.StatusPending, Error: errRelayStopped, CountAttempt: true, Unknown: true}})
+	n, err := r.settle(ctx, []store.Outcome{{ID: row.ID, Status: store.StatusPending, Error: errRelayStopped, CountAttempt: true, Unknown: true}})
 	if err != nil || n == 0 {
 		return false, err
 	}

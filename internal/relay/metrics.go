@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"context"
@@ -135,8 +135,8 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C, errs *[]er
 // the series exists before the first outage.
 func (m *relayMetrics) route(rs *routeState) {
 	rs.publishDur = m.publishDur.WithLabelValues(rs.name)
-	rs.circuit = m.circuit.WithLabelValues(rs.name)
-	rs.circuit.Add(0)
+	rs.breaker.circuit = m.circuit.WithLabelValues(rs.name)
+	rs.breaker.circuit.Add(0)
 }
 
 // topic returns the counters of topic on route (nil: no route); past

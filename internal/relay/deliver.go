@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"context"
@@ -147,7 +147,7 @@ func (r *Relay) prepare(row *store.Row) *item {
 	}
 	it.route = r.router.lookup(row.Topic)
 	if it.route == nil {
-		return dead(ErrNoRoute.Error() + " for topic " + strconv.Quote(row.Topic))
+		return dead("no route for topic " + strconv.Quote(row.Topic))
 	}
 	headers := map[string]string{}
 	if row.Headers != "" {
@@ -165,7 +165,7 @@ func (r *Relay) prepare(row *store.Row) *item {
 		delete(headers, HeaderTransferEncode)
 	}
 	if len(payload) > r.cfg.MaxPayloadBytes {
-		return dead(ErrPayloadTooLarge.Error() + ": " + strconv.Itoa(len(payload)) + " bytes, limit " + strconv.Itoa(r.cfg.MaxPayloadBytes))
+		return dead("payload too large: " + strconv.Itoa(len(payload)) + " bytes, limit " + strconv.Itoa(r.cfg.MaxPayloadBytes))
 	}
 	headers[HeaderTopic] = row.Topic
 	if row.HasKey {
@@ -198,14 +198,14 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 	sem := make(chan struct{}, 16)
 	for _, it := range todo {
 		suspect := it.row.UnknownOutcome || it.row.ID <= r.own.suspectUpTo(it.row.Partition)
-		if !suspect || it.route.checker == nil {
+		if !suspect || it.route.Checker == nil {
 			continue
 		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			ok, err := it.route.checker.Delivered(ctx, it.env)
+			ok, err := it.route.Checker.Delivered(ctx, it.env)
 			if err != nil {
 				r.log.Debug("outbox relay: checker failed; sending again", "message_id", it.row.MessageID, "err", redact.Text(err.Error()))
 				return
@@ -230,7 +230,7 @@ func (r *Relay) publishWave(ctx context.Context, todo []*item, aborted *atomic.B
 	}
 	var wg sync.WaitGroup
 	for rs, group := range groups {
-		if wait, lastErr := rs.paused(); wait > 0 {
+		if wait, lastErr := rs.breaker.paused(); wait > 0 {
 			for _, it := range group {
 				it.decided = true
 				it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: wait, Error: "route " + rs.name + " paused: " + lastErr}
@@ -260,7 +260,7 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 		rs.publishDur.Observe(confirmed.Sub(start).Seconds())
 	}
 	if len(errs) != len(batch) {
-		bad := Unknown(errors.New("publisher returned " + strconv.Itoa(len(errs)) + " results for " + strconv.Itoa(len(batch)) + " messages"))
+		bad := unknownErr(errors.New("publisher returned " + strconv.Itoa(len(errs)) + " results for " + strconv.Itoa(len(batch)) + " messages"))
 		errs = make([]error, len(batch))
 		for i := range errs {
 			errs[i] = bad
@@ -283,17 +283,17 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 		}
 		it.decided = true
 		it.out = r.failure(rs, it, err)
-		if cls, _ := classify(err); cls == ClassUnavailable {
+		if cls, _ := ClassOf(err); cls == ClassUnavailable {
 			unavailable = err
 		}
 	}
 	switch {
 	case unavailable != nil && !anyOK:
-		if pause, opened := rs.trip(unavailable); opened {
-			r.log.Warn("outbox relay: route paused: destination unavailable", "relay", r.id, "route", rs.name, "pause", pause, "err", rs.lastError())
+		if pause, opened := rs.breaker.trip(unavailable); opened {
+			r.log.Warn("outbox relay: route paused: destination unavailable", "relay", r.id, "route", rs.name, "pause", pause, "err", rs.breaker.lastError())
 		}
 	case anyOK:
-		if rs.reset() {
+		if rs.breaker.reset() {
 			r.log.Info("outbox relay: route resumed", "relay", r.id, "route", rs.name)
 		}
 	}
@@ -328,7 +328,7 @@ func (r *Relay) publishContained(ctx context.Context, rs *routeState, batch []*E
 		case len(one) == 1:
 			errs[i] = one[0]
 		default:
-			errs[i] = Unknown(errors.New("publisher returned " + strconv.Itoa(len(one)) + " results for 1 message"))
+			errs[i] = unknownErr(errors.New("publisher returned " + strconv.Itoa(len(one)) + " results for 1 message"))
 		}
 	}
 	return errs
@@ -348,20 +348,20 @@ func (r *Relay) callPublisher(ctx context.Context, rs *routeState, batch []*Enve
 // the panic may have come after the message left, so the outcome is
 // unknown.
 func panicError(p any) error {
-	return Unknown(fmt.Errorf("publisher panicked: %v", p))
+	return unknownErr(fmt.Errorf("publisher panicked: %v", p))
 }
 
 // failure turns a publish error into an outcome.
 func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 	row := it.row
-	cls, after := classify(err)
+	cls, after := ClassOf(err)
 	msg := redact.Text(oneLine(err.Error()))
 	attempt := it.attempt()
 	switch cls {
 	case ClassPermanent:
 		return store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}
 	case ClassUnavailable:
-		return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: rs.pauseFor(), Error: "destination unavailable: " + msg}
+		return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: rs.breaker.pauseFor(), Error: "destination unavailable: " + msg}
 	}
 	if attempt >= row.MaxAttempts {
 		return store.Outcome{ID: row.ID, Status: store.StatusDead, CountAttempt: true,
@@ -373,74 +373,4 @@ func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 	}
 	delay := max(policy.Delay(attempt), after)
 	return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: delay, Error: msg, CountAttempt: true, Unknown: cls == ClassUnknown}
-}
-
-// Circuit breaker: a route whose destination is unavailable pauses for a
-// growing interval (1 s doubling to 5 s); the first batch after the pause
-// is the probe. The cap bounds how long deliveries wait once the
-// destination is back. While every route is paused the relay reads
-// nothing (see round), so a long outage costs a probe every 5 s, not a
-// rewrite of the backlog.
-const (
-	pauseBase = time.Second
-	pauseMax  = 5 * time.Second
-)
-
-// allPaused reports whether every route is paused.
-func (rt *router) allPaused() bool {
-	for _, rs := range rt.routes {
-		if wait, _ := rs.paused(); wait <= 0 {
-			return false
-		}
-	}
-	return len(rt.routes) > 0
-}
-
-func (rs *routeState) paused() (time.Duration, string) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return time.Until(rs.openUntil), rs.lastErr
-}
-
-// pauseFor is how long the route will stay paused once tripped.
-func (rs *routeState) pauseFor() time.Duration {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	d := pauseBase << min(rs.pauses, 3)
-	return min(d, pauseMax)
-}
-
-// trip pauses the route and returns for how long, and whether it was
-// running before.
-func (rs *routeState) trip(err error) (time.Duration, bool) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	d := min(pauseBase<<min(rs.pauses, 3), pauseMax)
-	rs.openUntil = time.Now().Add(d)
-	rs.lastErr = redact.Text(oneLine(err.Error()))
-	rs.pauses++
-	opened := rs.pauses == 1
-	if opened && rs.circuit != nil {
-		rs.circuit.Add(1)
-	}
-	return d, opened
-}
-
-// reset closes the breaker and reports whether it was open.
-func (rs *routeState) reset() bool {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	was := rs.pauses > 0
-	rs.pauses = 0
-	rs.openUntil = time.Time{}
-	if was && rs.circuit != nil {
-		rs.circuit.Add(-1)
-	}
-	return was
-}
-
-func (rs *routeState) lastError() string {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.lastErr
 }

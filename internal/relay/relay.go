@@ -1,0 +1,224 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/txoutbox/outbox/internal/failpoint"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// Relay is the engine behind outbox.Relay: it owns partitions, reads
+// their ready rows, publishes them through the routes and settles the
+// outcomes. Build one with New and call Run.
+type Relay struct {
+	cfg     Config
+	id      string
+	log     *slog.Logger
+	backend *store.Backend
+	store   Store
+	router  router
+
+	own   ownership
+	wakes []chan struct{} // one per worker
+	// isolating is held by a round that publishes suspects (see isolate),
+	// so the suspects in flight when the process dies are one group.
+	isolating sync.Mutex
+	bg        sync.WaitGroup
+	running   atomic.Bool
+
+	metrics *relayMetrics // nil without Config.Metrics
+	alerts  *alerter      // nil without Config.Alerts
+	tracer  trace.Tracer
+	clock   dbClock
+	owned   int // partitions counted in outbox_owned_partitions
+}
+
+// worker is one read-publish-settle loop over its share of the owned
+// partitions (those with partition % Workers == index).
+type worker struct {
+	index     int
+	batchSize int
+	wake      chan struct{}
+}
+
+// routeState is a route with its circuit breaker.
+type routeState struct {
+	Route
+	name    string
+	breaker breaker
+
+	publishDur prometheus.Observer // nil without metrics
+}
+
+// New returns a relay over backend. cfg must be valid and complete (the
+// facade validates it and fills in the defaults); New only reads the
+// failpoints (in builds that have them) and registers the metrics.
+func New(backend *store.Backend, cfg Config) (*Relay, error) {
+	if err := failpoint.FromEnv(); err != nil {
+		return nil, err
+	}
+	r := &Relay{
+		cfg:     cfg,
+		id:      cfg.ID,
+		log:     cfg.Logger,
+		backend: backend,
+		store:   cfg.Store,
+	}
+	if r.store == nil {
+		r.store = backend.Store
+	}
+	for range cfg.Workers {
+		r.wakes = append(r.wakes, make(chan struct{}, 1))
+	}
+	if r.id == "" {
+		r.id = defaultRelayID()
+	}
+	r.router.cache = map[string]*routeState{}
+	for _, rt := range cfg.Routes {
+		rs := &routeState{Route: rt, name: rt.Name}
+		if rs.name == "" {
+			rs.name = rt.Pattern
+		}
+		r.router.routes = append(r.router.routes, rs)
+	}
+	r.tracer = newTracer(cfg.TracerProvider)
+	if cfg.Metrics != nil {
+		m, err := newRelayMetrics(cfg.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		r.metrics = m
+		for _, rs := range r.router.routes {
+			m.route(rs)
+		}
+	}
+	if cfg.Alerts != nil {
+		r.alerts = newAlerter(*cfg.Alerts, r.id, r.log)
+	}
+	return r, nil
+}
+
+func defaultRelayID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "relay"
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// ID is the relay's instance id.
+func (r *Relay) ID() string { return r.id }
+
+func (r *Relay) wakeSelf() {
+	for _, ch := range r.wakes {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Run relays until ctx is cancelled, then finishes or releases its
+// in-flight batch (within ShutdownTimeout), gives up its partitions so
+// other relays take them at once, and returns nil. It returns an error
+// only when it cannot start (no schema) or is already running.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("outbox: Relay.Run: already running")
+	}
+	defer r.running.Store(false)
+	partitions, err := r.store.Partitions(ctx)
+	if err != nil {
+		return fmt.Errorf("outbox: relay start: %w (has `outbox migrate` been run?)", err)
+	}
+	if partitions == 0 {
+		return errors.New("outbox: relay start: outbox_leases is empty (has `outbox migrate` been run?)")
+	}
+	if err := r.store.CheckSchema(ctx); err != nil {
+		return fmt.Errorf("outbox: relay start: %w", err)
+	}
+	r.log.Info("outbox relay: started", "relay", r.id, "partitions", partitions, "routes", len(r.router.routes))
+	if advice, err := r.store.ServerAdvice(ctx); err == nil {
+		for _, a := range advice {
+			r.log.Warn("outbox relay: "+a, "relay", r.id)
+		}
+	}
+
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		r.leaseLoop(loopCtx, partitions)
+	}()
+	r.startRetention(ctx)
+	if r.backend.Listen != nil {
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			r.listenLoop(loopCtx)
+		}()
+	}
+	r.startObserving(loopCtx)
+
+	var workers sync.WaitGroup
+	for i := range r.cfg.Workers {
+		w := &worker{index: i, batchSize: r.cfg.MinBatchSize, wake: r.wakes[i]}
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			local, unsubscribe := r.backend.Local.Subscribe()
+			defer unsubscribe()
+			r.work(ctx, w, local)
+		}()
+	}
+	workers.Wait()
+
+	stopLoops()
+	r.bg.Wait()
+	finish, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.store.DropRelay(finish, r.id); err != nil {
+		r.log.Warn("outbox relay: releasing partitions on shutdown failed; they move when the leases expire", "relay", r.id, "err", err)
+	}
+	r.reportOwned(0)
+	r.log.Info("outbox relay: stopped", "relay", r.id)
+	return nil
+}
+
+// listenLoop turns database notifications into wake-ups, reconnecting
+// with backoff.
+func (r *Relay) listenLoop(ctx context.Context) {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := r.backend.Listen(ctx, r.wakeSelf)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > time.Minute {
+			delay = 100 * time.Millisecond
+		}
+		r.log.Debug("outbox relay: listen connection lost; polling meanwhile", "relay", r.id, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}

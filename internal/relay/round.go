@@ -1,0 +1,207 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/failpoint"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// work is one worker's read-publish-settle loop.
+func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
+	poll := r.cfg.MinPollInterval
+	errDelay := 100 * time.Millisecond
+	failing := false
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		wait := time.Duration(0)
+		n, err := r.round(ctx, w)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !failing {
+				r.log.Error("outbox relay: round failed; retrying", "relay", r.id, "err", err)
+				failing = true
+			}
+			wait, errDelay = errDelay, min(errDelay*2, 5*time.Second)
+		case n < 0: // nothing owned
+			failing, errDelay = false, 100*time.Millisecond
+			wait = r.cfg.LeaseTTL / 5
+		case n == 0:
+			failing, errDelay = false, 100*time.Millisecond
+			wait, poll = poll, min(poll*2, r.cfg.MaxPollInterval)
+		default:
+			failing, errDelay = false, 100*time.Millisecond
+			poll = r.cfg.MinPollInterval
+		}
+		if wait == 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-w.wake:
+			poll = r.cfg.MinPollInterval
+		case <-local:
+			poll = r.cfg.MinPollInterval
+		}
+	}
+}
+
+// round reads one batch of w's partitions, delivers it and settles it. It
+// returns how many messages it read, or -1 when w owns no partition.
+func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
+	r.own.round.RLock()
+	defer r.own.round.RUnlock()
+	all, ok := r.own.snapshot()
+	if !ok {
+		return -1, nil
+	}
+	if r.router.allPaused() {
+		// Every destination is down: reading would only defer the
+		// batch again. The first round after a pause ends is the probe.
+		return 0, nil
+	}
+	parts := make([]int, 0, len(all)/r.cfg.Workers+1)
+	for _, p := range all {
+		if p%r.cfg.Workers == w.index {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return -1, nil
+	}
+	readStart := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	rows, err := r.store.Read(rctx, parts, w.batchSize)
+	cancel()
+	if r.metrics != nil {
+		r.metrics.readDur.Observe(time.Since(readStart).Seconds())
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read: %w", err)
+	}
+	if len(rows) == 0 {
+		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
+		return 0, nil
+	}
+	report := BatchReport{Read: len(rows), BatchSize: w.batchSize}
+	if r.metrics != nil {
+		r.metrics.batch.Observe(float64(len(rows)))
+	}
+	switch {
+	case len(rows) == w.batchSize:
+		w.batchSize = min(r.cfg.BatchSize, w.batchSize*2)
+	case len(rows) < w.batchSize/4:
+		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
+	}
+	read := len(rows)
+	rows, suspects, alone := r.isolate(rows)
+	if suspects {
+		r.isolating.Lock()
+		defer r.isolating.Unlock()
+	}
+	if err := r.markInflight(ctx, parts, rows); err != nil {
+		return 0, fmt.Errorf("mark in-flight: %w", err)
+	}
+	items := make([]*item, len(rows))
+	for i := range rows {
+		items[i] = r.prepare(&rows[i])
+	}
+	if alone {
+		ok, err := r.charge(ctx, items[0])
+		if err != nil {
+			return 0, fmt.Errorf("charge suspect: %w", err)
+		}
+		if !ok {
+			return read, nil
+		}
+	}
+	if err := failpoint.Inject(failpoint.AfterReadBeforePublish); err != nil {
+		return 0, err
+	}
+	decided := r.deliver(ctx, items, &report)
+	if err := failpoint.Inject(failpoint.AfterPublishBeforeSettle); err != nil {
+		return read, err
+	}
+	if len(decided) > 0 {
+		outs := make([]store.Outcome, len(decided))
+		for i, it := range decided {
+			outs[i] = it.out
+			if it.charged {
+				outs[i].CountAttempt = false
+			}
+		}
+		settled, err := r.settle(ctx, outs)
+		report.Settled = settled
+		if err != nil {
+			return len(rows), fmt.Errorf("settle: %w (the batch will be delivered again)", err)
+		}
+		if want := int64(len(outs)); settled < want {
+			r.log.Warn("outbox relay: some outcomes were not recorded: partition moved to another relay", "relay", r.id, "expected", want, "settled", settled)
+		}
+		r.recorded(decided)
+	}
+	if r.cfg.OnBatch != nil {
+		r.cfg.OnBatch(report)
+	}
+	return read, nil
+}
+
+// markInflight records, for each of the worker's partitions, the highest
+// id about to be published from it (0: none), so that a relay taking a
+// partition over after a crash knows which messages may have reached
+// their destination (the Checker is asked about them) or may have crashed
+// the relay (see isolate).
+func (r *Relay) markInflight(ctx context.Context, parts []int, rows []store.Row) error {
+	maxIDs := make([]int64, len(parts))
+	for _, row := range rows {
+		if i := slices.Index(parts, row.Partition); i >= 0 {
+			maxIDs[i] = max(maxIDs[i], row.ID)
+		}
+	}
+	mctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	defer cancel()
+	return r.store.MarkInflight(mctx, r.id, parts, maxIDs)
+}
+
+// statementTimeout bounds each of the relay's statements but the settle
+// (which has its own): an answer lost in the network — a connection
+// cut without a reset, a half-open path — would otherwise hold a worker
+// or the lease loop forever. The relay retries on a fresh connection.
+func (r *Relay) statementTimeout() time.Duration {
+	return max(2*r.cfg.LeaseTTL, 5*time.Second)
+}
+
+// settle writes outcomes, retrying a failed statement while the leases
+// last: a batch that was published but not recorded is delivered again.
+func (r *Relay) settle(ctx context.Context, outs []store.Outcome) (int64, error) {
+	if r.metrics != nil {
+		defer func(start time.Time) { r.metrics.settleDur.Observe(time.Since(start).Seconds()) }(time.Now())
+	}
+	if err := failpoint.Inject(failpoint.BeforeSettle); err != nil {
+		return 0, err
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		var n int64
+		n, err = r.store.Settle(sctx, r.id, outs)
+		cancel()
+		if err == nil {
+			return n, nil
+		}
+		if !r.own.valid() {
+			break
+		}
+		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+	}
+	return 0, err
+}

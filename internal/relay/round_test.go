@@ -1,0 +1,195 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// fakeStore serves rounds from memory: Read hands out the rows given to it
+// once, Settle records the outcomes. The lease and retention statements
+// are never reached by round.
+type fakeStore struct {
+	Store // nil: any other statement panics
+
+	mu      sync.Mutex
+	rows    []store.Row
+	reads   int
+	settled []store.Outcome
+}
+
+func (f *fakeStore) Read(_ context.Context, parts []int, limit int) ([]store.Row, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	rows := f.rows[:min(limit, len(f.rows))]
+	f.rows = f.rows[len(rows):]
+	return rows, nil
+}
+
+func (f *fakeStore) MarkInflight(context.Context, string, []int, []int64) error { return nil }
+
+func (f *fakeStore) Settle(_ context.Context, _ string, outs []store.Outcome) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settled = append(f.settled, outs...)
+	return int64(len(outs)), nil
+}
+
+func (f *fakeStore) outcome(t *testing.T, id int64) (store.Outcome, bool) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, o := range f.settled {
+		if o.ID == id {
+			return o, true
+		}
+	}
+	return store.Outcome{}, false
+}
+
+// publishFunc is a Publisher calling fn for each envelope in turn.
+type publishFunc func(env *Envelope) error
+
+func (f publishFunc) Publish(_ context.Context, batch []*Envelope) []error {
+	errs := make([]error, len(batch))
+	for i, e := range batch {
+		errs[i] = f(e)
+	}
+	return errs
+}
+
+// newTestRelay is a relay over st holding partition 0, with one route for
+// "order.*" to pub and the defaults the facade would fill in.
+func newTestRelay(t *testing.T, st Store, pub Publisher) *Relay {
+	t.Helper()
+	r, err := New(&store.Backend{}, Config{
+		Routes: []Route{{Pattern: "order.*", Publisher: pub}}, ID: "test",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), BatchSize: 100, Workers: 1, MinBatchSize: 100,
+		MinPollInterval: time.Millisecond, MaxPollInterval: time.Second, PublishTimeout: 5 * time.Second,
+		ShutdownTimeout: time.Second, LeaseTTL: 5 * time.Second, MaxPayloadBytes: 1 << 20, MetricsInterval: time.Minute,
+		Store: st,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.own.parts = []int{0}
+	r.own.validUntil = time.Now().Add(time.Hour)
+	return r
+}
+
+func row(id int64, topic, key, headers string) store.Row {
+	return store.Row{ID: id, MessageID: "m" + string(rune('0'+id)), Topic: topic, Key: key, HasKey: key != "",
+		Payload: `{}`, Headers: headers, MaxAttempts: 10, CreatedAt: time.Now()}
+}
+
+// TestRoundOutcomes runs one round over rows that meet each way a message
+// can end, without a database.
+func TestRoundOutcomes(t *testing.T) {
+	st := &fakeStore{rows: []store.Row{
+		row(1, "order.created", "k1", ""),       // fails: transient
+		row(2, "order.created", "k1", ""),       // same key behind a failure: held back
+		row(3, "order.paid", "k2", `{"a":"b"}`), // sent
+		row(4, "invoice.sent", "", ""),          // no route
+		row(5, "order.created", "", `not json`), // bad headers
+		row(6, "order.created", "", ""),         // permanent failure
+		row(7, "order.created", "k3", ""),       // publisher panics
+	}}
+	var mu sync.Mutex
+	var published []string
+	pub := publishFunc(func(e *Envelope) error {
+		mu.Lock()
+		published = append(published, e.ID)
+		mu.Unlock()
+		switch e.ID {
+		case "m1":
+			return errors.New("broker hiccup")
+		case "m6":
+			return Mark(errors.New("rejected"), ClassPermanent, 0)
+		case "m7":
+			panic("boom")
+		case "m3":
+			if e.Headers["a"] != "b" || e.Headers[HeaderTopic] != "order.paid" || e.Headers[HeaderBusinessKey] != "k2" || e.Headers[HeaderContentType] != DefaultContentType {
+				return Mark(errors.New("headers "+strings.Join([]string{e.Headers["a"], e.Headers[HeaderTopic]}, ",")), ClassPermanent, 0)
+			}
+		}
+		return nil
+	})
+	r := newTestRelay(t, st, pub)
+	n, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)})
+	if err != nil || n != 7 {
+		t.Fatalf("round: %d, %v", n, err)
+	}
+	for _, c := range []struct {
+		id      int64
+		status  string
+		counted bool
+		errHas  string
+	}{
+		{1, store.StatusPending, true, "broker hiccup"},
+		{3, store.StatusSent, true, ""},
+		{4, store.StatusDead, true, "no route for topic"},
+		{5, store.StatusDead, true, "headers are not a JSON object"},
+		{6, store.StatusDead, true, "rejected"},
+		{7, store.StatusPending, true, "publisher panicked"},
+	} {
+		o, ok := st.outcome(t, c.id)
+		switch {
+		case !ok:
+			t.Errorf("message %d: no outcome", c.id)
+		case o.Status != c.status || o.CountAttempt != c.counted || !strings.Contains(o.Error, c.errHas):
+			t.Errorf("message %d: outcome %+v, want %s counted=%v error with %q", c.id, o, c.status, c.counted, c.errHas)
+		}
+	}
+	if o, ok := st.outcome(t, 7); ok && !o.Unknown {
+		t.Errorf("a panicked publish is an unknown outcome: %+v", o)
+	}
+	if _, ok := st.outcome(t, 2); ok {
+		t.Error("message 2 was settled although the message before it on its key failed")
+	}
+	for _, id := range published {
+		if id == "m2" || id == "m4" || id == "m5" {
+			t.Errorf("%s was published", id)
+		}
+	}
+}
+
+// TestRoundUnavailablePausesRoute: a destination that cannot be reached
+// charges no attempt, opens the route's breaker, and while every route is
+// paused the next round reads nothing.
+func TestRoundUnavailablePausesRoute(t *testing.T) {
+	st := &fakeStore{rows: []store.Row{row(1, "order.created", "", ""), row(2, "order.created", "", "")}}
+	calls := 0
+	r := newTestRelay(t, st, publishFunc(func(*Envelope) error {
+		calls++
+		return Mark(errors.New("connection refused"), ClassUnavailable, 0)
+	}))
+	w := &worker{batchSize: 100, wake: make(chan struct{}, 1)}
+	if _, err := r.round(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{1, 2} {
+		o, ok := st.outcome(t, id)
+		if !ok || o.Status != store.StatusPending || o.CountAttempt || o.Delay <= 0 {
+			t.Errorf("message %d: %+v (settled %v), want pending, not counted, delayed", id, o, ok)
+		}
+	}
+	if wait, _ := r.router.routes[0].breaker.paused(); wait <= 0 {
+		t.Fatal("the route is not paused")
+	}
+	st.rows = []store.Row{row(3, "order.created", "", "")}
+	reads := st.reads
+	if n, err := r.round(t.Context(), w); n != 0 || err != nil || st.reads != reads {
+		t.Fatalf("round while paused: n=%d err=%v reads %d → %d", n, err, reads, st.reads)
+	}
+	if calls != 2 {
+		t.Fatalf("publisher called %d times, want 2", calls)
+	}
+}
