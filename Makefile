@@ -17,9 +17,12 @@ test: services ## run every test against the real local services, with the race 
 test-short: ## run the tests that need no service
 	$(GO) test -short -count=1 $(PKGS)
 
-lint: ## check formatting and vet the code
+lint: ## gofmt, go vet and staticcheck, with and without the failpoints build tag
 	@test -z "$$(gofmt -l .)" || { echo "not gofmt-formatted:" $$(gofmt -l .); exit 1; }
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags outbox_failpoints $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
+	$(GO) tool staticcheck -tags outbox_failpoints $(PKGS)
 
 bench: ## run the benchmark suite behind BENCHMARKS.md (QUICK=1 for a tenth of it)
 	@scripts/bench.sh

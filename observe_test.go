@@ -378,7 +378,7 @@ func TestRelayTracePropagation(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range send.Attributes {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if attrs["messaging.message.id"] != ids[0] || attrs["messaging.destination.name"] != "order.created" || attrs["outbox.attempt"] != "1" {
 		t.Errorf("send attributes %v", attrs)

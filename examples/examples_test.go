@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,10 +42,8 @@ var natsURL = func() string {
 func build(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
+	// go test puts the go command it runs under first on PATH.
+	gobin := "go"
 	cmd := exec.Command(gobin, "build", "-o", dir+string(filepath.Separator),
 		"github.com/txoutbox/outbox/examples/orders", "github.com/txoutbox/outbox/examples/inventory")
 	if out, err := cmd.CombinedOutput(); err != nil {

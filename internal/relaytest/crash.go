@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,10 +243,8 @@ func relayBinary(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(gobin); err != nil {
-			gobin = "go"
-		}
+		// go test puts the go command it runs under first on PATH.
+		gobin := "go"
 		cmd := exec.Command(gobin, "build", "-o", filepath.Join(dir, "outbox"), "github.com/txoutbox/outbox/cmd/outbox")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			_ = os.RemoveAll(dir)
