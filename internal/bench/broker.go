@@ -37,156 +37,176 @@ func prepareBroker(ctx context.Context, to, prefix, runID string, topics []strin
 	defer cancel()
 	switch strings.ToLower(u.Scheme) {
 	case "nats", "tls":
-		nu := *u
-		nu.RawQuery = ""
-		nc, err := nats.Connect(nu.String())
-		if err != nil {
-			return nil, fmt.Errorf("create the run's JetStream stream: %w", err)
-		}
-		js, err := jetstream.New(nc)
-		if err != nil {
-			nc.Close()
-			return nil, err
-		}
-		name := "OUTBOX_BENCH_" + runID
-		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ">"}, Storage: jetstream.FileStorage}); err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("create JetStream stream %s: %w", name, err)
-		}
-		return &brokerSetup{
-			what: "JetStream stream " + name,
-			remove: func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_ = js.DeleteStream(ctx, name)
-				nc.Close()
-			},
-			consume: func(ctx context.Context, handle func(headers func(string) string)) (func(), error) {
-				c, err := js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{})
-				if err != nil {
-					return nil, fmt.Errorf("consume JetStream stream %s: %w", name, err)
-				}
-				cc, err := c.Consume(func(m jetstream.Msg) {
-					h := m.Headers()
-					handle(func(k string) string {
-						if v := h[k]; len(v) > 0 {
-							return v[0]
-						}
-						return ""
-					})
-				})
-				if err != nil {
-					return nil, fmt.Errorf("consume JetStream stream %s: %w", name, err)
-				}
-				return cc.Stop, nil
-			},
-			held: func(ctx context.Context) (int64, error) {
-				s, err := js.Stream(ctx, name)
-				if err != nil {
-					return 0, err
-				}
-				info, err := s.Info(ctx)
-				if err != nil {
-					return 0, err
-				}
-				return int64(info.State.Msgs), nil
-			},
-		}, nil
+		return prepareJetStream(ctx, u, to, prefix, runID, topics)
 	case "kafka":
-		// The relay creates no topic (an operator's decision on a real
-		// cluster): the bench creates the run's, 8 partitions each, with
-		// the cluster's default replication, and deletes them after.
-		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(u.Host, ",")...))
-		if err != nil {
-			return nil, fmt.Errorf("create the run's Kafka topics: %w", err)
-		}
-		adm := kadm.NewClient(cl)
-		res, err := adm.CreateTopics(ctx, 8, -1, nil, topics...)
-		if err == nil {
-			err = res.Error()
-		}
-		if err != nil {
-			cl.Close()
-			return nil, fmt.Errorf("create the run's Kafka topics: %w", err)
-		}
-		return &brokerSetup{
-			what: "Kafka topics " + strings.Join(topics, ", "),
-			remove: func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_, _ = adm.DeleteTopics(ctx, topics...)
-				cl.Close()
-			},
-		}, nil
+		return prepareKafka(ctx, u, to, prefix, runID, topics)
 	case "amqp", "amqps":
-		exchange := u.Query().Get("exchange")
-		if exchange == "" {
-			exchange = "amq.topic"
-		}
-		nu := *u
-		nu.RawQuery = ""
-		conn, err := amqp.Dial(nu.String())
-		if err != nil {
-			return nil, fmt.Errorf("declare the run's RabbitMQ queue: %w", err)
-		}
-		ch, err := conn.Channel()
-		if err == nil {
-			_, err = ch.QueueDeclare("outbox-bench-"+runID, true, false, false, false, nil)
-		}
-		if err == nil {
-			err = ch.QueueBind("outbox-bench-"+runID, prefix+"#", exchange, false, nil)
-		}
-		if err != nil {
-			_ = conn.Close()
-			return nil, fmt.Errorf("declare the run's RabbitMQ queue: %w", err)
-		}
-		queue := "outbox-bench-" + runID
-		return &brokerSetup{
-			what: "RabbitMQ queue " + queue,
-			remove: func() {
-				_, _ = ch.QueueDelete(queue, false, false, false)
-				_ = conn.Close()
-			},
-			held: func(context.Context) (int64, error) {
-				q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-				return int64(q.Messages), err
-			},
-		}, nil
+		return prepareRabbitMQ(ctx, u, to, prefix, runID, topics)
 	case "redis", "rediss":
-		opts, err := redis.ParseURL(to)
-		if err != nil {
-			return none, nil
-		}
-		c := redis.NewClient(opts)
-		for _, t := range topics {
-			// A consumer group's MKSTREAM creates an empty stream.
-			if err := c.XGroupCreateMkStream(ctx, t, "outbox-bench", "$").Err(); err != nil {
-				_ = c.Close()
-				return nil, fmt.Errorf("create Redis stream %s: %w", t, err)
-			}
-		}
-		return &brokerSetup{
-			what: "Redis streams " + strings.Join(topics, ", "),
-			remove: func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_ = c.Del(ctx, topics...).Err()
-				_ = c.Close()
-			},
-			held: func(ctx context.Context) (int64, error) {
-				var n int64
-				for _, t := range topics {
-					l, err := c.XLen(ctx, t).Result()
-					if err != nil {
-						return 0, err
-					}
-					n += l
-				}
-				return n, nil
-			},
-		}, nil
+		return prepareRedis(ctx, u, to, prefix, runID, topics)
 	}
 	return none, nil
+}
+
+// prepareJetStream creates the run's JetStream stream over every subject of the run.
+func prepareJetStream(ctx context.Context, u *url.URL, to, prefix, runID string, topics []string) (*brokerSetup, error) {
+	nu := *u
+	nu.RawQuery = ""
+	nc, err := nats.Connect(nu.String())
+	if err != nil {
+		return nil, fmt.Errorf("create the run's JetStream stream: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	name := "OUTBOX_BENCH_" + runID
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ">"}, Storage: jetstream.FileStorage}); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("create JetStream stream %s: %w", name, err)
+	}
+	return &brokerSetup{
+		what: "JetStream stream " + name,
+		remove: func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = js.DeleteStream(ctx, name)
+			nc.Close()
+		},
+		consume: func(ctx context.Context, handle func(headers func(string) string)) (func(), error) {
+			c, err := js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{})
+			if err != nil {
+				return nil, fmt.Errorf("consume JetStream stream %s: %w", name, err)
+			}
+			cc, err := c.Consume(func(m jetstream.Msg) {
+				h := m.Headers()
+				handle(func(k string) string {
+					if v := h[k]; len(v) > 0 {
+						return v[0]
+					}
+					return ""
+				})
+			})
+			if err != nil {
+				return nil, fmt.Errorf("consume JetStream stream %s: %w", name, err)
+			}
+			return cc.Stop, nil
+		},
+		held: func(ctx context.Context) (int64, error) {
+			s, err := js.Stream(ctx, name)
+			if err != nil {
+				return 0, err
+			}
+			info, err := s.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return int64(info.State.Msgs), nil
+		},
+	}, nil
+}
+
+// prepareKafka creates the run's Kafka topics.
+func prepareKafka(ctx context.Context, u *url.URL, to, prefix, runID string, topics []string) (*brokerSetup, error) {
+	// The relay creates no topic (an operator's decision on a real
+	// cluster): the bench creates the run's, 8 partitions each, with
+	// the cluster's default replication, and deletes them after.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(u.Host, ",")...))
+	if err != nil {
+		return nil, fmt.Errorf("create the run's Kafka topics: %w", err)
+	}
+	adm := kadm.NewClient(cl)
+	res, err := adm.CreateTopics(ctx, 8, -1, nil, topics...)
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("create the run's Kafka topics: %w", err)
+	}
+	return &brokerSetup{
+		what: "Kafka topics " + strings.Join(topics, ", "),
+		remove: func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = adm.DeleteTopics(ctx, topics...)
+			cl.Close()
+		},
+	}, nil
+}
+
+// prepareRabbitMQ declares a queue bound to the run's routing keys.
+func prepareRabbitMQ(ctx context.Context, u *url.URL, to, prefix, runID string, topics []string) (*brokerSetup, error) {
+	exchange := u.Query().Get("exchange")
+	if exchange == "" {
+		exchange = "amq.topic"
+	}
+	nu := *u
+	nu.RawQuery = ""
+	conn, err := amqp.Dial(nu.String())
+	if err != nil {
+		return nil, fmt.Errorf("declare the run's RabbitMQ queue: %w", err)
+	}
+	ch, err := conn.Channel()
+	if err == nil {
+		_, err = ch.QueueDeclare("outbox-bench-"+runID, true, false, false, false, nil)
+	}
+	if err == nil {
+		err = ch.QueueBind("outbox-bench-"+runID, prefix+"#", exchange, false, nil)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("declare the run's RabbitMQ queue: %w", err)
+	}
+	queue := "outbox-bench-" + runID
+	return &brokerSetup{
+		what: "RabbitMQ queue " + queue,
+		remove: func() {
+			_, _ = ch.QueueDelete(queue, false, false, false)
+			_ = conn.Close()
+		},
+		held: func(context.Context) (int64, error) {
+			q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+			return int64(q.Messages), err
+		},
+	}, nil
+}
+
+// prepareRedis creates the run's streams.
+func prepareRedis(ctx context.Context, u *url.URL, to, prefix, runID string, topics []string) (*brokerSetup, error) {
+	opts, err := redis.ParseURL(to)
+	if err != nil {
+		return &brokerSetup{remove: func() {}}, nil
+	}
+	c := redis.NewClient(opts)
+	for _, t := range topics {
+		// A consumer group's MKSTREAM creates an empty stream.
+		if err := c.XGroupCreateMkStream(ctx, t, "outbox-bench", "$").Err(); err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("create Redis stream %s: %w", t, err)
+		}
+	}
+	return &brokerSetup{
+		what: "Redis streams " + strings.Join(topics, ", "),
+		remove: func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = c.Del(ctx, topics...).Err()
+			_ = c.Close()
+		},
+		held: func(ctx context.Context) (int64, error) {
+			var n int64
+			for _, t := range topics {
+				l, err := c.XLen(ctx, t).Result()
+				if err != nil {
+					return 0, err
+				}
+				n += l
+			}
+			return n, nil
+		},
+	}, nil
 }
 
 // brokerSetup is what prepareBroker created for a run.

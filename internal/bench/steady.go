@@ -243,64 +243,21 @@ func (b *bench) steady(ctx context.Context) (*steadyResult, error) {
 	}
 	defer func() { _ = rs.stop() }()
 
-	topic := b.topic("steady")
-	insert := b.insertSQL()
-	payload := string(b.payload)
-	start := time.Now().Add(50 * time.Millisecond) // let the relays take their partitions
+	run := &steadyRun{b: b, rec: rec, topic: b.topic("steady"), insert: b.insertSQL(), payload: string(b.payload),
+		start:    time.Now().Add(50 * time.Millisecond), // let the relays take their partitions
+		interval: interval, slots: slots, firstSlot: firstSlot}
+	topic, start := run.topic, run.start
 	measureFrom := start.Add(o.warmup)
-	var next, committed, measured, late atomic.Int64
+	committed := &run.committed
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var firstErr error
-	var errOnce sync.Once
+	run.cancel = cancel
 	var wg sync.WaitGroup
 	for range o.clientList[0] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			timer := time.NewTimer(time.Hour)
-			defer timer.Stop()
-			for pctx.Err() == nil {
-				slot := next.Add(1) - 1
-				if slot >= slots {
-					return
-				}
-				intended := start.Add(time.Duration(float64(slot) * interval))
-				if d := time.Until(intended); d > 0 {
-					timer.Reset(d)
-					select {
-					case <-pctx.Done():
-						return
-					case <-timer.C:
-					}
-				} else if d < -time.Millisecond {
-					late.Add(1)
-				}
-				msg := b.message(topic, slot)
-				msg.Headers = map[string]string{
-					headerSlot:     strconv.FormatInt(slot, 10),
-					headerIntended: strconv.FormatInt(intended.UnixNano(), 10),
-				}
-				err := b.conn.inTx(pctx, func(ctx context.Context, tx txn) error {
-					if err := tx.exec(ctx, insert, payload); err != nil {
-						return err
-					}
-					_, err := tx.enqueue(ctx, true, []outbox.Message{msg})
-					return err
-				})
-				if err != nil {
-					if pctx.Err() == nil {
-						errOnce.Do(func() { firstErr = fmt.Errorf("steady: producer: %w", err) })
-					}
-					cancel()
-					return
-				}
-				rec.committed(slot, time.Now())
-				committed.Add(1)
-				if slot >= firstSlot {
-					measured.Add(1)
-				}
-			}
+			run.produce(pctx)
 		}()
 	}
 
@@ -338,30 +295,44 @@ wait:
 		}
 	}
 	end := time.Now()
-	if firstErr != nil {
-		return nil, firstErr
+	if run.firstErr != nil {
+		return nil, run.firstErr
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res := &steadyResult{TargetRate: o.rate, Committed: measured.Load(), LateSends: late.Load()}
+	res := &steadyResult{TargetRate: o.rate, Committed: run.measured.Load(), LateSends: run.late.Load()}
 	res.AchievedRate = float64(res.Committed) / end.Sub(measureFrom).Seconds()
 	res.BacklogAtEnd, err = b.countStatus(ctx, topic, store.StatusPending)
 	if err != nil {
 		return nil, err
 	}
 
+	if err := b.awaitConfirmed(ctx, rs, rec, res.Committed, tick, progress); err != nil {
+		return nil, err
+	}
+	if err := rs.stop(); err != nil {
+		return nil, err
+	}
+	return b.steadyReport(res, rec, &stats, m0, cpu0, backlog)
+}
+
+// awaitConfirmed waits (within max(10 s, --duration)) for the relays to
+// confirm the committed messages, so slow ones count, and with --consume
+// for the consumer to receive what was confirmed.
+func (b *bench) awaitConfirmed(ctx context.Context, rs *relaySet, rec *recorder, committed int64, tick *time.Ticker, progress func(string)) error {
+	o := b.o
 	// Let the relays confirm what was committed, so slow messages count.
 	giveUp := time.NewTimer(max(10*time.Second, o.duration))
 	defer giveUp.Stop()
-	for rec.confirm.count.Load() < res.Committed {
+	for rec.confirm.count.Load() < committed {
 		select {
 		case <-giveUp.C:
-			fmt.Fprintf(b.stderr, "steady: gave up waiting for %s unconfirmed messages\n", commas(res.Committed-rec.confirm.count.Load()))
+			fmt.Fprintf(b.stderr, "steady: gave up waiting for %s unconfirmed messages\n", commas(committed-rec.confirm.count.Load()))
 		case err := <-rs.failed:
-			return nil, err
+			return err
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-tick.C:
 			progress("draining")
 			continue
@@ -377,16 +348,20 @@ wait:
 			case <-giveUp.C:
 				fmt.Fprintf(b.stderr, "steady: gave up waiting for the consumer to receive %s confirmed messages\n", commas(rec.confirm.count.Load()-rec.receipt.count.Load()))
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return ctx.Err()
 			case <-time.After(10 * time.Millisecond):
 				continue
 			}
 			break
 		}
 	}
-	if err := rs.stop(); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// steadyReport fills in the figures of a finished steady run and draws
+// its plot.
+func (b *bench) steadyReport(res *steadyResult, rec *recorder, stats *batchCollector, m0 *machineSample, cpu0 time.Duration, backlog []backlogPoint) (*steadyResult, error) {
+	o := b.o
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
 	res.Machine = cpuSince(m0)
 	res.PeakRSSBytes = peakRSS()
@@ -418,4 +393,70 @@ wait:
 		}
 	}
 	return res, nil
+}
+
+// steadyRun is the state the producers of one steady run share.
+type steadyRun struct {
+	b                      *bench
+	rec                    *recorder
+	topic, insert, payload string
+	start                  time.Time
+	interval               float64 // between intended sends, in ns
+	slots, firstSlot       int64
+
+	next, committed, measured, late atomic.Int64
+
+	cancel   context.CancelFunc // stops every producer
+	errOnce  sync.Once
+	firstErr error
+}
+
+// produce is one producer client: it takes the next slot, waits for its
+// intended send time and commits a business row and its message in one
+// transaction, until the slots run out or ctx ends.
+func (s *steadyRun) produce(ctx context.Context) {
+	b := s.b
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		slot := s.next.Add(1) - 1
+		if slot >= s.slots {
+			return
+		}
+		intended := s.start.Add(time.Duration(float64(slot) * s.interval))
+		if d := time.Until(intended); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		} else if d < -time.Millisecond {
+			s.late.Add(1)
+		}
+		msg := b.message(s.topic, slot)
+		msg.Headers = map[string]string{
+			headerSlot:     strconv.FormatInt(slot, 10),
+			headerIntended: strconv.FormatInt(intended.UnixNano(), 10),
+		}
+		err := b.conn.inTx(ctx, func(ctx context.Context, tx txn) error {
+			if err := tx.exec(ctx, s.insert, s.payload); err != nil {
+				return err
+			}
+			_, err := tx.enqueue(ctx, true, []outbox.Message{msg})
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.errOnce.Do(func() { s.firstErr = fmt.Errorf("steady: producer: %w", err) })
+			}
+			s.cancel()
+			return
+		}
+		s.rec.committed(slot, time.Now())
+		s.committed.Add(1)
+		if slot >= s.firstSlot {
+			s.measured.Add(1)
+		}
+	}
 }

@@ -215,31 +215,10 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err != nil {
 		return err
 	}
-	pubs := map[string]outbox.Publisher{} // by URL and secret: routes to one place share it
-	defer func() {
-		for _, p := range pubs {
-			_ = p.Close()
-		}
-	}()
-	for _, s := range specs {
-		key := s.url + "\x00" + s.secret
-		p, ok := pubs[key]
-		if !ok {
-			p, err = outboxurl.Open(s.url, &outboxurl.Options{WebhookSecret: s.secret, Timeout: rc.PublishTimeout, Stdout: e.stdout})
-			if err != nil {
-				var ne net.Error
-				reach := errors.As(err, &ne)
-				err = fmt.Errorf("relay: %s: %s", s.source, errorLine(err))
-				if reach {
-					return err // could not reach it: a failure at run time
-				}
-				return asUsage(err)
-			}
-			pubs[key] = p
-		}
-		rc.Routes = append(rc.Routes, outbox.Route{
-			Pattern: s.pattern, Publisher: p, Destination: s.destination, Name: s.name, Retry: s.retry,
-		})
+	closePubs, err := e.openRoutes(specs, rc)
+	defer closePubs()
+	if err != nil {
+		return err
 	}
 	rc.Logger = logger
 
@@ -305,34 +284,7 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 		logger.Info("outbox relay: route", "pattern", s.pattern, "to", outboxurl.Redact(s.url), "from", s.source)
 	}
 
-	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// After the first signal, restore the default handling so a second
-	// one ends a shutdown that takes too long.
-	stopAfter := context.AfterFunc(ctx, stop)
-	defer stopAfter()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	running.Store(true)
-	stopReady := context.AfterFunc(ctx, func() { running.Store(false) })
-	defer stopReady()
-	if ln != nil {
-		// The admin surface stops after the relay, so /readyz and
-		// /metrics stay up while the relay finishes its batch.
-		adminCtx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
-		wait := ln.serve(adminCtx, cancel)
-		defer func() {
-			stopAdmin()
-			wait()
-		}()
-	}
-	if err := relay.Run(ctx); err != nil {
-		return err
-	}
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err // the admin server failed
-	}
-	return nil
+	return e.runRelay(relay, ln, &running)
 }
 
 // flagsFromConfig sets the retention, alert and metrics flags that neither
@@ -541,4 +493,74 @@ func (w *redactWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// openRoutes opens one publisher per destination URL and secret (routes to
+// one place share it) and appends the routes to rc. The returned function
+// closes every publisher opened, also after an error.
+func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig) (func(), error) {
+	pubs := map[string]outbox.Publisher{}
+	closeAll := func() {
+		for _, p := range pubs {
+			_ = p.Close()
+		}
+	}
+	for _, s := range specs {
+		key := s.url + "\x00" + s.secret
+		p, ok := pubs[key]
+		if !ok {
+			var err error
+			p, err = outboxurl.Open(s.url, &outboxurl.Options{WebhookSecret: s.secret, Timeout: rc.PublishTimeout, Stdout: e.stdout})
+			if err != nil {
+				var ne net.Error
+				reach := errors.As(err, &ne)
+				err = fmt.Errorf("relay: %s: %s", s.source, errorLine(err))
+				if reach {
+					return closeAll, err // could not reach it: a failure at run time
+				}
+				return closeAll, asUsage(err)
+			}
+			pubs[key] = p
+		}
+		rc.Routes = append(rc.Routes, outbox.Route{
+			Pattern: s.pattern, Publisher: p, Destination: s.destination, Name: s.name, Retry: s.retry,
+		})
+	}
+	return closeAll, nil
+}
+
+// runRelay runs relay until SIGINT or SIGTERM (a second signal ends a
+// shutdown that takes too long), with the admin surface, when there is
+// one, outliving the relay so /readyz and /metrics stay up while it
+// finishes its batch. running is true from just before Run until shutdown
+// begins.
+func (e *env) runRelay(relay *outbox.Relay, ln *adminListener, running *atomic.Bool) error {
+	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// After the first signal, restore the default handling so a second
+	// one ends a shutdown that takes too long.
+	stopAfter := context.AfterFunc(ctx, stop)
+	defer stopAfter()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	running.Store(true)
+	stopReady := context.AfterFunc(ctx, func() { running.Store(false) })
+	defer stopReady()
+	if ln != nil {
+		// The admin surface stops after the relay, so /readyz and
+		// /metrics stay up while the relay finishes its batch.
+		adminCtx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
+		wait := ln.serve(adminCtx, cancel)
+		defer func() {
+			stopAdmin()
+			wait()
+		}()
+	}
+	if err := relay.Run(ctx); err != nil {
+		return err
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err // the admin server failed
+	}
+	return nil
 }
