@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/txoutbox/outbox/publisher/outboxwebhook"
+	"github.com/txoutbox/outbox/webhooksig"
 )
 
 // WebhookConfig configures WebhookHandler.
@@ -50,7 +50,7 @@ func WebhookHandler[TTx any](ib *Inbox[TTx], cfg *WebhookConfig, fn func(ctx con
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if err := outboxwebhook.CheckSecret(c.Secret); err != nil {
+	if _, err := webhooksig.ParseSecret(c.Secret); err != nil {
 		return nil, errors.New("inbox: WebhookConfig.Secret: a whsec_ secret must be followed by base64")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -64,9 +64,9 @@ func WebhookHandler[TTx any](ib *Inbox[TTx], cfg *WebhookConfig, fn func(ctx con
 			http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
 			return
 		}
-		if err := outboxwebhook.Verify(c.Secret, r.Header, body, c.Tolerance, time.Now()); err != nil {
+		if err := webhooksig.Verify(c.Secret, r.Header, body, c.Tolerance, time.Now()); err != nil {
 			status := http.StatusUnauthorized
-			if errors.Is(err, outboxwebhook.ErrTimestampOutOfRange) || errors.Is(err, outboxwebhook.ErrInvalidTimestamp) {
+			if errors.Is(err, webhooksig.ErrTimestampOutOfRange) || errors.Is(err, webhooksig.ErrInvalidTimestamp) {
 				status = http.StatusBadRequest
 			}
 			http.Error(w, err.Error(), status)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/publisher/outboxwebhook"
+	"github.com/txoutbox/outbox/webhooksig"
 )
 
 // TestRelayWebhook: http routes are signed with the route's own secret,
@@ -33,7 +33,7 @@ func TestRelayWebhook(t *testing.T) {
 		if r.URL.Path == "/orders" {
 			secret = routeSecret
 		}
-		err := outboxwebhook.Verify(secret, r.Header, body, time.Minute, time.Now())
+		err := webhooksig.Verify(secret, r.Header, body, time.Minute, time.Now())
 		mu.Lock()
 		hits = append(hits, hit{r.URL.Path, r.Header.Get("webhook-id"), err})
 		mu.Unlock()

@@ -34,7 +34,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/publisher/outboxwebhook"
+	"github.com/txoutbox/outbox/webhooksig"
 )
 
 // Main runs the demo; see the package comment. It returns the exit status.
@@ -472,7 +472,7 @@ func (v *inventory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read", http.StatusBadRequest)
 		return
 	}
-	if err := outboxwebhook.Verify(v.secret, r.Header, body, 5*time.Minute, time.Now()); err != nil {
+	if err := webhooksig.Verify(v.secret, r.Header, body, 5*time.Minute, time.Now()); err != nil {
 		v.mu.Lock()
 		v.badSigns++
 		v.mu.Unlock()

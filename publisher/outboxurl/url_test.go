@@ -14,6 +14,7 @@ import (
 	"github.com/txoutbox/outbox/publisher/outboxstdout"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
+	"github.com/txoutbox/outbox/webhooksig"
 )
 
 func TestOpenStdout(t *testing.T) {
@@ -45,7 +46,7 @@ func TestOpenWebhook(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		gotPath = r.URL.RequestURI()
-		if err := outboxwebhook.Verify("route-secret", r.Header, body, 0, time.Now()); err != nil {
+		if err := webhooksig.Verify("route-secret", r.Header, body, 0, time.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}

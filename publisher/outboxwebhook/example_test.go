@@ -10,16 +10,17 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
+	"github.com/txoutbox/outbox/webhooksig"
 )
 
-// A receiver checks the signature with Verify; the relay's publisher signs
+// A receiver checks the signature with webhooksig.Verify; the relay's publisher signs
 // with the same secret.
 func Example() {
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if err := outboxwebhook.Verify(secret, r.Header, body, 5*time.Minute, time.Now()); err != nil {
+		if err := webhooksig.Verify(secret, r.Header, body, 5*time.Minute, time.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}

@@ -10,7 +10,8 @@
 //	webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">
 //
 // The signature is sent only when Config.Secret is set. Receivers check it
-// with Verify and dedupe on webhook-id.
+// with package webhooksig (or take inbox.WebhookHandler, which does) and
+// dedupe on webhook-id.
 //
 // # Results
 //
@@ -42,6 +43,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/redact"
+	"github.com/txoutbox/outbox/webhooksig"
 )
 
 // Config defaults and limits.
@@ -54,17 +56,17 @@ const (
 	// MaxRetryAfter caps the wait a Retry-After header can ask for.
 	MaxRetryAfter = time.Hour
 	// SecretPrefix marks a Standard Webhooks secret: the rest is base64 and
-	// its decoded bytes are the HMAC key.
-	SecretPrefix = "whsec_"
+	// its decoded bytes are the HMAC key (webhooksig.SecretPrefix).
+	SecretPrefix = webhooksig.SecretPrefix
 	// UserAgent is sent unless Config.Headers names another.
 	UserAgent = "outbox-relay"
 )
 
-// Header names of the Standard Webhooks scheme.
+// Header names of the Standard Webhooks scheme (webhooksig's).
 const (
-	HeaderID        = "webhook-id"
-	HeaderTimestamp = "webhook-timestamp"
-	HeaderSignature = "webhook-signature"
+	HeaderID        = webhooksig.HeaderID
+	HeaderTimestamp = webhooksig.HeaderTimestamp
+	HeaderSignature = webhooksig.HeaderSignature
 )
 
 // maxErrorBody is how much of a failed response's body an error quotes.
@@ -135,9 +137,13 @@ func New(endpoint string, cfg *Config) (*Publisher, error) {
 	if cfg.MaxConcurrency < 0 {
 		return nil, errors.New("outboxwebhook: MaxConcurrency must not be negative")
 	}
-	key, err := secretKey(cfg.Secret)
-	if err != nil {
-		return nil, fmt.Errorf("outboxwebhook: Secret: %w", err)
+	var key []byte // nil: requests go unsigned
+	if cfg.Secret != "" {
+		k, err := webhooksig.ParseSecret(cfg.Secret)
+		if err != nil {
+			return nil, fmt.Errorf("outboxwebhook: Secret: %w", err)
+		}
+		key = k
 	}
 	p := &Publisher{
 		endpoint:    u,
@@ -247,7 +253,7 @@ func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
 	req.Header.Set(HeaderTimestamp, ts)
 	req.Header.Del(HeaderSignature)
 	if p.key != nil {
-		req.Header.Set(HeaderSignature, "v1,"+sign(p.key, env.ID, ts, env.Payload))
+		req.Header.Set(HeaderSignature, webhooksig.Sign(p.key, env.ID, ts, env.Payload))
 	}
 
 	resp, err := p.client.Do(req)
