@@ -67,9 +67,18 @@ func Start(t testing.TB, db *testdb.DB, cfg *outbox.RelayConfig) (stop func()) {
 // from Run, or a relay still running after 30 s, fails the test.
 func Run(t testing.TB, r *outbox.Relay) (stop func()) {
 	t.Helper()
+	return Go(t, "relay", stopTimeout, r.Run)
+}
+
+// Go runs fn in the background until stop is called or the test ends,
+// whichever comes first. Stopping cancels fn's context and waits for it
+// to return: an error from fn, or fn still running after within, fails
+// the test, naming what ran.
+func Go(t testing.TB, what string, within time.Duration, fn func(ctx context.Context) error) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	go func() { done <- fn(ctx) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -77,10 +86,10 @@ func Run(t testing.TB, r *outbox.Relay) (stop func()) {
 			select {
 			case err := <-done:
 				if err != nil {
-					t.Errorf("relay: %v", err)
+					t.Errorf("%s: %v", what, err)
 				}
-			case <-time.After(stopTimeout):
-				t.Errorf("relay did not stop within %v", stopTimeout)
+			case <-time.After(within):
+				t.Errorf("%s did not return within %v of being stopped", what, within)
 			}
 		})
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
@@ -213,7 +214,7 @@ func startMosquitto(t testing.TB, extra string) *mosquitto {
 	if err != nil {
 		testdb.Unavailable(t, "the mosquitto binary", err)
 	}
-	port := freePort(t)
+	port := brokertest.FreePort(t)
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "mosquitto.conf")
 	body := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n%s", port, extra)
@@ -236,27 +237,6 @@ func startMosquitto(t testing.TB, extra string) *mosquitto {
 		}
 	})
 	return m
-}
-
-// freePort returns a loopback TCP port nobody listens on right now, drawn
-// below the kernel's ephemeral range (32768 and up on Linux): while the
-// broker is down for an outage, no socket opened on port 0 (the relay's
-// reconnection attempts, other tests) can take its port.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 100 {
-		b := make([]byte, 2)
-		_, _ = rand.Read(b)
-		port := 20000 + (int(b[0])<<8|int(b[1]))%12000
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		_ = ln.Close()
-		return port
-	}
-	t.Fatal("no free port in 20000-31999")
-	return 0
 }
 
 // start runs the broker and waits until it accepts connections.

@@ -15,6 +15,7 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 )
@@ -23,7 +24,7 @@ import (
 // ephemeral port range, so no client socket takes it meanwhile).
 func deadAddr(t *testing.T) string {
 	t.Helper()
-	return "127.0.0.1:" + strconv.Itoa(freePort(t))
+	return "127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))
 }
 
 func wantClass(t *testing.T, what string, err error, want outbox.ErrorClass) {

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
@@ -169,27 +170,6 @@ func received(m jetstream.Msg) publishertest.Received {
 	}
 }
 
-// freePort returns a loopback TCP port nobody listens on right now. It is
-// drawn below the kernel's ephemeral range (32768 and up on Linux), so
-// that while a test's server is down for an outage, no socket another
-// test opens on port 0 can take its port.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 100 {
-		b := make([]byte, 2)
-		_, _ = rand.Read(b)
-		port := 20000 + (int(b[0])<<8|int(b[1]))%12000
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		_ = ln.Close()
-		return port
-	}
-	t.Fatal("no free port in 20000-31999")
-	return 0
-}
-
 // server is a nats-server process of the test's own.
 type server struct {
 	t    testing.TB
@@ -214,7 +194,7 @@ func startServer(t testing.TB) *server {
 		}
 		bin = "/usr/sbin/nats-server"
 	}
-	s := &server{t: t, bin: bin, port: freePort(t), dir: t.TempDir()}
+	s := &server{t: t, bin: bin, port: brokertest.FreePort(t), dir: t.TempDir()}
 	s.start()
 	t.Cleanup(s.stop)
 	return s

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -186,31 +186,11 @@ func newServer(t testing.TB) *server {
 	if err != nil {
 		testdb.Unavailable(t, "the redis-server binary", err)
 	}
-	s := &server{t: t, bin: bin, port: sparePort(t), dir: t.TempDir()}
+	s := &server{t: t, bin: bin, port: brokertest.FreePort(t), dir: t.TempDir()}
 	s.args = []string{"--bind", "127.0.0.1", "--save", "", "--dir", s.dir, "--logfile", "redis.log"}
 	s.opts = &redis.Options{Addr: s.Addr()}
 	t.Cleanup(s.kill)
 	return s
-}
-
-// sparePort returns a free port below the ephemeral range (32768 and up
-// on Linux), so that while a server of the test is down no outgoing
-// connection can take its port before the restart.
-func sparePort(t testing.TB) int {
-	t.Helper()
-	for range 100 {
-		b := make([]byte, 2)
-		_, _ = rand.Read(b)
-		port := 10000 + (int(b[0])<<8|int(b[1]))%10000
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		_ = ln.Close()
-		return port
-	}
-	t.Fatal("no free port in 10000-19999")
-	return 0
 }
 
 // Addr is the server's host:port.

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/publisher/outboxredis"
 	"github.com/txoutbox/outbox/publisher/publishertest"
@@ -330,7 +331,7 @@ func TestCloseLeavesCallersClient(t *testing.T) {
 
 func TestConnectionRefusedIsUnavailable(t *testing.T) {
 	t.Parallel()
-	addr := fmt.Sprintf("127.0.0.1:%d", sparePort(t)) // nothing listens there
+	addr := fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t)) // nothing listens there
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	p := newPublisher(t, c, &outboxredis.Config{CloseClient: true, MaxPipelineBytes: 100})
 	// Two pipelines: the second is not tried after the first cannot connect.
