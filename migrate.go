@@ -37,7 +37,7 @@ func Migrate[TTx any](ctx context.Context, driver Driver[TTx]) ([]int, error) {
 // MigrateWithOpts is Migrate with the layout opts chooses (nil: the same
 // as Migrate).
 func MigrateWithOpts[TTx any](ctx context.Context, driver Driver[TTx], opts *MigrateOpts) ([]int, error) {
-	b := driver.Backend()
+	b := backendOf(driver)
 	s, err := b.Session(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: migrate: %w", err)

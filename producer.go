@@ -74,7 +74,7 @@ func NewProducer[TTx any](driver Driver[TTx], cfg *Config) (*Producer[TTx], erro
 	if c.NotifyInterval == 0 {
 		c.NotifyInterval = DefaultNotifyInterval
 	}
-	return &Producer[TTx]{driver: driver, backend: driver.Backend(), cfg: c}, nil
+	return &Producer[TTx]{driver: driver, backend: backendOf(driver), cfg: c}, nil
 }
 
 // Enqueue writes msg in tx and returns its message id. The message becomes
@@ -108,7 +108,7 @@ func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message)
 		}
 		rows[i], ids[i] = r, r.MessageID
 	}
-	if err := p.backend.Store.Insert(ctx, p.driver.TxQuerier(tx), rows); err != nil {
+	if err := p.backend.Store.Insert(ctx, p.driver.UnwrapExecutor(tx), rows); err != nil {
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
 			return nil, fmt.Errorf("outbox: %w: %v", ErrDuplicateMessageID, dup.MessageIDs)

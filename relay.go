@@ -37,7 +37,7 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 		return nil, err
 	}
 	c.setDefaults()
-	e, err := relay.New(driver.Backend(), c.engine())
+	e, err := relay.New(backendOf(driver), c.engine())
 	if err != nil {
 		return nil, err
 	}

@@ -128,7 +128,7 @@ func New[TTx any](d outbox.Driver[TTx], cfg *Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := d.Backend()
+	b := store.NewBackend(d)
 	s := &Server{
 		backend: b,
 		st:      b.Store,

@@ -95,7 +95,7 @@ func New[TTx any](driver outbox.Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
 	if c.Retention <= c.RetryHorizon {
 		return nil, fmt.Errorf("%w: Retention %v ≤ RetryHorizon %v", ErrRetentionTooShort, c.Retention, c.RetryHorizon)
 	}
-	return &Inbox[TTx]{driver: driver, st: driver.Backend().Store, cfg: c}, nil
+	return &Inbox[TTx]{driver: driver, st: store.NewBackend(driver).Store, cfg: c}, nil
 }
 
 // Consumer is the consumer name records are kept under.
@@ -109,7 +109,7 @@ func (ib *Inbox[TTx]) Claim(ctx context.Context, tx TTx, messageID string) (bool
 	if messageID == "" || len(messageID) > 64 {
 		return false, fmt.Errorf("inbox: message id %q: want 1-64 characters", messageID)
 	}
-	first, err := ib.st.InboxClaim(ctx, ib.driver.TxQuerier(tx), ib.cfg.Consumer, messageID)
+	first, err := ib.st.InboxClaim(ctx, ib.driver.UnwrapExecutor(tx), ib.cfg.Consumer, messageID)
 	if err != nil {
 		return false, fmt.Errorf("inbox: claim %s: %w", messageID, err)
 	}

@@ -1,12 +1,14 @@
 // Package outboxpgx is the outbox driver for PostgreSQL through pgx v5.
 //
 //	drv := outboxpgx.New(pool)
-//	producer, _ := outbox.NewProducer(drv, nil)
-//	relay, _ := outbox.NewRelay(drv, &outbox.RelayConfig{...})
+//	producer, err := outbox.NewProducer(drv, nil)
+//	relay, err := outbox.NewRelay(drv, &outbox.RelayConfig{...})
 //
 // Relays wake on LISTEN/NOTIFY: a producer signals relays at most once per
 // notify interval, outside the caller's transaction, so commits never wait
-// on the notification queue lock.
+// on the notification queue lock. Producers and relays over the same pool
+// also wake each other in process, whether they share one Driver or each
+// built their own.
 package outboxpgx
 
 import (
@@ -15,49 +17,68 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/driver"
+	"github.com/txoutbox/outbox/driver/internal/pg"
 )
 
-// Driver runs the outbox over a pgx pool; Enqueue takes a pgx.Tx.
+// Driver runs the outbox over a pgx pool; Enqueue takes a pgx.Tx. It
+// implements driver.Driver[pgx.Tx] and driver.Listener.
 type Driver struct {
-	pool    *pgxpool.Pool
-	backend *store.Backend
+	pool *pgxpool.Pool
 }
 
-// New returns a driver over pool. The pool is the caller's; the driver never
-// closes it.
-func New(pool *pgxpool.Pool) *Driver {
-	d := &Driver{pool: pool}
-	d.backend = &store.Backend{
-		Store:   store.New(store.Postgres, store.PGX(pool)),
-		Session: func(ctx context.Context) (store.Session, error) { return store.PGXSession(ctx, pool) },
-		Listen:  d.listen,
-		Notify: func(ctx context.Context) error {
-			_, err := pool.Exec(ctx, "SELECT pg_notify($1, '')", store.NotifyChannel)
-			return err
-		},
-	}
-	return d
-}
+var (
+	_ driver.Driver[pgx.Tx] = (*Driver)(nil)
+	_ driver.Listener       = (*Driver)(nil)
+)
 
-// Backend is for the outbox package.
-func (d *Driver) Backend() *store.Backend { return d.backend }
+// New returns a driver over pool. The pool is the caller's; the driver
+// never closes it.
+func New(pool *pgxpool.Pool) *Driver { return &Driver{pool: pool} }
 
-// TxQuerier is for the outbox package.
-func (d *Driver) TxQuerier(tx pgx.Tx) store.Querier { return store.PGX(tx) }
+// Dialect is driver.Postgres.
+func (d *Driver) Dialect() driver.Dialect { return driver.Postgres }
+
+// Executor runs statements on the pool.
+func (d *Driver) Executor() driver.Executor { return executor{d.pool} }
+
+// UnwrapExecutor runs statements in the caller's transaction tx.
+func (d *Driver) UnwrapExecutor(tx pgx.Tx) driver.Executor { return executor{tx} }
 
 // InTx runs fn in a new pool transaction, committing when it returns nil.
 func (d *Driver) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, d.pool, fn)
+	return pg.Translate(pgx.BeginFunc(ctx, d.pool, fn))
 }
 
-func (d *Driver) listen(ctx context.Context, wake func()) error {
+// Session acquires a connection from the pool.
+func (d *Driver) Session(ctx context.Context) (driver.Session, error) {
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &session{executor{c}, c}, nil
+}
+
+// Identity is the pool.
+func (d *Driver) Identity() any { return d.pool }
+
+// SupportsListen is true: every PostgreSQL connection can LISTEN.
+func (d *Driver) SupportsListen() bool { return true }
+
+// Listen takes a connection out of the pool for good (it carries the
+// LISTEN, so it is closed rather than handed back) and waits on it.
+func (d *Driver) Listen(ctx context.Context, channel string, wake func()) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	// The connection carries a LISTEN: never hand it back to the pool.
 	conn := c.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	return store.ListenPGX(ctx, conn, wake)
+	return pg.Listen(ctx, conn, channel, wake)
+}
+
+// Notify runs pg_notify on a pool connection.
+func (d *Driver) Notify(ctx context.Context, channel string) error {
+	_, err := d.pool.Exec(ctx, pg.NotifySQL, channel)
+	return err
 }

@@ -3,23 +3,26 @@
 // SQLite (modernc.org/sqlite). Enqueue takes a *sql.Tx, so GORM, sqlx and
 // ent users pass the transaction they already have.
 //
-//	db, _ := sql.Open("mysql", "user:pass@tcp(host:3306)/app?parseTime=true")
-//	drv, _ := outboxsql.New(db, outboxsql.MySQL)
+//	db, err := sql.Open("mysql", "user:pass@tcp(host:3306)/app?parseTime=true")
+//	drv, err := outboxsql.New(db, outboxsql.MySQL)
 //
 // On PostgreSQL with the pgx stdlib driver, relays wake on LISTEN/NOTIFY;
-// elsewhere they poll adaptively.
+// elsewhere they poll adaptively. Producers and relays over the same
+// *sql.DB wake each other in process, whether they share one Driver or
+// each built their own.
 package outboxsql
 
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/driver"
+	"github.com/txoutbox/outbox/driver/internal/pg"
 )
 
 // Dialect names the database behind a *sql.DB.
@@ -32,11 +35,20 @@ const (
 	SQLite   Dialect = "sqlite"
 )
 
-// Driver runs the outbox over a *sql.DB; Enqueue takes a *sql.Tx.
+// Driver runs the outbox over a *sql.DB; Enqueue takes a *sql.Tx. It
+// implements driver.Driver[*sql.Tx] and driver.Listener (supported on
+// PostgreSQL through pgx's stdlib driver).
 type Driver struct {
-	db      *sql.DB
-	backend *store.Backend
+	db        *sql.DB
+	dialect   driver.Dialect
+	translate func(error) error
+	listen    bool
 }
+
+var (
+	_ driver.Driver[*sql.Tx] = (*Driver)(nil)
+	_ driver.Listener        = (*Driver)(nil)
+)
 
 // New returns a driver over db speaking dialect. The *sql.DB is the
 // caller's; the driver never closes it. For SQLite, open the database with
@@ -46,59 +58,81 @@ func New(db *sql.DB, dialect Dialect) (*Driver, error) {
 	if db == nil {
 		return nil, errors.New("outboxsql: nil *sql.DB")
 	}
-	d, err := store.ParseDialect(string(dialect))
+	d, err := driver.ParseDialect(string(dialect))
 	if err != nil {
 		return nil, fmt.Errorf("outboxsql: %w", err)
 	}
-	drv := &Driver{db: db}
-	drv.backend = &store.Backend{
-		Store:   store.New(d, store.SQL(db)),
-		Session: func(ctx context.Context) (store.Session, error) { return store.SQLSession(ctx, db) },
-	}
-	if _, ok := db.Driver().(*stdlib.Driver); ok && d == store.Postgres {
-		drv.backend.Listen = drv.listen
-		drv.backend.Notify = func(ctx context.Context) error {
-			_, err := db.ExecContext(ctx, "SELECT pg_notify($1, '')", store.NotifyChannel)
-			return err
-		}
-	}
+	drv := &Driver{db: db, dialect: d, translate: translator(d)}
+	_, isPGX := db.Driver().(*stdlib.Driver)
+	drv.listen = isPGX && d == driver.Postgres
 	return drv, nil
 }
 
-// Backend is for the outbox package.
-func (d *Driver) Backend() *store.Backend { return d.backend }
+// Dialect is the dialect New was given.
+func (d *Driver) Dialect() driver.Dialect { return d.dialect }
 
-// TxQuerier is for the outbox package.
-func (d *Driver) TxQuerier(tx *sql.Tx) store.Querier { return store.SQL(tx) }
+// Executor runs statements on the *sql.DB.
+func (d *Driver) Executor() driver.Executor { return executor{d.db, d.translate} }
+
+// UnwrapExecutor runs statements in the caller's transaction tx.
+func (d *Driver) UnwrapExecutor(tx *sql.Tx) driver.Executor { return executor{tx, d.translate} }
 
 // InTx runs fn in a new transaction, committing when it returns nil.
 func (d *Driver) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return d.translate(err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return err
+		return d.translate(err)
 	}
-	return tx.Commit()
+	return d.translate(tx.Commit())
 }
 
-func (d *Driver) listen(ctx context.Context, wake func()) error {
+// Session takes a connection of the *sql.DB.
+func (d *Driver) Session(ctx context.Context) (driver.Session, error) {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &session{executor{c, d.translate}, c}, nil
+}
+
+// Identity is the *sql.DB.
+func (d *Driver) Identity() any { return d.db }
+
+// SupportsListen is true on PostgreSQL through pgx's stdlib driver.
+func (d *Driver) SupportsListen() bool { return d.listen }
+
+// Listen takes a connection of the *sql.DB for good (it carries the
+// LISTEN, so it is discarded rather than reused) and waits on it.
+func (d *Driver) Listen(ctx context.Context, channel string, wake func()) error {
+	if !d.listen {
+		return errors.New("outboxsql: LISTEN needs PostgreSQL through pgx's stdlib driver")
+	}
 	c, err := d.db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		// The connection carries a LISTEN: close it rather than reuse it.
-		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		_ = c.Raw(func(any) error { return sqldriver.ErrBadConn })
 		_ = c.Close()
 	}()
 	return c.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
-			return errors.New("not a pgx stdlib connection")
+			return errors.New("outboxsql: not a pgx stdlib connection")
 		}
-		return store.ListenPGX(ctx, sc.Conn(), wake)
+		return pg.Listen(ctx, sc.Conn(), channel, wake)
 	})
+}
+
+// Notify runs pg_notify on a connection of the *sql.DB.
+func (d *Driver) Notify(ctx context.Context, channel string) error {
+	if !d.listen {
+		return errors.New("outboxsql: NOTIFY needs PostgreSQL through pgx's stdlib driver")
+	}
+	_, err := d.db.ExecContext(ctx, pg.NotifySQL, channel)
+	return err
 }

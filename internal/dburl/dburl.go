@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,14 +37,21 @@ type DB struct {
 	// PGX is set for PostgreSQL, Std for the others.
 	PGX *outboxpgx.Driver
 	Std *outboxsql.Driver
+
+	once    sync.Once
+	backend *store.Backend
 }
 
 // Backend is the driver's backend.
 func (db *DB) Backend() *store.Backend {
-	if db.PGX != nil {
-		return db.PGX.Backend()
-	}
-	return db.Std.Backend()
+	db.once.Do(func() {
+		if db.PGX != nil {
+			db.backend = store.NewBackend(db.PGX)
+		} else {
+			db.backend = store.NewBackend(db.Std)
+		}
+	})
+	return db.backend
 }
 
 // Close closes the handles.

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/txoutbox/outbox/driver"
 )
 
 //go:embed migrations
@@ -143,12 +145,7 @@ func splitStatements(src string) []string {
 }
 
 // Session is one database connection with transactions, for migrations.
-type Session interface {
-	Querier
-	// InTx runs fn in a transaction on this session.
-	InTx(ctx context.Context, fn func(q Querier) error) error
-	Close() error
-}
+type Session = driver.Session
 
 // Migrate applies the migrations not yet applied and returns their
 // versions. Concurrent callers are serialised by a database lock.

@@ -141,7 +141,7 @@ func TestPartitionedDuplicateMessageID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = st.Insert(context.Background(), store.SQL(tx), []store.NewMessage{newMsg("t.y", ""), m})
+		err = st.Insert(context.Background(), db.Std.UnwrapExecutor(tx), []store.NewMessage{newMsg("t.y", ""), m})
 		_ = tx.Rollback()
 		var dup *store.DuplicateError
 		if !errors.As(err, &dup) || len(dup.MessageIDs) != 1 || dup.MessageIDs[0] != m.MessageID {

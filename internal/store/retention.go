@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -301,25 +300,15 @@ func queryIDs(ctx context.Context, q Querier, sql string, args ...any) ([]int64,
 	return out, rows.Err()
 }
 
-// inTx runs fn in a transaction on the store's database/sql pool.
+// inTx runs fn in a transaction on a connection of its own.
 func (st *Store) inTx(ctx context.Context, fn func(Querier) error) error {
-	sq, ok := st.db.(sqlQuerier)
-	if !ok {
-		return errors.New("retention: the store's handle cannot begin transactions")
+	if st.session == nil {
+		return errors.New("retention: the store has no session to begin transactions on")
 	}
-	db, ok := sq.r.(interface {
-		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-	})
-	if !ok {
-		return errors.New("retention: the store's handle cannot begin transactions")
-	}
-	tx, err := db.BeginTx(ctx, nil)
+	s, err := st.session(ctx)
 	if err != nil {
 		return err
 	}
-	if err := fn(SQL(tx)); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	defer s.Close()
+	return s.InTx(ctx, fn)
 }

@@ -30,7 +30,7 @@ func TestServerAdvice(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		return outboxpgx.New(pool).Backend().Store
+		return store.NewBackend(outboxpgx.New(pool)).Store
 	}
 	has := func(advice []string, what string) bool {
 		for _, a := range advice {

@@ -1,37 +1,30 @@
 // Package store holds every SQL statement of the outbox, per dialect, and
-// runs them over a pgx pool or a database/sql handle. Nothing outside this
-// package writes SQL.
+// runs them through a driver's executor (package driver). Nothing outside
+// this package writes SQL.
 package store
 
 import (
-	"context"
 	"errors"
 	"time"
+
+	"github.com/txoutbox/outbox/driver"
 )
 
-// Dialect names a SQL dialect.
+// Dialect names a SQL dialect: the store's own copy of driver.Dialect,
+// which carries the store's per-dialect helpers.
 type Dialect string
 
-// The supported dialects.
+// The supported dialects, as package driver names them.
 const (
-	Postgres Dialect = "postgres"
-	MySQL    Dialect = "mysql"
-	SQLite   Dialect = "sqlite"
+	Postgres = Dialect(driver.Postgres)
+	MySQL    = Dialect(driver.MySQL)
+	SQLite   = Dialect(driver.SQLite)
 )
 
-// ParseDialect returns the dialect named s.
+// ParseDialect returns the dialect named s (see driver.ParseDialect).
 func ParseDialect(s string) (Dialect, error) {
-	switch Dialect(s) {
-	case Postgres, MySQL, SQLite:
-		return Dialect(s), nil
-	case "postgresql", "pgx":
-		return Postgres, nil
-	case "mariadb":
-		return MySQL, nil
-	case "sqlite3":
-		return SQLite, nil
-	}
-	return "", errors.New("unknown dialect " + quote(s) + " (want postgres, mysql or sqlite)")
+	d, err := driver.ParseDialect(s)
+	return Dialect(d), err
 }
 
 func quote(s string) string { return "\"" + s + "\"" }
@@ -47,20 +40,11 @@ const (
 // ErrNotFound is returned when a statement addressed a row that is not there.
 var ErrNotFound = errors.New("not found")
 
-// Querier runs statements. Adapters exist for pgx pools, pgx transactions,
-// *sql.DB and *sql.Tx.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (int64, error)
-	Query(ctx context.Context, sql string, args ...any) (Rows, error)
-}
+// Querier runs statements: a driver's executor.
+type Querier = driver.Executor
 
-// Rows is the subset of pgx.Rows and *sql.Rows the store uses.
-type Rows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-	Close()
-}
+// Rows is the result of a query.
+type Rows = driver.Rows
 
 // NewMessage is one row to insert.
 type NewMessage struct {

@@ -8,6 +8,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/txoutbox/outbox/driver"
 )
 
 // Store runs the outbox statements of one dialect over a database handle.
@@ -15,6 +17,9 @@ type Store struct {
 	d  Dialect
 	db Querier
 	s  statements
+	// session opens a dedicated connection, for the statements that need
+	// a transaction of their own (nil: they fail).
+	session func(ctx context.Context) (Session, error)
 }
 
 // New returns a Store for dialect d over db, which must be a pool (the
@@ -194,15 +199,13 @@ func (st *Store) retry(ctx context.Context, fn func() (int64, error)) (int64, er
 	}
 }
 
-func isDeadlock(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "Error 1213") || strings.Contains(s, "Error 1205") || strings.Contains(s, "SQLSTATE 40P01")
-}
+// isDeadlock reports an error the driver marked as a deadlock or
+// serialization failure.
+func isDeadlock(err error) bool { return errors.Is(err, driver.ErrDeadlock) }
 
-func isUniqueViolation(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "Duplicate entry") || strings.Contains(s, "UNIQUE constraint failed") || strings.Contains(s, "1062") || strings.Contains(s, "SQLSTATE 23505")
-}
+// isUniqueViolation reports an error the driver marked as a unique-key
+// violation.
+func isUniqueViolation(err error) bool { return errors.Is(err, driver.ErrUniqueViolation) }
 
 // ints renders partition numbers as the dialect's list argument.
 func (st *Store) ints(v []int) any {

@@ -36,7 +36,7 @@ func conformance(t *testing.T, fn func(t *testing.T, db *testdb.DB, st *store.St
 			}
 			st := db.Store()
 			if c.std {
-				st = db.Std.Backend().Store
+				st = store.NewBackend(db.Std).Store
 			}
 			fn(t, db, st)
 		})
@@ -54,7 +54,7 @@ func insert(t testing.TB, db *testdb.DB, st *store.Store, msgs ...store.NewMessa
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Insert(ctx, store.SQL(tx), msgs); err != nil {
+	if err := st.Insert(ctx, db.Std.UnwrapExecutor(tx), msgs); err != nil {
 		_ = tx.Rollback()
 		t.Fatalf("insert: %v", err)
 	}
@@ -417,13 +417,13 @@ func TestInsertDuplicateAndDelays(t *testing.T) {
 			if !oneByOne {
 				dupCall = []store.NewMessage{newMsg("t.other", ""), a}
 			}
-			err = st.Insert(ctx, store.SQL(tx), dupCall)
+			err = st.Insert(ctx, db.Std.UnwrapExecutor(tx), dupCall)
 			if dup, ok := err.(*store.DuplicateError); !ok || !slices.Contains(dup.MessageIDs, a.MessageID) {
 				t.Fatalf("one by one %v: duplicate insert: %v", oneByOne, err)
 			}
 			// The refused duplicate leaves the transaction usable.
 			after := newMsg("t.after", "")
-			if err := st.Insert(ctx, store.SQL(tx), []store.NewMessage{after}); err != nil {
+			if err := st.Insert(ctx, db.Std.UnwrapExecutor(tx), []store.NewMessage{after}); err != nil {
 				t.Fatalf("one by one %v: insert after a duplicate: %v", oneByOne, err)
 			}
 			if err := tx.Commit(); err != nil {
@@ -442,7 +442,7 @@ func TestInsertDuplicateAndDelays(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = st.Insert(ctx, store.SQL(tx), []store.NewMessage{reused})
+				err = st.Insert(ctx, db.Std.UnwrapExecutor(tx), []store.NewMessage{reused})
 				_ = tx.Rollback()
 				if dup, ok := err.(*store.DuplicateError); !ok || !slices.Contains(dup.MessageIDs, a.MessageID) {
 					t.Fatalf("fresh id already taken: %v", err)

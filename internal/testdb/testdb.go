@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,14 +64,21 @@ type DB struct {
 	SQL     *sql.DB       // always set (for PostgreSQL: pgx stdlib over its own pool)
 	Std     *outboxsql.Driver
 	PGX     *outboxpgx.Driver
+
+	once    sync.Once
+	backend *store.Backend
 }
 
 // Backend is the database/sql driver's backend (or pgx's on PostgreSQL).
 func (d *DB) Backend() *store.Backend {
-	if d.PGX != nil {
-		return d.PGX.Backend()
-	}
-	return d.Std.Backend()
+	d.once.Do(func() {
+		if d.PGX != nil {
+			d.backend = store.NewBackend(d.PGX)
+		} else {
+			d.backend = store.NewBackend(d.Std)
+		}
+	})
+	return d.backend
 }
 
 // Store is the store over the database's pool.

@@ -1,0 +1,18 @@
+package outboxpgx_test
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txoutbox/outbox/driver"
+	"github.com/txoutbox/outbox/driver/drivertest"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+func TestConformance(t *testing.T) {
+	drivertest.Run(t, func(t *testing.T) driver.Driver[pgx.Tx] {
+		return testdb.Empty(t, store.Postgres).PGX
+	})
+}

@@ -1,0 +1,66 @@
+package outboxsql
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/txoutbox/outbox/driver"
+)
+
+// runner is what *sql.DB, *sql.Conn and *sql.Tx share.
+type runner interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// executor is a driver.Executor over a *sql.DB, *sql.Conn or *sql.Tx whose
+// errors pass through its dialect's translate.
+type executor struct {
+	r         runner
+	translate func(error) error
+}
+
+func (e executor) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := e.r.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, e.translate(err)
+	}
+	return res.RowsAffected()
+}
+
+func (e executor) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	r, err := e.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, e.translate(err)
+	}
+	return rows{r, e.translate}, nil
+}
+
+type rows struct {
+	*sql.Rows
+	translate func(error) error
+}
+
+func (r rows) Scan(dest ...any) error { return r.translate(r.Rows.Scan(dest...)) }
+func (r rows) Err() error             { return r.translate(r.Rows.Err()) }
+func (r rows) Close()                 { _ = r.Rows.Close() }
+
+// session is one connection of the *sql.DB.
+type session struct {
+	executor
+	c *sql.Conn
+}
+
+func (s *session) InTx(ctx context.Context, fn func(driver.Executor) error) error {
+	tx, err := s.c.BeginTx(ctx, nil)
+	if err != nil {
+		return s.translate(err)
+	}
+	if err := fn(executor{tx, s.translate}); err != nil {
+		_ = tx.Rollback()
+		return s.translate(err)
+	}
+	return s.translate(tx.Commit())
+}
+
+func (s *session) Close() error { return s.c.Close() }
