@@ -11,17 +11,31 @@
 // Build a [Producer] over a driver for your database and call Enqueue with
 // your own transaction:
 //
-//	producer, err := outbox.NewProducer(outboxpgx.New(pool), nil)
-//	...
-//	tx, _ := pool.Begin(ctx)
-//	_, _ = tx.Exec(ctx, "INSERT INTO orders ...")
-//	id, err := producer.Enqueue(ctx, tx, outbox.Message{
+//	drv, err := outboxpgx.New(pool, nil)
+//	if err != nil {
+//		return err
+//	}
+//	producer, err := outbox.NewProducer(drv, nil)
+//	if err != nil {
+//		return err
+//	}
+//	tx, err := pool.Begin(ctx)
+//	if err != nil {
+//		return err
+//	}
+//	defer tx.Rollback(ctx) // a no-op once committed
+//	if _, err := tx.Exec(ctx, "INSERT INTO orders (id) VALUES ($1)", 42); err != nil {
+//		return err
+//	}
+//	_, err = producer.Enqueue(ctx, tx, outbox.Message{
 //		Topic:   "order.created",
 //		Key:     "order-42",
 //		Payload: []byte(`{"order_id":42}`),
 //	})
-//	...
-//	tx.Commit(ctx)
+//	if err != nil {
+//		return err
+//	}
+//	return tx.Commit(ctx) // the message is delivered once this commits
 //
 // Enqueue validates every message before it writes anything, so a rejected
 // message leaves the caller's transaction usable.
@@ -29,6 +43,17 @@
 // Producers in any language may insert into the outbox_messages table with
 // plain SQL; the database fills in the message id, status, times and
 // partition.
+//
+// The tables come from [Migrate] (or `outbox migrate`); [SchemaSQL] prints
+// them for your own migration tool.
+//
+// # Drivers
+//
+// A [Driver] runs the outbox's SQL through the database library the
+// application already uses: outboxpgx for a pgx pool, outboxsql for a
+// *sql.DB (PostgreSQL, MySQL/MariaDB, SQLite). Producers and relays over the
+// same pool wake each other in process. Package driver is the contract for
+// writing another, and driver/drivertest its conformance suite.
 //
 // # Relaying
 //

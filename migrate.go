@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
-// MigrateOpts chooses the schema layout Migrate creates.
+// MigrateOpts chooses the schema layout Migrate creates and SchemaSQL
+// prints. A nil *MigrateOpts is the default layout.
 type MigrateOpts struct {
 	// Partitioned creates outbox_messages as a table partitioned by day
 	// (PostgreSQL only), so that retention drops whole days instead of
@@ -27,16 +29,11 @@ func (o *MigrateOpts) store() store.MigrateOptions {
 }
 
 // Migrate creates or upgrades the outbox tables (outbox_messages,
-// outbox_inbox and the relays' bookkeeping) and returns the versions it
-// applied; none when the schema is current. It is safe to run from several
-// processes at once. The outbox never creates tables implicitly.
-func Migrate[TTx any](ctx context.Context, driver Driver[TTx]) ([]int, error) {
-	return MigrateWithOpts(ctx, driver, nil)
-}
-
-// MigrateWithOpts is Migrate with the layout opts chooses (nil: the same
-// as Migrate).
-func MigrateWithOpts[TTx any](ctx context.Context, driver Driver[TTx], opts *MigrateOpts) ([]int, error) {
+// outbox_inbox and the relays' bookkeeping) in the layout opts chooses
+// (nil: the default) and returns the versions it applied; none when the
+// schema is current. It is safe to run from several processes at once.
+// The outbox never creates tables implicitly.
+func Migrate[TTx any](ctx context.Context, driver Driver[TTx], opts *MigrateOpts) ([]int, error) {
 	b := backendOf(driver)
 	s, err := b.Session(ctx)
 	if err != nil {
@@ -50,15 +47,11 @@ func MigrateWithOpts[TTx any](ctx context.Context, driver Driver[TTx], opts *Mig
 	return done, nil
 }
 
-// SchemaSQL returns the complete schema for dialect ("postgres", "mysql"
-// or "sqlite") for users who apply migrations with their own tool.
-func SchemaSQL(dialect string) (string, error) {
-	return SchemaSQLWithOpts(dialect, nil)
-}
-
-// SchemaSQLWithOpts is SchemaSQL for the layout opts chooses.
-func SchemaSQLWithOpts(dialect string, opts *MigrateOpts) (string, error) {
-	d, err := store.ParseDialect(dialect)
+// SchemaSQL returns the complete schema of dialect, in the layout opts
+// chooses (nil: the default), for users who apply migrations with their
+// own tool.
+func SchemaSQL(dialect driver.Dialect, opts *MigrateOpts) (string, error) {
+	d, err := store.ParseDialect(string(dialect))
 	if err != nil {
 		return "", fmt.Errorf("outbox: %w", err)
 	}

@@ -25,10 +25,10 @@ func partitionedDB(t *testing.T) *testdb.DB {
 	t.Helper()
 	db := testdb.Empty(t, store.Postgres)
 	opts := &outbox.MigrateOpts{Partitioned: true}
-	if done, err := outbox.MigrateWithOpts(context.Background(), db.PGX, opts); err != nil || len(done) < 3 {
+	if done, err := outbox.Migrate(context.Background(), db.PGX, opts); err != nil || len(done) < 3 {
 		t.Fatalf("migrate --partitioned applied %v: %v", done, err)
 	}
-	if done, err := outbox.MigrateWithOpts(context.Background(), db.Std, opts); err != nil || len(done) != 0 {
+	if done, err := outbox.Migrate(context.Background(), db.Std, opts); err != nil || len(done) != 0 {
 		t.Fatalf("second migrate applied %v: %v", done, err)
 	}
 	return db

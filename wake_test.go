@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/txoutbox/outbox"
@@ -40,22 +41,27 @@ func TestListenNotifyWakesRelayInAnotherProcess(t *testing.T) {
 			db := testdb.New(t, store.Postgres)
 			var s *sink
 			if viaSQL {
-				drv, err := outboxsql.New(stdlib.OpenDBFromPool(db.Pool), outboxsql.Postgres)
+				drv, err := outboxsql.New(stdlib.OpenDBFromPool(db.Pool), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				s = idleRelay(t, func(c *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(drv, c) })
 			} else {
-				s = idleRelay(t, func(c *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(outboxpgx.New(db.Pool), c) })
+				s = idleRelay(t, func(c *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(newPGX(t, db.Pool), c) })
 			}
-			// A producer with its own driver: nothing shared in memory with
-			// the relay, as if it ran in another process.
-			p, err := outbox.NewProducer(outboxpgx.New(db.Pool), &outbox.Config{NotifyInterval: 300 * time.Millisecond})
+			// A producer over a pool of its own: nothing shared in memory
+			// with the relay, as if it ran in another process.
+			ctx := context.Background()
+			pool, err := pgxpool.New(ctx, db.URL)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx := context.Background()
-			tx, err := db.Pool.Begin(ctx)
+			t.Cleanup(pool.Close)
+			p, err := outbox.NewProducer(newPGX(t, pool), &outbox.Config{NotifyInterval: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,4 +94,45 @@ func TestInProcessWake(t *testing.T) {
 		t.Fatal(err)
 	}
 	relaytest.WaitFor(t, 20*time.Second, "delivery woken in-process", func() bool { return s.distinct() == 3 })
+}
+
+// newPGX is a pgx driver over pool.
+func newPGX(t *testing.T, pool *pgxpool.Pool) *outboxpgx.Driver {
+	t.Helper()
+	drv, err := outboxpgx.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return drv
+}
+
+// Producers and relays built by separate New calls over one *sql.DB wake
+// each other in process; on SQLite nothing else could wake the relay
+// before its next poll, a minute away.
+func TestInProcessWakeAcrossDrivers(t *testing.T) {
+	db := testdb.New(t, store.SQLite)
+	relayDrv, err := outboxsql.New(db.SQL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	producerDrv, err := outboxsql.New(db.SQL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := idleRelay(t, func(c *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(relayDrv, c) })
+	p, err := outbox.NewProducer(producerDrv, &outbox.Config{NotifyInterval: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.SQL.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.EnqueueMany(context.Background(), tx, msgs(3, "wake.up", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.WaitFor(t, 20*time.Second, "delivery woken in-process across drivers", func() bool { return s.distinct() == 3 })
 }

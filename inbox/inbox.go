@@ -7,7 +7,9 @@
 // causes applies every message exactly once: a second delivery finds the
 // record and is acknowledged without running the effect again.
 //
-//	ib, _ := inbox.New(outboxpgx.New(pool), &inbox.Config{Consumer: "inventory"})
+//	drv, err := outboxpgx.New(pool, nil)
+//	...
+//	ib, err := inbox.New(drv, &inbox.Config{Consumer: "inventory"})
 //	applied, err := ib.Handle(ctx, msg.ID, func(ctx context.Context, tx pgx.Tx) error {
 //		_, err := tx.Exec(ctx, "UPDATE stock SET reserved = reserved + $1 WHERE sku = $2", qty, sku)
 //		return err

@@ -56,7 +56,7 @@ func Run[TTx any](t *testing.T, newDriver Factory[TTx]) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := newDriver(t)
-			if _, err := outbox.Migrate(context.Background(), d); err != nil {
+			if _, err := outbox.Migrate(context.Background(), d, nil); err != nil {
 				t.Fatalf("migrate: %v", err)
 			}
 			c.run(t, d)
@@ -182,7 +182,7 @@ func waitStatus(t *testing.T, ex driver.Executor, d driver.Dialect, id, status s
 var errRollback = errors.New("drivertest: roll back")
 
 func testMigrate[TTx any](t *testing.T, d driver.Driver[TTx]) {
-	again, err := outbox.Migrate(context.Background(), d)
+	again, err := outbox.Migrate(context.Background(), d, nil)
 	if err != nil {
 		t.Fatalf("second migrate: %v", err)
 	}

@@ -1,6 +1,6 @@
 // Package outboxpgx is the outbox driver for PostgreSQL through pgx v5.
 //
-//	drv := outboxpgx.New(pool)
+//	drv, err := outboxpgx.New(pool, nil)
 //	producer, err := outbox.NewProducer(drv, nil)
 //	relay, err := outbox.NewRelay(drv, &outbox.RelayConfig{...})
 //
@@ -13,6 +13,7 @@ package outboxpgx
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,6 +21,11 @@ import (
 	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/driver/internal/pg"
 )
+
+// Config tunes a Driver. It has no fields yet: pass nil. It keeps the
+// constructor in the shape of every other one of the outbox (dependencies,
+// then a nil-able *Config), so options can come without breaking callers.
+type Config struct{}
 
 // Driver runs the outbox over a pgx pool; Enqueue takes a pgx.Tx. It
 // implements driver.Driver[pgx.Tx] and driver.Listener.
@@ -32,9 +38,14 @@ var (
 	_ driver.Listener       = (*Driver)(nil)
 )
 
-// New returns a driver over pool. The pool is the caller's; the driver
-// never closes it.
-func New(pool *pgxpool.Pool) *Driver { return &Driver{pool: pool} }
+// New returns a driver over pool; cfg may be nil. The pool is the
+// caller's; the driver never closes it.
+func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
+	if pool == nil {
+		return nil, errors.New("outboxpgx: nil *pgxpool.Pool")
+	}
+	return &Driver{pool: pool}, nil
+}
 
 // Dialect is driver.Postgres.
 func (d *Driver) Dialect() driver.Dialect { return driver.Postgres }

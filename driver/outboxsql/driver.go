@@ -4,7 +4,7 @@
 // ent users pass the transaction they already have.
 //
 //	db, err := sql.Open("mysql", "user:pass@tcp(host:3306)/app?parseTime=true")
-//	drv, err := outboxsql.New(db, outboxsql.MySQL)
+//	drv, err := outboxsql.New(db, nil) // the dialect follows db's driver
 //
 // On PostgreSQL with the pgx stdlib driver, relays wake on LISTEN/NOTIFY;
 // elsewhere they poll adaptively. Producers and relays over the same
@@ -18,6 +18,7 @@ import (
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -25,15 +26,14 @@ import (
 	"github.com/txoutbox/outbox/driver/internal/pg"
 )
 
-// Dialect names the database behind a *sql.DB.
-type Dialect string
-
-// The supported dialects.
-const (
-	Postgres Dialect = "postgres"
-	MySQL    Dialect = "mysql" // also MariaDB
-	SQLite   Dialect = "sqlite"
-)
+// Config tunes a Driver.
+type Config struct {
+	// Dialect is the database behind the *sql.DB. Defaults to the one its
+	// Go driver speaks when that is pgx's stdlib (driver.Postgres),
+	// go-sql-driver/mysql (driver.MySQL) or modernc.org/sqlite
+	// (driver.SQLite); it must be set for any other Go driver.
+	Dialect driver.Dialect
+}
 
 // Driver runs the outbox over a *sql.DB; Enqueue takes a *sql.Tx. It
 // implements driver.Driver[*sql.Tx] and driver.Listener (supported on
@@ -50,17 +50,27 @@ var (
 	_ driver.Listener        = (*Driver)(nil)
 )
 
-// New returns a driver over db speaking dialect. The *sql.DB is the
+// New returns a driver over db; cfg may be nil. The *sql.DB is the
 // caller's; the driver never closes it. For SQLite, open the database with
 // a busy timeout (e.g. "file:app.db?_pragma=busy_timeout(5000)") so the
 // relay and producers wait for each other's write locks instead of failing.
-func New(db *sql.DB, dialect Dialect) (*Driver, error) {
+func New(db *sql.DB, cfg *Config) (*Driver, error) {
 	if db == nil {
 		return nil, errors.New("outboxsql: nil *sql.DB")
 	}
-	d, err := driver.ParseDialect(string(dialect))
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Dialect == "" {
+		c.Dialect = detect(db.Driver())
+		if c.Dialect == "" {
+			return nil, fmt.Errorf("outboxsql: Config.Dialect is required for Go driver %T", db.Driver())
+		}
+	}
+	d, err := driver.ParseDialect(string(c.Dialect))
 	if err != nil {
-		return nil, fmt.Errorf("outboxsql: %w", err)
+		return nil, fmt.Errorf("outboxsql: Config.Dialect: %w", err)
 	}
 	drv := &Driver{db: db, dialect: d, translate: translator(d)}
 	_, isPGX := db.Driver().(*stdlib.Driver)
@@ -68,7 +78,25 @@ func New(db *sql.DB, dialect Dialect) (*Driver, error) {
 	return drv, nil
 }
 
-// Dialect is the dialect New was given.
+// detect names the dialect of the Go drivers the outbox knows, by their
+// package, so that none of them is linked only for this.
+func detect(d sqldriver.Driver) driver.Dialect {
+	t := reflect.TypeOf(d)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.PkgPath() {
+	case "github.com/jackc/pgx/v5/stdlib":
+		return driver.Postgres
+	case "github.com/go-sql-driver/mysql":
+		return driver.MySQL
+	case "modernc.org/sqlite":
+		return driver.SQLite
+	}
+	return ""
+}
+
+// Dialect is the dialect New was given or detected.
 func (d *Driver) Dialect() driver.Dialect { return d.dialect }
 
 // Executor runs statements on the *sql.DB.

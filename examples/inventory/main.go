@@ -74,7 +74,11 @@ func run() error {
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		return fmt.Errorf("create tables: %w", err)
 	}
-	ib, err := inbox.New(outboxpgx.New(pool), &inbox.Config{Consumer: "inventory"})
+	drv, err := outboxpgx.New(pool, nil)
+	if err != nil {
+		return err
+	}
+	ib, err := inbox.New(drv, &inbox.Config{Consumer: "inventory"})
 	if err != nil {
 		return err
 	}

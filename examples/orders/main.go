@@ -63,7 +63,11 @@ func run() error {
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		return fmt.Errorf("create table orders: %w", err)
 	}
-	producer, err := outbox.NewProducer(outboxpgx.New(pool), nil)
+	drv, err := outboxpgx.New(pool, nil)
+	if err != nil {
+		return err
+	}
+	producer, err := outbox.NewProducer(drv, nil)
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func (c *pgConn) inTx(ctx context.Context, fn func(ctx context.Context, tx txn) 
 }
 
 func (c *pgConn) migrate(ctx context.Context) error {
-	_, err := outbox.Migrate(ctx, c.drv)
+	_, err := outbox.Migrate(ctx, c.drv, nil)
 	return err
 }
 
@@ -149,7 +149,7 @@ func (c *sqlConn) inTx(ctx context.Context, fn func(ctx context.Context, tx txn)
 }
 
 func (c *sqlConn) migrate(ctx context.Context) error {
-	_, err := outbox.Migrate(ctx, c.drv)
+	_, err := outbox.Migrate(ctx, c.drv, nil)
 	return err
 }
 

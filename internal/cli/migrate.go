@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -64,9 +65,9 @@ func (e *env) migrate(db *dburl.DB, opts *outbox.MigrateOpts) error {
 	var applied []int
 	var err error
 	if db.PGX != nil {
-		applied, err = outbox.MigrateWithOpts(e.ctx, db.PGX, opts)
+		applied, err = outbox.Migrate(e.ctx, db.PGX, opts)
 	} else {
-		applied, err = outbox.MigrateWithOpts(e.ctx, db.Std, opts)
+		applied, err = outbox.Migrate(e.ctx, db.Std, opts)
 	}
 	if err != nil {
 		return err
@@ -161,7 +162,7 @@ with --partitioned, the schema 'outbox migrate --partitioned' creates.`,
 						sql, err = store.InboxSchemaSQL(d)
 					}
 				} else {
-					sql, err = outbox.SchemaSQLWithOpts(dialect, &outbox.MigrateOpts{Partitioned: partitioned})
+					sql, err = outbox.SchemaSQL(driver.Dialect(dialect), &outbox.MigrateOpts{Partitioned: partitioned})
 				}
 				if err != nil {
 					return usagef("migrate sql: --dialect: %v", errorLine(err))

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // registers "sqlite"
 
+	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/driver/outboxpgx"
 	"github.com/txoutbox/outbox/driver/outboxsql"
 	"github.com/txoutbox/outbox/internal/redact"
@@ -153,7 +154,11 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		db.PGX = outboxpgx.New(db.Pool)
+		db.PGX, err = outboxpgx.New(db.Pool, nil)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
 	default:
 		name := "mysql"
 		if d == store.SQLite {
@@ -173,7 +178,7 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 			db.SQL.SetMaxIdleConns(16)
 			db.SQL.SetConnMaxLifetime(time.Hour)
 		}
-		db.Std, err = outboxsql.New(db.SQL, outboxsql.Dialect(d))
+		db.Std, err = outboxsql.New(db.SQL, &outboxsql.Config{Dialect: driver.Dialect(d)})
 		if err != nil {
 			db.Close()
 			return nil, err

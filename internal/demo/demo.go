@@ -218,12 +218,12 @@ func (d *demo) run(ctx context.Context) (bool, error) {
 func (d *demo) migrate(ctx context.Context) error {
 	var err error
 	if d.db.PGX != nil {
-		if _, err = outbox.Migrate(ctx, d.db.PGX); err != nil {
+		if _, err = outbox.Migrate(ctx, d.db.PGX, nil); err != nil {
 			return err
 		}
 		d.pgxProducer, err = outbox.NewProducer(d.db.PGX, nil)
 	} else {
-		if _, err = outbox.Migrate(ctx, d.db.Std); err != nil {
+		if _, err = outbox.Migrate(ctx, d.db.Std, nil); err != nil {
 			return err
 		}
 		d.sqlProducer, err = outbox.NewProducer(d.db.Std, nil)

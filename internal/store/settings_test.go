@@ -30,7 +30,11 @@ func TestServerAdvice(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		return store.NewBackend(outboxpgx.New(pool)).Store
+		drv, err := outboxpgx.New(pool, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.NewBackend(drv).Store
 	}
 	has := func(advice []string, what string) bool {
 		for _, a := range advice {

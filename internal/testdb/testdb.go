@@ -166,11 +166,15 @@ func postgres(t testing.TB) *DB {
 	}
 	sqlDB := stdlib.OpenDBFromPool(pool)
 	t.Cleanup(func() { _ = sqlDB.Close(); pool.Close() })
-	std, err := outboxsql.New(sqlDB, outboxsql.Postgres)
+	std, err := outboxsql.New(sqlDB, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &DB{URL: u, Dialect: store.Postgres, Pool: pool, SQL: sqlDB, Std: std, PGX: outboxpgx.New(pool)}
+	pgxDrv, err := outboxpgx.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &DB{URL: u, Dialect: store.Postgres, Pool: pool, SQL: sqlDB, Std: std, PGX: pgxDrv}
 }
 
 func withQuery(raw, k, v string) string {

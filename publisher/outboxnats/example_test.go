@@ -31,7 +31,11 @@ func Example() {
 	defer pub.Close()
 
 	var pool *pgxpool.Pool // the application's pool
-	relay, err := outbox.NewRelay(outboxpgx.New(pool), &outbox.RelayConfig{
+	drv, err := outboxpgx.New(pool, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	relay, err := outbox.NewRelay(drv, &outbox.RelayConfig{
 		Routes: []outbox.Route{{Pattern: "order.*", Publisher: pub}},
 	})
 	if err != nil {
