@@ -1,0 +1,46 @@
+package outboxpgx_test
+
+import (
+	"context"
+	"log"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/driver/outboxpgx"
+)
+
+// A driver over the application's pgx pool; Producer.Enqueue then takes a
+// pgx.Tx of that pool. (It needs a PostgreSQL server, so go test only
+// compiles it; the outboxsql examples run the same calls on SQLite.)
+func ExampleNew() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	drv, err := outboxpgx.New(pool, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := outbox.Migrate(ctx, drv, nil); err != nil {
+		log.Fatal(err)
+	}
+	producer, err := outbox.NewProducer(drv, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "UPDATE accounts SET plan = 'pro' WHERE id = $1", 7); err != nil {
+			return err
+		}
+		_, err := producer.Enqueue(ctx, tx, outbox.Message{Topic: "account.upgraded", Key: "account-7", Payload: []byte(`{"id":7}`)})
+		return err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
