@@ -9,7 +9,7 @@ help: ## list the targets
 services: ## start the local services the tests need, if they are not running
 	@scripts/services.sh
 
-test: services ## run every test against the real local services, with the race detector
+test: services ## run every test against the real local services, with the race detector and the failpoints (-tags outbox_failpoints)
 	@scripts/chromium.sh >/dev/null || true
 	CI=$${CI:-true} $(GO) test -race -count=1 -timeout 30m -tags outbox_failpoints $(PKGS)
 	$(GO) test -count=1 ./internal/failpoint/ # without the tag: failpoints compiled out
@@ -31,7 +31,7 @@ build: ## build the outbox binary into ./bin
 	$(GO) build -o bin/outbox ./cmd/outbox
 
 chaos: services ## run the fault-injection scenarios at a large scale (OUTBOX_CHAOS_SCALE, OUTBOX_CHAOS_SEED; docs/chaos.md)
-	CI=true OUTBOX_CHAOS_SCALE=$${OUTBOX_CHAOS_SCALE:-10} $(GO) test -race -count=1 -timeout 60m -tags outbox_failpoints -run Chaos -v .
+	CI=true OUTBOX_CHAOS_SCALE=$${OUTBOX_CHAOS_SCALE:-10} $(GO) test -race -count=1 -timeout 60m -tags outbox_failpoints -run Chaos -v ./internal/chaos/scenario
 
 demo: ## run the demo
 	$(GO) run ./cmd/outbox demo

@@ -7,18 +7,19 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
 func TestMarkConsumed(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		ctx := context.Background()
-		ids, err := h.enqueue(ctx, msgs(2, "a.b", nil), false)
+		ids, err := h.Enqueue(ctx, msgs(2, "a.b", nil), false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		drv := h.db.Std
+		drv := h.DB.Std
 		if err := outbox.MarkConsumed(ctx, drv, ids[0]); !errors.Is(err, outbox.ErrNotSent) {
 			t.Fatalf("pending message: %v", err)
 		}
@@ -26,20 +27,20 @@ func TestMarkConsumed(t *testing.T) {
 			t.Fatalf("unknown id: %v", err)
 		}
 		s := newSink()
-		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
+		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		relaytest.Run(t, r)
 		relaytest.WaitFor(t, 20*time.Second, "sent", func() bool {
-			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 2
+			return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 2
 		})
 		for i := 0; i < 2; i++ { // idempotent
 			if err := outbox.MarkConsumed(ctx, drv, ids[0]); err != nil {
 				t.Fatalf("mark consumed: %v", err)
 			}
 		}
-		if n := h.db.Count(t, testdb.Placeholder(h.db.Dialect, "SELECT count(*) FROM outbox_messages WHERE status = 'consumed' AND consumed_at IS NOT NULL AND message_id = ?"), ids[0]); n != 1 {
+		if n := h.DB.Count(t, testdb.Placeholder(h.DB.Dialect, "SELECT count(*) FROM outbox_messages WHERE status = 'consumed' AND consumed_at IS NOT NULL AND message_id = ?"), ids[0]); n != 1 {
 			t.Fatalf("consumed rows: %d", n)
 		}
 	})

@@ -1,111 +1,17 @@
 package outbox_test
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"log/slog"
-	"net/http"
-	"os"
-	"os/signal"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
-
-	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/internal/dburl"
-	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
-// TestMain doubles as a relay process for the crash tests: with
-// OUTBOX_TEST_CHILD_DB set, the test binary runs a relay that posts every
-// message to OUTBOX_TEST_CHILD_SINK, until it is killed or signalled.
+// TestMain fails the package's run if a test leaves a goroutine behind
+// (the pools' own background goroutines excepted).
 func TestMain(m *testing.M) {
-	if url := os.Getenv("OUTBOX_TEST_CHILD_DB"); url != "" {
-		os.Exit(childRelay(url, os.Getenv("OUTBOX_TEST_CHILD_SINK")))
-	}
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
 		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 	)
-}
-
-// childRelay runs a relay over the database at url until SIGTERM or
-// SIGINT. An http:// sink receives every message as a POST; any other
-// sink (amqp://, kafka://, …) is a destination URL, opened as the outbox
-// command opens --to.
-func childRelay(url, sink string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	logger := relaytest.Logger()
-	if os.Getenv("OUTBOX_TEST_LOG") == "" {
-		// Warnings (a lost partition, a fenced settle) explain duplicates.
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	dburl.DriverLogs(logger) // before the database opens, as `outbox relay` does
-	db, err := dburl.Open(ctx, url)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 1
-	}
-	defer db.Close()
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	pub := outbox.PublisherFunc(func(ctx context.Context, env *outbox.Envelope) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, sink, bytes.NewReader(env.Payload))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("webhook-id", env.ID)
-		req.Header.Set("outbox-business-key", env.Key)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("sink answered %d", resp.StatusCode)
-		}
-		return nil
-	})
-	routes := []outbox.Route{{Pattern: "*", Publisher: pub}}
-	if !strings.HasPrefix(sink, "http://") && !strings.HasPrefix(sink, "https://") {
-		dest, err := outboxurl.Open(sink, nil)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			return 1
-		}
-		defer dest.Close()
-		routes[0].Publisher = dest
-	}
-	batch, _ := strconv.Atoi(os.Getenv("OUTBOX_TEST_CHILD_BATCH"))
-	ttl, _ := time.ParseDuration(os.Getenv("OUTBOX_TEST_CHILD_TTL"))
-	cfg := &outbox.RelayConfig{
-		Routes:          routes,
-		ID:              os.Getenv("OUTBOX_TEST_CHILD_ID"),
-		Logger:          logger,
-		BatchSize:       batch,
-		LeaseTTL:        ttl,
-		MaxPollInterval: 50 * time.Millisecond,
-		Retry:           outbox.RetryPolicy{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond},
-	}
-	var r *outbox.Relay
-	if db.PGX != nil {
-		r, err = outbox.NewRelay(db.PGX, cfg)
-	} else {
-		r, err = outbox.NewRelay(db.Std, cfg)
-	}
-	if err == nil {
-		err = r.Run(ctx)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 1
-	}
-	return 0
 }

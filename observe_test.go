@@ -27,6 +27,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -64,7 +65,7 @@ func metricValues(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 }
 
 func TestRelayMetricsAfterKnownSequence(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		ctx := context.Background()
 		pub := outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
 			switch env.Topic {
@@ -78,26 +79,26 @@ func TestRelayMetricsAfterKnownSequence(t *testing.T) {
 			return nil
 		})
 		reg := prometheus.NewRegistry()
-		cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub, Name: "all"})
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub, Name: "all"})
 		cfg.Metrics = reg
 		cfg.MetricsInterval = 50 * time.Millisecond
-		r, err := h.newRelay(cfg)
+		r, err := h.NewRelay(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		in := append(msgs(5, "m.ok", nil), outbox.Message{Topic: "m.flaky", Payload: []byte(`{}`)},
 			outbox.Message{Topic: "m.bad", Payload: []byte(`{}`)},
 			outbox.Message{Topic: "m.later", Payload: []byte(`{}`), Delay: time.Hour})
-		if _, err := h.enqueue(ctx, in, false); err != nil {
+		if _, err := h.Enqueue(ctx, in, false); err != nil {
 			t.Fatal(err)
 		}
-		partitions, err := h.db.Store().Partitions(ctx)
+		partitions, err := h.DB.Store().Partitions(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		stop := relaytest.Run(t, r)
 		relaytest.WaitFor(t, 30*time.Second, "6 sent and 1 dead", func() bool {
-			s, err := h.db.Store().Stats(ctx)
+			s, err := h.DB.Store().Stats(ctx)
 			return err == nil && s.Sent == 6 && s.Dead == 1
 		})
 		// The gauges follow the table at the next samples: the delayed

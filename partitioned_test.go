@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -138,7 +139,7 @@ func TestPartitionedProducerAndRelay(t *testing.T) {
 	}
 
 	sink := newSink()
-	r, err := outbox.NewRelay(db.PGX, fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(sink.publish)}))
+	r, err := outbox.NewRelay(db.PGX, harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(sink.publish)}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,12 +11,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 )
 
 func TestEnqueueValidation(t *testing.T) {
-	h := newHarness(t, driverCases[3]) // validation happens before any SQL
-	p, err := outbox.NewProducer(h.db.Std, &outbox.Config{MaxPayloadBytes: 64})
+	h := harness.New(t, harness.Cases[3]) // validation happens before any SQL
+	p, err := outbox.NewProducer(h.DB.Std, &outbox.Config{MaxPayloadBytes: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestEnqueueValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tx, err := h.db.SQL.Begin()
+			tx, err := h.DB.SQL.Begin()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,18 +62,18 @@ func TestEnqueueValidation(t *testing.T) {
 			}
 		})
 	}
-	if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages"); n != 0 {
+	if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages"); n != 0 {
 		t.Fatalf("%d rows written by rejected calls", n)
 	}
 }
 
 // A rejected message leaves the caller's PostgreSQL transaction usable.
 func TestRejectedMessageDoesNotPoisonTransaction(t *testing.T) {
-	for _, c := range driverCases[:2] {
-		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, c)
+	for _, c := range harness.Cases[:2] {
+		t.Run(c.Name, func(t *testing.T) {
+			h := harness.New(t, c)
 			ctx := context.Background()
-			h.db.Exec(t, "CREATE TABLE orders (id int PRIMARY KEY)")
+			h.DB.Exec(t, "CREATE TABLE orders (id int PRIMARY KEY)")
 			check := func(enqueue func(m outbox.Message) (string, error), exec func(q string) error, commit func() error) {
 				if err := exec("INSERT INTO orders VALUES (1)"); err != nil {
 					t.Fatal(err)
@@ -87,9 +88,9 @@ func TestRejectedMessageDoesNotPoisonTransaction(t *testing.T) {
 					t.Fatalf("commit after a rejected message: %v", err)
 				}
 			}
-			if c.pgx {
-				p, _ := outbox.NewProducer(h.db.PGX, nil)
-				tx, err := h.db.Pool.Begin(ctx)
+			if c.PGX {
+				p, _ := outbox.NewProducer(h.DB.PGX, nil)
+				tx, err := h.DB.Pool.Begin(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -97,8 +98,8 @@ func TestRejectedMessageDoesNotPoisonTransaction(t *testing.T) {
 					func(q string) error { _, err := tx.Exec(ctx, q); return err },
 					func() error { return tx.Commit(ctx) })
 			} else {
-				p, _ := outbox.NewProducer(h.db.Std, nil)
-				tx, err := h.db.SQL.BeginTx(ctx, nil)
+				p, _ := outbox.NewProducer(h.DB.Std, nil)
+				tx, err := h.DB.SQL.BeginTx(ctx, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -106,7 +107,7 @@ func TestRejectedMessageDoesNotPoisonTransaction(t *testing.T) {
 					func(q string) error { _, err := tx.ExecContext(ctx, q); return err },
 					func() error { return tx.Commit() })
 			}
-			if n := h.db.Count(t, "SELECT count(*) FROM orders") + h.db.Count(t, "SELECT count(*) FROM outbox_messages"); n != 2 {
+			if n := h.DB.Count(t, "SELECT count(*) FROM orders") + h.DB.Count(t, "SELECT count(*) FROM outbox_messages"); n != 2 {
 				t.Fatalf("want the order and its message committed, got %d rows", n)
 			}
 		})
@@ -114,25 +115,25 @@ func TestRejectedMessageDoesNotPoisonTransaction(t *testing.T) {
 }
 
 func TestDuplicateMessageID(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		id := "0192f0c4-3a6e-7cc4-9a3b-1f2e3d4c5b6a"
-		if _, err := h.enqueue(context.Background(), []outbox.Message{{Topic: "a", Payload: []byte(`1`), ID: strings.ToUpper(id)}}, false); err != nil {
+		if _, err := h.Enqueue(context.Background(), []outbox.Message{{Topic: "a", Payload: []byte(`1`), ID: strings.ToUpper(id)}}, false); err != nil {
 			t.Fatal(err)
 		}
-		_, err := h.enqueue(context.Background(), []outbox.Message{{Topic: "a", Payload: []byte(`2`), ID: id}}, false)
+		_, err := h.Enqueue(context.Background(), []outbox.Message{{Topic: "a", Payload: []byte(`2`), ID: id}}, false)
 		if !errors.Is(err, outbox.ErrDuplicateMessageID) {
 			t.Fatalf("want ErrDuplicateMessageID, got %v", err)
 		}
-		if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE message_id = '"+id+"'"); n != 1 {
+		if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE message_id = '"+id+"'"); n != 1 {
 			t.Fatalf("%d rows with the id (stored lower case)", n)
 		}
 	})
 }
 
 func TestEnvelopeCarriesPayloadHeadersAndTrace(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		s := newSink()
-		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish), Destination: "orders"}))
+		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish), Destination: "orders"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func TestEnvelopeCarriesPayloadHeadersAndTrace(t *testing.T) {
 			{Topic: "blob.stored", Payload: binary, ContentType: "application/octet-stream"},
 			{Topic: "note.text", Payload: []byte("plain text ✓"), ContentType: "text/plain; charset=utf-8"},
 		}
-		ids, err := h.enqueue(ctx, in, false)
+		ids, err := h.Enqueue(ctx, in, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,14 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
-func listOne(t *testing.T, h *harness, id string) store.Message {
+func listOne(t *testing.T, h *harness.Harness, id string) store.Message {
 	t.Helper()
-	ms, err := h.db.Store().List(context.Background(), store.Filter{MessageIDs: []string{id}})
+	ms, err := h.DB.Store().List(context.Background(), store.Filter{MessageIDs: []string{id}})
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("list %s: %v (%d rows)", id, err, len(ms))
 	}
@@ -28,7 +29,7 @@ func listOne(t *testing.T, h *harness, id string) store.Message {
 }
 
 func TestRelayBackoffScheduleDeadAndRequeue(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		schedule := []time.Duration{150 * time.Millisecond, 300 * time.Millisecond, 450 * time.Millisecond}
 		var mu sync.Mutex
 		var attempts []time.Time
@@ -44,13 +45,13 @@ func TestRelayBackoffScheduleDeadAndRequeue(t *testing.T) {
 			mu.Unlock()
 			return errors.New("downstream said no")
 		})
-		cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub, Retry: &outbox.RetryPolicy{Schedule: schedule}})
-		r, err := h.newRelay(cfg)
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub, Retry: &outbox.RetryPolicy{Schedule: schedule}})
+		r, err := h.NewRelay(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := outbox.Message{Topic: "pay.done", Payload: []byte(`{}`), MaxAttempts: 4}
-		ids, err := h.enqueue(context.Background(), []outbox.Message{m}, false)
+		ids, err := h.Enqueue(context.Background(), []outbox.Message{m}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestRelayBackoffScheduleDeadAndRequeue(t *testing.T) {
 			}
 		}
 		healthy.Store(true)
-		n, err := h.db.Store().Requeue(context.Background(), store.Filter{MessageIDs: ids})
+		n, err := h.DB.Store().Requeue(context.Background(), store.Filter{MessageIDs: ids})
 		if err != nil || n != 1 {
 			t.Fatalf("requeue: %d %v", n, err)
 		}
@@ -91,26 +92,26 @@ func TestRelayBackoffScheduleDeadAndRequeue(t *testing.T) {
 }
 
 func TestRelayJitterStaysUnderCeiling(t *testing.T) {
-	h := newHarness(t, driverCases[0])
+	h := harness.New(t, harness.Cases[0])
 	policy := outbox.RetryPolicy{Base: 10 * time.Second, Cap: time.Minute}
 	pub := outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error {
 		return errors.New("nope")
 	})
-	r, err := h.newRelay(&outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: pub}}, Retry: policy, Logger: relaytest.Logger()})
+	r, err := h.NewRelay(&outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: pub}}, Retry: policy, Logger: relaytest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.enqueue(context.Background(), msgs(20, "a.b", nil), false); err != nil {
+	if _, err := h.Enqueue(context.Background(), msgs(20, "a.b", nil), false); err != nil {
 		t.Fatal(err)
 	}
 	relaytest.Run(t, r)
 	relaytest.WaitFor(t, 20*time.Second, "20 first attempts recorded", func() bool {
-		return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE attempts = 1") == 20
+		return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE attempts = 1") == 20
 	})
 	// Delays are drawn from [0, 10 s): the next attempts must be spread
 	// over that window, all within it, from the database's clock.
 	var lo, hi float64
-	if err := h.db.SQL.QueryRow(`SELECT min(extract(epoch from available_at - now())), max(extract(epoch from available_at - now())) FROM outbox_messages`).Scan(&lo, &hi); err != nil {
+	if err := h.DB.SQL.QueryRow(`SELECT min(extract(epoch from available_at - now())), max(extract(epoch from available_at - now())) FROM outbox_messages`).Scan(&lo, &hi); err != nil {
 		t.Fatal(err)
 	}
 	if hi > 10 || lo < -1 || hi-lo < 0.5 {
@@ -119,12 +120,12 @@ func TestRelayJitterStaysUnderCeiling(t *testing.T) {
 }
 
 func TestRelayPermanentNoRouteAndOversizedGoDead(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		s := newSink()
 		refuse := outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error {
 			return outbox.Permanent(errors.New("HTTP 400: bad order"))
 		})
-		r, err := h.newRelay(fastRelayConfig(
+		r, err := h.NewRelay(harness.Config(
 			outbox.Route{Pattern: "bad.*", Publisher: refuse},
 			outbox.Route{Pattern: "good.>", Publisher: outbox.PublisherFunc(s.publish)},
 		))
@@ -132,24 +133,24 @@ func TestRelayPermanentNoRouteAndOversizedGoDead(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		bad, err := h.enqueue(ctx, []outbox.Message{{Topic: "bad.order", Payload: []byte(`1`)}}, false)
+		bad, err := h.Enqueue(ctx, []outbox.Message{{Topic: "bad.order", Payload: []byte(`1`)}}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		lost, err := h.enqueue(ctx, []outbox.Message{{Topic: "nowhere", Payload: []byte(`1`)}}, false)
+		lost, err := h.Enqueue(ctx, []outbox.Message{{Topic: "nowhere", Payload: []byte(`1`)}}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A foreign producer writes a 2 MiB payload past the limit.
-		h.db.Exec(t, testdb.Placeholder(h.db.Dialect, "INSERT INTO outbox_messages (topic, payload) VALUES ('good.big', ?)"), `"`+strings.Repeat("x", 2<<20)+`"`)
-		good, err := h.enqueue(ctx, msgs(50, "good.one", nil), false)
+		h.DB.Exec(t, testdb.Placeholder(h.DB.Dialect, "INSERT INTO outbox_messages (topic, payload) VALUES ('good.big', ?)"), `"`+strings.Repeat("x", 2<<20)+`"`)
+		good, err := h.Enqueue(ctx, msgs(50, "good.one", nil), false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		relaytest.Run(t, r)
 		relaytest.WaitFor(t, 20*time.Second, "good messages", func() bool { return s.distinct() == len(good) })
 		relaytest.WaitFor(t, 20*time.Second, "three dead", func() bool {
-			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'") == 3
+			return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'") == 3
 		})
 		if row := listOne(t, h, bad[0]); row.Attempts != 1 || !strings.Contains(row.LastError, "bad order") {
 			t.Errorf("permanent failure: %+v", row)
@@ -158,29 +159,29 @@ func TestRelayPermanentNoRouteAndOversizedGoDead(t *testing.T) {
 			t.Errorf("no route: %q", row.LastError)
 		}
 		var big string
-		if err := h.db.SQL.QueryRow("SELECT last_error FROM outbox_messages WHERE topic = 'good.big'").Scan(&big); err != nil || !strings.Contains(big, "payload too large") {
+		if err := h.DB.SQL.QueryRow("SELECT last_error FROM outbox_messages WHERE topic = 'good.big'").Scan(&big); err != nil || !strings.Contains(big, "payload too large") {
 			t.Errorf("oversized: %q %v", big, err)
 		}
 	})
 }
 
 func TestRelayCommitOrderDiffersFromIDOrder(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
-		if h.db.Dialect == store.SQLite {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
+		if h.DB.Dialect == store.SQLite {
 			t.Skip("SQLite has one writer: a transaction cannot hold an id while another commits")
 		}
 		s := newSink()
-		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
+		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		relaytest.Run(t, r)
 		ctx := context.Background()
-		p, err := outbox.NewProducer(h.db.Std, nil)
+		p, err := outbox.NewProducer(h.DB.Std, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		slow, err := h.db.SQL.BeginTx(ctx, nil)
+		slow, err := h.DB.SQL.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,11 +190,11 @@ func TestRelayCommitOrderDiffersFromIDOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fast, err := h.enqueue(ctx, msgs(10, "early.commit", nil), false)
+		fast, err := h.Enqueue(ctx, msgs(10, "early.commit", nil), false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rolled, err := h.enqueue(ctx, msgs(5, "rolled.back", nil), true)
+		rolled, err := h.Enqueue(ctx, msgs(5, "rolled.back", nil), true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +218,7 @@ func TestRelayCommitOrderDiffersFromIDOrder(t *testing.T) {
 }
 
 func TestRelayCheckerSkipsWhatArrived(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		var mu sync.Mutex
 		arrived := map[string]int{}
 		var asked atomic.Int32
@@ -237,17 +238,17 @@ func TestRelayCheckerSkipsWhatArrived(t *testing.T) {
 			defer mu.Unlock()
 			return arrived[env.ID] > 0, nil
 		})
-		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub, Checker: checker}))
+		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: pub, Checker: checker}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids, err := h.enqueue(context.Background(), msgs(20, "x.y", nil), false)
+		ids, err := h.Enqueue(context.Background(), msgs(20, "x.y", nil), false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		relaytest.Run(t, r)
 		relaytest.WaitFor(t, 20*time.Second, "all sent", func() bool {
-			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == len(ids)
+			return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == len(ids)
 		})
 		mu.Lock()
 		defer mu.Unlock()
@@ -269,7 +270,7 @@ func (f checkerFunc) Delivered(ctx context.Context, env *outbox.Envelope) (bool,
 }
 
 func TestRelayUnavailablePausesWithoutBurningAttempts(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		var down atomic.Bool
 		down.Store(true)
 		var calls atomic.Int32
@@ -281,12 +282,12 @@ func TestRelayUnavailablePausesWithoutBurningAttempts(t *testing.T) {
 			}
 			return s.publish(ctx, env)
 		})
-		cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
-		r, err := h.newRelay(cfg)
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
+		r, err := h.NewRelay(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids, err := h.enqueue(context.Background(), msgs(30, "a.b", nil), false)
+		ids, err := h.Enqueue(context.Background(), msgs(30, "a.b", nil), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,10 +295,10 @@ func TestRelayUnavailablePausesWithoutBurningAttempts(t *testing.T) {
 		// Every message is either tried (and refused) or held back by the
 		// paused route; none of it counts as an attempt.
 		relaytest.WaitFor(t, 10*time.Second, "every message refused or deferred", func() bool {
-			return calls.Load() > 0 && h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE last_error IS NOT NULL") == 30
+			return calls.Load() > 0 && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE last_error IS NOT NULL") == 30
 		})
 		time.Sleep(1500 * time.Millisecond) // the route stays paused; no attempt is burnt
-		if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE attempts > 0 OR status <> 'pending'"); n != 0 {
+		if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE attempts > 0 OR status <> 'pending'"); n != 0 {
 			t.Fatalf("%d messages burnt attempts while the destination was down", n)
 		}
 		before := calls.Load()
@@ -314,7 +315,7 @@ func TestRelayUnavailablePausesWithoutBurningAttempts(t *testing.T) {
 // probes, instead of polling it; once the destination is back, everything
 // is delivered within a few pauses.
 func TestRelayReadsNothingWhileEveryRouteIsPaused(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		var down atomic.Bool
 		down.Store(true)
 		var calls atomic.Int32
@@ -327,13 +328,13 @@ func TestRelayReadsNothingWhileEveryRouteIsPaused(t *testing.T) {
 			return s.publish(ctx, env)
 		})
 		reg := prometheus.NewRegistry()
-		cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
 		cfg.Metrics = reg
-		r, err := h.newRelay(cfg)
+		r, err := h.NewRelay(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids, err := h.enqueue(context.Background(), msgs(30, "a.b", nil), false)
+		ids, err := h.Enqueue(context.Background(), msgs(30, "a.b", nil), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +356,7 @@ func TestRelayReadsNothingWhileEveryRouteIsPaused(t *testing.T) {
 }
 
 func TestRelayShutdownFinishesInFlightBatch(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		release := make(chan struct{})
 		started := make(chan struct{}, 100)
 		var inFlight atomic.Int32
@@ -366,11 +367,11 @@ func TestRelayShutdownFinishesInFlightBatch(t *testing.T) {
 			<-release
 			return s.publish(ctx, env)
 		})
-		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub}))
+		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: pub}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.enqueue(context.Background(), msgs(10, "a.b", nil), false); err != nil {
+		if _, err := h.Enqueue(context.Background(), msgs(10, "a.b", nil), false); err != nil {
 			t.Fatal(err)
 		}
 		stop := relaytest.Run(t, r)
@@ -382,66 +383,66 @@ func TestRelayShutdownFinishesInFlightBatch(t *testing.T) {
 		<-stopped
 		// Every publish that had started was finished and recorded; what no
 		// worker had started stays pending for the next relay.
-		sent := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'")
+		sent := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'")
 		if sent == 0 || sent != int(inFlight.Load()) || sent != s.distinct() {
 			t.Fatalf("%d recorded as sent, %d publishes started, %d arrived", sent, inFlight.Load(), s.distinct())
 		}
-		if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND attempts = 0"); n != 10-sent {
+		if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND attempts = 0"); n != 10-sent {
 			t.Fatalf("%d untouched pending messages, want %d", n, 10-sent)
 		}
-		if n := h.db.Count(t, "SELECT count(*) FROM outbox_leases WHERE owner IS NOT NULL"); n != 0 {
+		if n := h.DB.Count(t, "SELECT count(*) FROM outbox_leases WHERE owner IS NOT NULL"); n != 0 {
 			t.Fatalf("%d partitions still owned after shutdown", n)
 		}
 	})
 }
 
 func TestRelayShutdownTimeoutReleasesUnfinished(t *testing.T) {
-	h := newHarness(t, driverCases[0])
+	h := harness.New(t, harness.Cases[0])
 	pub := outbox.PublisherFunc(func(ctx context.Context, env *outbox.Envelope) error {
 		<-ctx.Done() // a destination that never answers
 		return ctx.Err()
 	})
-	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
+	cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
 	cfg.ShutdownTimeout = 300 * time.Millisecond
-	r, err := h.newRelay(cfg)
+	r, err := h.NewRelay(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.enqueue(context.Background(), msgs(5, "a.b", nil), false); err != nil {
+	if _, err := h.Enqueue(context.Background(), msgs(5, "a.b", nil), false); err != nil {
 		t.Fatal(err)
 	}
 	stop := relaytest.Run(t, r)
 	time.Sleep(500 * time.Millisecond)
 	stop()
-	if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND attempts = 0"); n != 5 {
+	if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND attempts = 0"); n != 5 {
 		t.Fatalf("%d messages left untouched for the next relay, want 5", n)
 	}
 }
 
 func TestRelayBatchSizeAdapts(t *testing.T) {
-	h := newHarness(t, driverCases[0])
+	h := harness.New(t, harness.Cases[0])
 	var mu sync.Mutex
 	var sizes []int
 	s := newSink()
-	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)})
+	cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)})
 	cfg.MinBatchSize, cfg.BatchSize, cfg.Workers = 10, 400, 1
 	cfg.OnBatch = func(b outbox.BatchReport) {
 		mu.Lock()
 		sizes = append(sizes, b.BatchSize)
 		mu.Unlock()
 	}
-	r, err := h.newRelay(cfg)
+	r, err := h.NewRelay(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.enqueue(context.Background(), msgs(3000, "a.b", nil), false); err != nil {
+	if _, err := h.Enqueue(context.Background(), msgs(3000, "a.b", nil), false); err != nil {
 		t.Fatal(err)
 	}
 	relaytest.Run(t, r)
 	relaytest.WaitFor(t, 30*time.Second, "backlog drained", func() bool { return s.distinct() == 3000 })
 	// Then a trickle: single messages, well apart.
 	for i := 0; i < 8; i++ {
-		if _, err := h.enqueue(context.Background(), msgs(1, "a.b", nil), false); err != nil {
+		if _, err := h.Enqueue(context.Background(), msgs(1, "a.b", nil), false); err != nil {
 			t.Fatal(err)
 		}
 		relaytest.WaitFor(t, 10*time.Second, "trickle message", func() bool { return s.distinct() == 3001+i })
@@ -463,12 +464,12 @@ func TestRelayBatchSizeAdapts(t *testing.T) {
 // being across topics, later messages of the same keys; other keys on
 // other routes flow.
 func TestPausedRouteLeavesOtherRoutesFlowing(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		healthy := newSink()
 		down := outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error {
 			return outbox.Unavailable(errors.New("broker refused the connection"))
 		})
-		r, err := h.newRelay(fastRelayConfig(
+		r, err := h.NewRelay(harness.Config(
 			outbox.Route{Pattern: "billing.>", Publisher: down},
 			outbox.Route{Pattern: "order.>", Publisher: outbox.PublisherFunc(healthy.publish)},
 		))
@@ -476,16 +477,16 @@ func TestPausedRouteLeavesOtherRoutesFlowing(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		if _, err := h.enqueue(ctx, msgs(20, "billing.charged", func(i int) string { return []string{"a", "b"}[i%2] }), false); err != nil {
+		if _, err := h.Enqueue(ctx, msgs(20, "billing.charged", func(i int) string { return []string{"a", "b"}[i%2] }), false); err != nil {
 			t.Fatal(err)
 		}
-		orders, err := h.enqueue(ctx, msgs(20, "order.created", func(i int) string { return []string{"c", "d"}[i%2] }), false)
+		orders, err := h.Enqueue(ctx, msgs(20, "order.created", func(i int) string { return []string{"c", "d"}[i%2] }), false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		relaytest.Run(t, r)
 		relaytest.WaitFor(t, 20*time.Second, "the healthy route's messages", func() bool { return healthy.distinct() == len(orders) })
-		if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 'billing.charged' AND status = 'pending' AND attempts = 0"); n != 20 {
+		if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 'billing.charged' AND status = 'pending' AND attempts = 0"); n != 20 {
 			t.Fatalf("%d of 20 messages of the paused route are pending with no attempt burnt", n)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 )
 
@@ -39,31 +40,31 @@ func (p *panicky) Close() error { return nil }
 // dead after its max_attempts, with the panic as its error; messages
 // enqueued after it keep flowing.
 func TestRelayContainsPublisherPanic(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		ctx := context.Background()
-		before, err := h.enqueue(ctx, msgs(30, "order.created", nil), false)
+		before, err := h.Enqueue(ctx, msgs(30, "order.created", nil), false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		poison, err := h.enqueue(ctx, []outbox.Message{{Topic: "order.created", Payload: []byte(`{"poison":true}`), MaxAttempts: 3}}, false)
+		poison, err := h.Enqueue(ctx, []outbox.Message{{Topic: "order.created", Payload: []byte(`{"poison":true}`), MaxAttempts: 3}}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		after, err := h.enqueue(ctx, msgs(30, "order.created", nil), false)
+		after, err := h.Enqueue(ctx, msgs(30, "order.created", nil), false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pub := &panicky{s: newSink(), poison: poison[0]}
-		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub}))
+		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: pub}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		relaytest.Run(t, r) // fails the test if Run returns an error
 		relaytest.WaitFor(t, 30*time.Second, "the poison message dead", func() bool {
-			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'") == 1
+			return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'") == 1
 		})
 		relaytest.WaitFor(t, 30*time.Second, "every other message sent", func() bool {
-			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == len(before)+len(after)
+			return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == len(before)+len(after)
 		})
 		row := listOne(t, h, poison[0])
 		if row.Status != "dead" || row.Attempts != 3 || !strings.Contains(row.LastError, "publisher panicked: publisher bug: cannot encode "+poison[0]) {

@@ -6,20 +6,21 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 )
 
 func TestRelayDeliversEverything(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		ctx := context.Background()
 		s := newSink()
-		r, err := h.newRelay(fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
+		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var want []string
 		for i := 0; i < 5; i++ {
-			ids, err := h.enqueue(ctx, msgs(100, "order.created", func(j int) string { return []string{"a", "b", "c", ""}[j%4] }), false)
+			ids, err := h.Enqueue(ctx, msgs(100, "order.created", func(j int) string { return []string{"a", "b", "c", ""}[j%4] }), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -33,7 +34,7 @@ func TestRelayDeliversEverything(t *testing.T) {
 			}
 		}
 		relaytest.WaitFor(t, 10*time.Second, "rows marked sent", func() bool {
-			return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 500
+			return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 500
 		})
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -110,7 +111,7 @@ func (s *sweeps) errs() []error {
 }
 
 func retentionConfig(s *sweeps, archive bool) *outbox.RelayConfig {
-	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(newSink().publish)})
+	cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(newSink().publish)})
 	cfg.Retention = &outbox.RetentionConfig{
 		Sent: time.Hour, Dead: 4 * time.Hour, Archive: archive,
 		BatchSize: 2, Interval: 20 * time.Millisecond, OnSweep: s.record,
@@ -124,8 +125,8 @@ func retentionConfig(s *sweeps, archive bool) *outbox.RelayConfig {
 func TestRetentionRemovesExpiredMessages(t *testing.T) {
 	for _, archive := range []bool{false, true} {
 		t.Run(fmt.Sprintf("archive=%v", archive), func(t *testing.T) {
-			eachDriver(t, func(t *testing.T, h *harness) {
-				db := h.db
+			harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
+				db := h.DB
 				const day = 24 * time.Hour
 				insertOld(t, db,
 					oldRow{topic: "sent.old", status: "sent", created: 3 * time.Hour, last: 3 * time.Hour, sent: 2 * time.Hour},
@@ -138,7 +139,7 @@ func TestRetentionRemovesExpiredMessages(t *testing.T) {
 					oldRow{topic: "sent.recent", status: "sent", created: time.Minute, last: time.Minute, sent: time.Minute},
 				)
 				var s sweeps
-				r, err := h.newRelay(retentionConfig(&s, archive))
+				r, err := h.NewRelay(retentionConfig(&s, archive))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -178,20 +179,20 @@ func TestRetentionRemovesExpiredMessages(t *testing.T) {
 // the relay delivered are all removed soon after, including one the
 // sweeps first passed over because it was sent late.
 func TestRetentionRemovesDeliveredMessages(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
-		db := h.db
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
+		db := h.DB
 		insertOld(t, db, oldRow{topic: "sent.late", status: "sent", created: time.Hour, last: time.Hour, sent: 0})
 		var s sweeps
 		sink := newSink()
-		cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(sink.publish)})
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(sink.publish)})
 		cfg.Retention = &outbox.RetentionConfig{Sent: 2 * time.Second, Dead: time.Hour, BatchSize: 50, Interval: 20 * time.Millisecond, OnSweep: s.record}
-		r, err := h.newRelay(cfg)
+		r, err := h.NewRelay(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		relaytest.Run(t, r)
 		const n = 300
-		if _, err := h.enqueue(context.Background(), msgs(n, "order.created", func(i int) string { return fmt.Sprint(i % 7) }), false); err != nil {
+		if _, err := h.Enqueue(context.Background(), msgs(n, "order.created", func(i int) string { return fmt.Sprint(i % 7) }), false); err != nil {
 			t.Fatal(err)
 		}
 		relaytest.WaitFor(t, 30*time.Second, "every message delivered", func() bool { return sink.distinct() == n })
@@ -224,12 +225,12 @@ func leaseOwner(t *testing.T, db *testdb.DB) string {
 // TestRetentionRunsOnOneRelay: of two relays only the one holding
 // partition 0 sweeps; when it stops, the other takes over.
 func TestRetentionRunsOnOneRelay(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
-		db := h.db
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
+		db := h.DB
 		var s sweeps
 		cfgA := retentionConfig(&s, false)
 		cfgA.ID = "relay-a"
-		a, err := h.newRelay(cfgA)
+		a, err := h.NewRelay(cfgA)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +238,7 @@ func TestRetentionRunsOnOneRelay(t *testing.T) {
 		relaytest.WaitFor(t, 30*time.Second, "relay-a holding partition 0", func() bool { return leaseOwner(t, db) == "relay-a" })
 		cfgB := retentionConfig(&s, false)
 		cfgB.ID = "relay-b" // sorts after relay-a: partition 0 stays with a
-		b, err := h.newRelay(cfgB)
+		b, err := h.NewRelay(cfgB)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,10 +277,10 @@ func TestRetentionRunsOnOneRelay(t *testing.T) {
 // leaves every message in exactly one of the two tables; the next relay
 // finishes the job without duplicating anything.
 func TestRetentionShutdownMidSweep(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
-		db := h.db
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
+		db := h.DB
 		const n = 1000
-		if _, err := h.enqueue(context.Background(), msgs(n, "order.created", nil), false); err != nil {
+		if _, err := h.Enqueue(context.Background(), msgs(n, "order.created", nil), false); err != nil {
 			t.Fatal(err)
 		}
 		old := sqlAgo(db.Dialect, 3*time.Hour)
@@ -288,7 +289,7 @@ func TestRetentionShutdownMidSweep(t *testing.T) {
 		var s sweeps
 		cfg := retentionConfig(&s, true)
 		cfg.Retention.BatchSize = 5
-		r, err := h.newRelay(cfg)
+		r, err := h.NewRelay(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +312,7 @@ func TestRetentionShutdownMidSweep(t *testing.T) {
 
 		cfg2 := retentionConfig(&s, true)
 		cfg2.Retention.BatchSize = 100
-		r2, err := h.newRelay(cfg2)
+		r2, err := h.NewRelay(cfg2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +340,7 @@ func TestRetentionConfigValidation(t *testing.T) {
 		{outbox.RetentionConfig{BatchSize: -1}, "RetentionConfig.BatchSize"},
 		{outbox.RetentionConfig{Interval: -time.Second}, "RetentionConfig.Interval"},
 	} {
-		cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(newSink().publish)})
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(newSink().publish)})
 		cfg.Retention = &c.cfg
 		_, err := outbox.NewRelay(db.Std, cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {

@@ -11,6 +11,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/driver/outboxpgx"
 	"github.com/txoutbox/outbox/driver/outboxsql"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -22,7 +23,7 @@ import (
 func idleRelay(t *testing.T, newRelay func(*outbox.RelayConfig) (*outbox.Relay, error)) *sink {
 	t.Helper()
 	s := newSink()
-	cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)})
+	cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)})
 	cfg.MinPollInterval = time.Minute
 	cfg.MaxPollInterval = time.Minute
 	r, err := newRelay(cfg)

@@ -1,4 +1,4 @@
-package outbox_test
+package scenario_test
 
 // Fault-injection scenarios (docs/chaos.md). Each one records what the
 // producers committed and rolled back and what reached the destination,
@@ -8,6 +8,7 @@ package outbox_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,16 +17,14 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
-	"github.com/txoutbox/outbox/internal/failpoint"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -149,7 +148,7 @@ func (s *chaosSink) serve(w http.ResponseWriter, req *http.Request) {
 // records them: keyed by one of its own keys, each payload naming key and
 // sequence.
 type chaosProducer struct {
-	h   *harness
+	h   *harness.Harness
 	rec *chaos.Recorder
 	// maxAttempts, when set, is every message's MaxAttempts.
 	maxAttempts int
@@ -165,7 +164,7 @@ func (p *chaosProducer) commit(ctx context.Context, keys []string, rollback bool
 	for i, k := range keys {
 		msgs[i] = outbox.Message{Topic: "chaos.event", Key: k, Payload: fmt.Appendf(nil, `{"k":%q,"i":%d}`, k, i), MaxAttempts: p.maxAttempts}
 	}
-	ids, err := p.h.enqueue(ctx, msgs, rollback)
+	ids, err := p.h.Enqueue(ctx, msgs, rollback)
 	if err != nil {
 		return err
 	}
@@ -192,14 +191,25 @@ func (p *chaosProducer) backlog(t *testing.T, prefix string, n, keys int) {
 	}
 }
 
+// messageRow is the status, attempts and last error of message id.
+func messageRow(t *testing.T, h *harness.Harness, id string) (status string, attempts int, lastErr string) {
+	t.Helper()
+	var last sql.NullString
+	q := testdb.Placeholder(h.DB.Dialect, "SELECT status, attempts, last_error FROM outbox_messages WHERE message_id = ?")
+	if err := h.DB.SQL.QueryRowContext(context.Background(), q, id).Scan(&status, &attempts, &last); err != nil {
+		t.Fatalf("message %s: %v", id, err)
+	}
+	return status, attempts, last.String
+}
+
 // tableStatus is message id → status for every row of the outbox.
-func tableStatus(t *testing.T, h *harness) map[string]string {
+func tableStatus(t *testing.T, h *harness.Harness) map[string]string {
 	t.Helper()
 	q := "SELECT message_id, status FROM outbox_messages"
-	if h.db.Dialect == store.Postgres {
+	if h.DB.Dialect == store.Postgres {
 		q = "SELECT message_id::text, status FROM outbox_messages"
 	}
-	rows, err := h.db.SQL.QueryContext(context.Background(), q)
+	rows, err := h.DB.SQL.QueryContext(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,13 +241,13 @@ type chaosResult struct {
 // drainAndCheck waits (up to d) until no row is pending and every
 // committed message arrived or is dead, then judges the run against b and
 // logs the result line.
-func drainAndCheck(t *testing.T, h *harness, rec *chaos.Recorder, res chaosResult, b chaos.Bounds, d time.Duration) chaos.Report {
+func drainAndCheck(t *testing.T, h *harness.Harness, rec *chaos.Recorder, res chaosResult, b chaos.Bounds, d time.Duration) chaos.Report {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	drained := false
 	for time.Now().Before(deadline) {
 		committed, distinct, _ := rec.Counts()
-		if distinct >= committed-b.MaxDead && h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0 {
+		if distinct >= committed-b.MaxDead && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0 {
 			drained = true
 			break
 		}
@@ -250,7 +260,7 @@ func drainAndCheck(t *testing.T, h *harness, rec *chaos.Recorder, res chaosResul
 	recovery := end.Sub(res.recovered)
 	rep := chaos.Check(rec.History(tableStatus(t, h)))
 	t.Logf("CHAOS-RESULT | %s | %s | %s | %d | %s | %d | %d | %d | %d | %.1fs |",
-		res.scenario, h.name, res.broker, rep.Committed, res.faults, rep.Lost, rep.Duplicates, rep.FalselySent, rep.Inversions, recovery.Seconds())
+		res.scenario, h.Name, res.broker, rep.Committed, res.faults, rep.Lost, rep.Duplicates, rep.FalselySent, rep.Inversions, recovery.Seconds())
 	t.Logf("report: %s", rep)
 	if !drained {
 		t.Errorf("not drained within %v", d)
@@ -261,71 +271,12 @@ func drainAndCheck(t *testing.T, h *harness, rec *chaos.Recorder, res chaosResul
 	return rep
 }
 
-// startFaultyChild is startChild with OUTBOX_FAILPOINTS set to spec for
-// that relay process only.
-func startFaultyChild(t *testing.T, h *harness, sinkURL, id, spec string, batch int, ttl time.Duration) *child {
-	t.Helper()
-	t.Setenv(failpoint.Env, spec)
-	c := startChild(t, h.db.URL, sinkURL, id, batch, ttl)
-	t.Setenv(failpoint.Env, "")
-	return c
-}
-
-// killedBySIGKILL reports whether c has ended by SIGKILL.
-func killedBySIGKILL(c *child) bool {
-	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
-}
-
 // chaosDrivers are the databases the process-level scenarios run on.
-var chaosDrivers = []driverCase{{"pgx", store.Postgres, true}, {"mysql", store.MySQL, false}}
-
-// killDrivers are the databases the kill scenarios run on: SQLite too,
-// whose file relay processes share.
-var killDrivers = append(slices.Clone(chaosDrivers), driverCase{"sqlite", store.SQLite, false})
+var chaosDrivers = []harness.Case{{Name: "pgx", Dialect: store.Postgres, PGX: true}, {Name: "mysql", Dialect: store.MySQL}}
 
 // childWorkers is the relay processes' worker count (the default): a
 // kill can cut that many batches short at once.
 const childWorkers = outbox.DefaultWorkers
-
-// TestChaosKillAtFailpoints kills relay processes at each failpoint of a
-// round, several times during a drain, on PostgreSQL and MariaDB:
-// nothing is lost, no row claims a delivery that did not happen, and
-// each kill costs at most the batches in flight.
-func TestChaosKillAtFailpoints(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
-	scale := chaosScale(t)
-	rnd := chaosRand(t)
-	const batch, kills = 100, 3
-	for _, dc := range killDrivers {
-		for _, point := range []string{failpoint.AfterReadBeforePublish, failpoint.AfterPublishBeforeSettle, failpoint.MidBatch} {
-			t.Run(dc.name+"/"+point, func(t *testing.T) {
-				h := newHarness(t, dc)
-				rec := &chaos.Recorder{}
-				(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 1500*scale, 10)
-				sink := newChaosSink(t, rec)
-				for k := range kills {
-					spec := fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
-					c := startFaultyChild(t, h, sink.URL(), fmt.Sprintf("fp-%d", k), spec, batch, time.Second)
-					select {
-					case <-c.done:
-					case <-time.After(2 * time.Minute):
-						t.Fatalf("%s: the relay never reached the failpoint", spec)
-					}
-					if !killedBySIGKILL(c) {
-						t.Fatalf("%s: relay ended with %v, not by the failpoint's SIGKILL", spec, c.cmd.ProcessState)
-					}
-				}
-				last := startFaultyChild(t, h, sink.URL(), "fp-last", "", batch, time.Second)
-				res := chaosResult{scenario: "kill at " + point, broker: "webhook", faults: fmt.Sprintf("%d SIGKILL", kills), recovered: time.Now()}
-				drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 3*time.Minute)
-				last.term(t)
-			})
-		}
-	}
-}
 
 // TestChaosRandomKillsWithProducers: two relay processes drain a backlog
 // while two producers commit, a tenth of their transactions rolled back,
@@ -339,8 +290,8 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 	rnd := chaosRand(t)
 	const batch = 100
 	for _, dc := range chaosDrivers {
-		t.Run(dc.name, func(t *testing.T) {
-			h := newHarness(t, dc)
+		t.Run(dc.Name, func(t *testing.T) {
+			h := harness.New(t, dc)
 			rec := &chaos.Recorder{}
 			// A backlog to drain while the kills come: 20,000 per scale
 			// step (200,000 under make chaos), besides what the producers
@@ -382,8 +333,8 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 				}()
 			}
 			relays := []*child{
-				startFaultyChild(t, h, sink.URL(), "rk-a0", "", batch, time.Second),
-				startFaultyChild(t, h, sink.URL(), "rk-b0", "", batch, time.Second),
+				startChild(t, h.DB.URL, sink.URL(), "rk-a0", batch, time.Second),
+				startChild(t, h.DB.URL, sink.URL(), "rk-b0", batch, time.Second),
 			}
 			// The kills land at random points of the backlog's drain: each
 			// waits until the destination holds a random number of
@@ -399,7 +350,7 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 					func() bool { _, d, _ := rec.Counts(); return d >= points[k] })
 				i := rnd.IntN(len(relays))
 				relays[i].kill()
-				relays[i] = startFaultyChild(t, h, sink.URL(), fmt.Sprintf("rk-%c%d", 'a'+i, k+1), "", batch, time.Second)
+				relays[i] = startChild(t, h.DB.URL, sink.URL(), fmt.Sprintf("rk-%c%d", 'a'+i, k+1), batch, time.Second)
 			}
 			stop.Store(true)
 			wg.Wait()
@@ -408,7 +359,7 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 				t.Fatalf("producer: %v", err)
 			default:
 			}
-			if pending := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'"); pending == 0 {
+			if pending := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'"); pending == 0 {
 				t.Log("the backlog was drained by the last kill")
 			} else {
 				t.Logf("%d messages still pending at the last kill", pending)
@@ -422,139 +373,6 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 			for _, c := range relays {
 				c.term(t)
 			}
-		})
-	}
-}
-
-// TestChaosPoisonPanicQuarantined: a message whose publish panics (the
-// failpoint publish=panic:<id>, every time) among a backlog does not
-// crash-loop the relay: the process stays up, the message goes dead after
-// its max_attempts with the panic as its reason, everything else arrives.
-func TestChaosPoisonPanicQuarantined(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
-	scale := chaosScale(t)
-	for _, dc := range chaosDrivers {
-		t.Run(dc.name, func(t *testing.T) {
-			h := newHarness(t, dc)
-			rec := &chaos.Recorder{}
-			p := &chaosProducer{h: h, rec: rec}
-			p.backlog(t, "a", 500*scale, 10)
-			poison, err := h.enqueue(context.Background(), []outbox.Message{{Topic: "chaos.event", Key: "poison", Payload: []byte(`{}`), MaxAttempts: 3}}, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec.Commit(poison, []string{"poison"})
-			p.backlog(t, "b", 500*scale, 10)
-			sink := newChaosSink(t, rec)
-			c := startFaultyChild(t, h, sink.URL(), "poison", failpoint.Publish+"=panic:"+poison[0], 100, time.Second)
-			res := chaosResult{scenario: "publish panics on one message", broker: "webhook", faults: "panic on every attempt", recovered: time.Now()}
-			rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1}, 3*time.Minute)
-			select {
-			case <-c.done:
-				t.Fatalf("the relay process ended (%v): the panic was not contained", c.cmd.ProcessState)
-			default:
-			}
-			if rep.Dead != 1 {
-				t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
-			}
-			var status, lastErr string
-			var attempts int
-			q := testdb.Placeholder(h.db.Dialect, "SELECT status, attempts, last_error FROM outbox_messages WHERE message_id = ?")
-			if err := h.db.SQL.QueryRow(q, poison[0]).Scan(&status, &attempts, &lastErr); err != nil {
-				t.Fatal(err)
-			}
-			if status != "dead" || attempts != 3 || !strings.Contains(lastErr, "publisher panicked") {
-				t.Errorf("poison message: %s after %d attempts: %q", status, attempts, lastErr)
-			}
-			c.term(t)
-		})
-	}
-}
-
-// TestChaosPoisonKillQuarantined: a message whose publish kills the relay
-// process outright (the failpoint publish=kill:<id>: SIGKILL, which no
-// recover catches) among a backlog. A supervisor restarts the relay, with
-// the same id, each time it dies. The relays narrow the crashed batch down
-// by halves, publish the culprit alone with its attempt recorded first,
-// and after max_attempts such crashes mark it dead: the crash loop ends
-// by itself, everything else arrives, and no innocent message is charged
-// more than the one attempt that delivered it.
-func TestChaosPoisonKillQuarantined(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
-	scale := chaosScale(t)
-	const batch, maxAttempts = 100, 3
-	for _, dc := range killDrivers {
-		t.Run(dc.name, func(t *testing.T) {
-			h := newHarness(t, dc)
-			rec := &chaos.Recorder{}
-			p := &chaosProducer{h: h, rec: rec}
-			p.backlog(t, "a", 500*scale, 10)
-			poison, err := h.enqueue(context.Background(), []outbox.Message{{Topic: "chaos.event", Key: "poison", Payload: []byte(`{}`), MaxAttempts: maxAttempts}}, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec.Commit(poison, []string{"poison"})
-			p.backlog(t, "b", 500*scale, 10)
-			sink := newChaosSink(t, rec)
-			spec := failpoint.Publish + "=kill:" + poison[0]
-
-			// Each crash halves the group the culprit hides in (at most a
-			// batch per worker), then it crashes max_attempts times alone.
-			bound := 2 + maxAttempts
-			for n := 1; n < childWorkers*batch; n *= 2 {
-				bound++
-			}
-			start := time.Now()
-			c := startFaultyChild(t, h, sink.URL(), "poison-kill", spec, batch, time.Second)
-			restarts := 0
-			for {
-				committed, distinct, _ := rec.Counts()
-				if distinct >= committed-1 && h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0 {
-					break
-				}
-				select {
-				case <-c.done:
-					if !killedBySIGKILL(c) {
-						t.Fatalf("relay ended with %v, not by the failpoint's SIGKILL", c.cmd.ProcessState)
-					}
-					restarts++
-					if restarts > bound {
-						t.Fatalf("the relay crashed %d times on one message: the crash loop did not end (bound %d)", restarts, bound)
-					}
-					c = startFaultyChild(t, h, sink.URL(), "poison-kill", spec, batch, time.Second)
-				case <-time.After(50 * time.Millisecond):
-				}
-				if time.Since(start) > 3*time.Minute {
-					t.Fatalf("not drained after 3 minutes and %d restarts", restarts)
-				}
-			}
-			res := chaosResult{scenario: "publish kills the relay on one message", broker: "webhook",
-				faults: fmt.Sprintf("SIGKILL on every attempt: %d restarts", restarts), recovered: time.Now()}
-			rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1, MaxDuplicates: restarts * childWorkers * batch}, time.Minute)
-			if rep.Dead != 1 {
-				t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
-			}
-			if restarts < maxAttempts {
-				t.Errorf("the relay crashed %d times: the failpoint never fired as often as the message has attempts", restarts)
-			}
-			var status, lastErr string
-			var attempts int
-			q := testdb.Placeholder(h.db.Dialect, "SELECT status, attempts, last_error FROM outbox_messages WHERE message_id = ?")
-			if err := h.db.SQL.QueryRow(q, poison[0]).Scan(&status, &attempts, &lastErr); err != nil {
-				t.Fatal(err)
-			}
-			if status != "dead" || attempts != maxAttempts || !strings.Contains(lastErr, "relay stopped") {
-				t.Errorf("poison message: %s after %d attempts: %q", status, attempts, lastErr)
-			}
-			if n := h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent' AND attempts <> 1"); n != 0 {
-				t.Errorf("%d delivered messages were charged more than the attempt that delivered them", n)
-			}
-			t.Logf("%d restarts; %s", restarts, rep)
-			c.term(t)
 		})
 	}
 }

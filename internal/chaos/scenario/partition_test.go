@@ -1,4 +1,4 @@
-package outbox_test
+package scenario_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -42,11 +43,11 @@ func TestChaosDatabasePartition(t *testing.T) {
 	// relay`, so they count too.
 	const maxLinesPerFault = 50
 	for _, dc := range chaosDrivers {
-		t.Run(dc.name, func(t *testing.T) {
-			h := newHarness(t, dc)
+		t.Run(dc.Name, func(t *testing.T) {
+			h := harness.New(t, dc)
 			rec := &chaos.Recorder{}
 			sink := newChaosSink(t, rec)
-			u, err := url.Parse(h.db.URL)
+			u, err := url.Parse(h.DB.URL)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,18 +57,18 @@ func TestChaosDatabasePartition(t *testing.T) {
 			}
 			defer proxy.Close()
 			u.Host = proxy.Addr()
-			id := "partition-" + dc.name
+			id := "partition-" + dc.Name
 			relay, logs := startLoggedChild(t, u.String(), sink.URL(), id, batch, time.Second)
-			ws := startWriters(t, h, dc, rec, rnd, 2)
+			ws := startWriters(t, h, rec, rnd, 2)
 			delivered := func() int { _, d, _ := rec.Counts(); return d }
 			waitDelivering(t, relay, delivered, 0, "deliveries flowing")
 
 			now := "now()"
-			if h.db.Dialect == store.MySQL {
+			if h.DB.Dialect == store.MySQL {
 				now = "NOW(6)"
 			}
 			heldLeases := func() int {
-				return h.db.Count(t, testdb.Placeholder(h.db.Dialect, "SELECT count(*) FROM outbox_leases WHERE owner = ? AND expires_at > "+now), id)
+				return h.DB.Count(t, testdb.Placeholder(h.DB.Dialect, "SELECT count(*) FROM outbox_leases WHERE owner = ? AND expires_at > "+now), id)
 			}
 			hold := time.Duration(2*scale) * time.Second
 			faults := []struct {

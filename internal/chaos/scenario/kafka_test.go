@@ -1,11 +1,10 @@
-package outbox_test
+package scenario_test
 
 import (
 	"context"
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
-	"github.com/txoutbox/outbox/internal/failpoint"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
@@ -111,55 +110,6 @@ func readKafkaTopic(t *testing.T, addrs []string, topic string, rec *chaos.Recor
 	return read
 }
 
-// TestChaosKafkaKills is TestChaosKillAtFailpoints with Kafka as the
-// destination: relay processes publishing to kfake are SIGKILLed at a
-// failpoint of their round three times during a drain, then a relay
-// drains the rest. The deliveries are the whole topic, read to its high
-// watermarks. Kafka keeps every write, so each kill's cost shows up as
-// duplicates, at most the batches in flight.
-func TestChaosKafkaKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
-	scale := chaosScale(t)
-	rnd := chaosRand(t)
-	const batch, kills = 100, 3
-	for _, dc := range chaosDrivers {
-		for _, point := range []string{failpoint.AfterReadBeforePublish, failpoint.AfterPublishBeforeSettle} {
-			t.Run(dc.name+"/"+point, func(t *testing.T) {
-				k := startKfake(t, kfake.SeedTopics(kafkaPartitions, kafkaTopic))
-				dest := "kafka://" + strings.Join(k.ListenAddrs(), ",")
-				h := newHarness(t, dc)
-				rec := &chaos.Recorder{}
-				(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 1500*scale, 20)
-				for n := range kills {
-					spec := fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
-					c := startFaultyChild(t, h, dest, fmt.Sprintf("kk-%d", n), spec, batch, time.Second)
-					select {
-					case <-c.done:
-					case <-time.After(2 * time.Minute):
-						t.Fatalf("%s: the relay never reached the failpoint", spec)
-					}
-					if !killedBySIGKILL(c) {
-						t.Fatalf("%s: relay ended with %v, not by the failpoint's SIGKILL", spec, c.cmd.ProcessState)
-					}
-				}
-				last := startFaultyChild(t, h, dest, "kk-last", "", batch, time.Second)
-				recovered := time.Now()
-				relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool {
-					return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0
-				})
-				drained := time.Now()
-				last.term(t)
-				n := readKafkaTopic(t, k.ListenAddrs(), kafkaTopic, rec)
-				t.Logf("%d records in %s", n, kafkaTopic)
-				res := chaosResult{scenario: "kill at " + point, broker: "Kafka (kfake)", faults: fmt.Sprintf("%d SIGKILL", kills), recovered: recovered, drained: drained}
-				drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, time.Minute)
-			})
-		}
-	}
-}
-
 // TestChaosKafkaBrokerDown closes the Kafka cluster under a relay that is
 // draining while a producer commits, keeps it down, and starts it again
 // on the same port from the same data directory (kfake persists its
@@ -184,7 +134,7 @@ func TestChaosKafkaBrokerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h := newHarness(t, chaosDrivers[0])
+	h := harness.New(t, chaosDrivers[0])
 	rec := &chaos.Recorder{}
 	const publishTimeout = 3 * time.Second
 	// The publisher the outbox command builds for --to kafka://…
@@ -214,7 +164,7 @@ func TestChaosKafkaBrokerDown(t *testing.T) {
 	if err := l.stopProducing(); err != nil {
 		t.Fatalf("producer: %v", err)
 	}
-	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool { return relaytest.Count(t, h.db, "pending") == 0 })
+	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool { return relaytest.Count(t, h.DB, "pending") == 0 })
 	drained := time.Now()
 	l.stop()
 

@@ -1,4 +1,4 @@
-package outbox_test
+package scenario_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -34,10 +35,9 @@ type writers struct {
 	failures atomic.Int64
 }
 
-func startWriters(t *testing.T, h *harness, dc driverCase, rec *chaos.Recorder, rnd *rand.Rand, n int) *writers {
+func startWriters(t *testing.T, h *harness.Harness, rec *chaos.Recorder, rnd *rand.Rand, n int) *writers {
 	t.Helper()
 	ws := &writers{}
-	enqueue := slowEnqueuer(t, h, dc)
 	for w := range n {
 		seed := rnd.Uint64()
 		ws.wg.Add(1)
@@ -52,8 +52,8 @@ func startWriters(t *testing.T, h *harness, dc driverCase, rec *chaos.Recorder, 
 					msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
 				}
 				rollback := pr.IntN(10) == 0
-				ids, err := enqueue(msgs, 0, rollback)
-				var ce *commitError
+				ids, err := h.EnqueueHeld(context.Background(), msgs, 0, rollback)
+				var ce *harness.CommitError
 				switch {
 				case errors.As(err, &ce):
 					ws.failures.Add(1)
@@ -95,13 +95,13 @@ func TestChaosRelayConnectionsKilled(t *testing.T) {
 	rnd := chaosRand(t)
 	const batch = 100
 	dc := chaosDrivers[0]
-	h := newHarness(t, dc)
+	h := harness.New(t, dc)
 	rec := &chaos.Recorder{}
 	sink := newChaosSink(t, rec)
 	app := fmt.Sprintf("outbox_chaos_%d", rnd.Uint32())
-	relayURL := h.db.URL + "&application_name=" + app
+	relayURL := h.DB.URL + "&application_name=" + app
 	relay := startChild(t, relayURL, sink.URL(), "conn-kill", batch, time.Second)
-	ws := startWriters(t, h, dc, rec, rnd, 2)
+	ws := startWriters(t, h, rec, rnd, 2)
 
 	ctx := context.Background()
 	terminated, rounds, locks := 0, 5*scale, 0
@@ -110,7 +110,7 @@ func TestChaosRelayConnectionsKilled(t *testing.T) {
 		time.Sleep(time.Duration(300+rnd.IntN(500)) * time.Millisecond)
 		if i%3 == 2 {
 			// Block the relay's reads and settles (and the writers) for a while.
-			tx, err := h.db.Pool.Begin(ctx)
+			tx, err := h.DB.Pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +133,7 @@ func TestChaosRelayConnectionsKilled(t *testing.T) {
 			continue
 		}
 		var n int
-		if err := h.db.Pool.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+		if err := h.DB.Pool.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		terminated += n
@@ -162,7 +162,7 @@ func TestChaosDatabaseRestart(t *testing.T) {
 	saved := testdb.PostgresURL
 	testdb.PostgresURL = pg.url
 	dc := chaosDrivers[0]
-	h := newHarness(t, dc)
+	h := harness.New(t, dc)
 	testdb.PostgresURL = saved
 
 	restartUnderLoad(t, h, dc, rnd, 2*scale, "database crash-restarted", "restarts (-m immediate)", func() {
@@ -175,13 +175,13 @@ func TestChaosDatabaseRestart(t *testing.T) {
 // time at a random moment once deliveries have resumed after the last —
 // and checks that the same relay process recovered by itself and that
 // nothing was lost. Commits cut by a restart are uncertain.
-func restartUnderLoad(t *testing.T, h *harness, dc driverCase, rnd *rand.Rand, n int, scenario, how string, restart func()) {
+func restartUnderLoad(t *testing.T, h *harness.Harness, dc harness.Case, rnd *rand.Rand, n int, scenario, how string, restart func()) {
 	t.Helper()
 	const batch = 100
 	rec := &chaos.Recorder{}
 	sink := newChaosSink(t, rec)
-	relay := startChild(t, h.db.URL, sink.URL(), "restart-"+dc.name, batch, time.Second)
-	ws := startWriters(t, h, dc, rec, rnd, 2)
+	relay := startChild(t, h.DB.URL, sink.URL(), "restart-"+dc.Name, batch, time.Second)
+	ws := startWriters(t, h, rec, rnd, 2)
 	delivered := func() int { _, d, _ := rec.Counts(); return d }
 	since := 0
 	for i := range n {
@@ -226,24 +226,8 @@ func startPrivatePostgres(t *testing.T) *privatePostgres {
 		bin = filepath.Dir(resolved)
 	}
 	pg := &privatePostgres{}
-	dir, err := os.MkdirTemp("", "outbox-chaos-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	pg.dir, pg.data = dir, filepath.Join(dir, "data")
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			testdb.Unavailable(t, "a postgres user to run a private PostgreSQL as", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-		pg.runAs = "postgres"
-	}
+	pg.dir, pg.runAs = serverDir(t, "outbox-chaos-pg-", "postgres", "a private PostgreSQL")
+	pg.data = filepath.Join(pg.dir, "data")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -276,4 +260,31 @@ func (pg *privatePostgres) ctl(t *testing.T, action string, args ...string) {
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", pg.port, pg.dir)
 	all := append([]string{action, "-D", pg.data, "-w", "-t", "60", "-l", filepath.Join(pg.dir, "log"), "-o", opts}, args...)
 	pg.run(t, pg.ctlPath, all...)
+}
+
+// serverDir makes a directory for a private database server, removed at
+// cleanup. Run as root, the server must run as the system user account
+// (postgres, mysql; what names the server for the message if there is no
+// such user): the directory is handed to that user, and runAs is account;
+// otherwise runAs is "".
+func serverDir(t *testing.T, prefix, account, what string) (dir, runAs string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if os.Geteuid() != 0 {
+		return dir, ""
+	}
+	u, err := user.Lookup(account)
+	if err != nil {
+		testdb.Unavailable(t, "a "+account+" user to run "+what+" as", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return dir, account
 }

@@ -1,4 +1,4 @@
-package outbox_test
+package scenario_test
 
 import (
 	"database/sql"
@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql" // the private server's readiness check
 
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
@@ -35,7 +35,7 @@ func TestChaosMariaDBRestart(t *testing.T) {
 	saved := testdb.MySQLURL
 	testdb.MySQLURL = my.url
 	dc := chaosDrivers[1]
-	h := newHarness(t, dc)
+	h := harness.New(t, dc)
 	testdb.MySQLURL = saved
 
 	restartUnderLoad(t, h, dc, rnd, 2*scale, "database SIGKILLed and restarted", "restarts (SIGKILL)", func() {
@@ -71,24 +71,8 @@ func startPrivateMariaDB(t *testing.T) *privateMariaDB {
 		testdb.Unavailable(t, "mariadbd (to run a private MariaDB)", err)
 	}
 	my := &privateMariaDB{server: server}
-	dir, err := os.MkdirTemp("", "outbox-chaos-mariadb-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	my.dir, my.data = dir, filepath.Join(dir, "data")
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("mysql")
-		if err != nil {
-			testdb.Unavailable(t, "a mysql user to run a private MariaDB as", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-		my.runAs = "mysql"
-	}
+	my.dir, my.runAs = serverDir(t, "outbox-chaos-mariadb-", "mysql", "a private MariaDB")
+	my.data = filepath.Join(my.dir, "data")
 	args := []string{"--no-defaults", "--datadir=" + my.data, "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}
 	if my.runAs != "" {
 		args = append(args, "--user="+my.runAs)

@@ -1,4 +1,4 @@
-package outbox_test
+package scenario_test
 
 import (
 	"context"
@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -29,20 +28,19 @@ func TestChaosWritersCommitOutOfIDOrder(t *testing.T) {
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	for _, dc := range chaosDrivers {
-		t.Run(dc.name, func(t *testing.T) {
-			h := newHarness(t, dc)
+		t.Run(dc.Name, func(t *testing.T) {
+			h := harness.New(t, dc)
 			rec := &chaos.Recorder{}
-			cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
+			cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
 				rec.Deliver(env.ID, env.Key)
 				return nil
 			})})
-			r, err := h.newRelay(cfg)
+			r, err := h.NewRelay(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			stopRelay := relaytest.Run(t, r)
 
-			enqueue := slowEnqueuer(t, h, dc)
 			var stop atomic.Bool
 			var wg sync.WaitGroup
 			var rollbacks atomic.Int64
@@ -61,7 +59,7 @@ func TestChaosWritersCommitOutOfIDOrder(t *testing.T) {
 							msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
 						}
 						rollback := pr.IntN(10) == 0
-						ids, err := enqueue(msgs, time.Duration(pr.IntN(20))*time.Millisecond, rollback)
+						ids, err := h.EnqueueHeld(context.Background(), msgs, time.Duration(pr.IntN(20))*time.Millisecond, rollback)
 						if err != nil {
 							errs <- err
 							return
@@ -91,7 +89,7 @@ func TestChaosWritersCommitOutOfIDOrder(t *testing.T) {
 
 			// The scenario only means something if commits did overtake ids.
 			rowID := map[string]int64{}
-			rows, err := h.db.SQL.QueryContext(context.Background(), "SELECT "+textID(dc)+", id FROM outbox_messages")
+			rows, err := h.DB.SQL.QueryContext(context.Background(), "SELECT "+textID(dc)+", id FROM outbox_messages")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,66 +118,9 @@ func TestChaosWritersCommitOutOfIDOrder(t *testing.T) {
 	}
 }
 
-func textID(dc driverCase) string {
-	if dc.dialect == store.Postgres {
+func textID(dc harness.Case) string {
+	if dc.Dialect == store.Postgres {
 		return "message_id::text"
 	}
 	return "message_id"
-}
-
-// commitError is a failed COMMIT: the transaction may have committed.
-type commitError struct{ err error }
-
-func (e *commitError) Error() string { return "commit: " + e.err.Error() }
-func (e *commitError) Unwrap() error { return e.err }
-
-// slowEnqueuer returns a function that enqueues msgs in a transaction,
-// waits hold with the transaction open, and commits it (or rolls it
-// back). A failed COMMIT is a *commitError; any other error means
-// nothing was committed.
-func slowEnqueuer(t *testing.T, h *harness, dc driverCase) func(msgs []outbox.Message, hold time.Duration, rollback bool) ([]string, error) {
-	t.Helper()
-	ctx := context.Background()
-	if dc.pgx {
-		p, err := outbox.NewProducer(h.db.PGX, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return func(msgs []outbox.Message, hold time.Duration, rollback bool) ([]string, error) {
-			tx, err := h.db.Pool.Begin(ctx)
-			if err != nil {
-				return nil, err
-			}
-			defer func(tx pgx.Tx) { _ = tx.Rollback(ctx) }(tx)
-			ids, err := p.EnqueueMany(ctx, tx, msgs)
-			if err != nil || rollback {
-				return ids, err
-			}
-			time.Sleep(hold)
-			if err := tx.Commit(ctx); err != nil {
-				return ids, &commitError{err}
-			}
-			return ids, nil
-		}
-	}
-	p, err := outbox.NewProducer(h.db.Std, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(msgs []outbox.Message, hold time.Duration, rollback bool) ([]string, error) {
-		tx, err := h.db.SQL.BeginTx(ctx, nil)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = tx.Rollback() }()
-		ids, err := p.EnqueueMany(ctx, tx, msgs)
-		if err != nil || rollback {
-			return ids, err
-		}
-		time.Sleep(hold)
-		if err := tx.Commit(); err != nil {
-			return ids, &commitError{err}
-		}
-		return ids, nil
-	}
 }

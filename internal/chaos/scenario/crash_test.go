@@ -1,4 +1,4 @@
-package outbox_test
+package scenario_test
 
 import (
 	"context"
@@ -8,14 +8,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -106,7 +104,7 @@ func (r *recorder) server(t *testing.T) *httptest.Server {
 
 // enqueueOrdered enqueues n messages spread over keys, each payload
 // carrying its key and its sequence within the key.
-func enqueueOrdered(t *testing.T, h *harness, n, keys int) {
+func enqueueOrdered(t *testing.T, h *harness.Harness, n, keys int) {
 	t.Helper()
 	seq := map[string]int{}
 	const chunk = 1000
@@ -117,53 +115,9 @@ func enqueueOrdered(t *testing.T, h *harness, n, keys int) {
 			seq[k]++
 			batch = append(batch, outbox.Message{Topic: "order.created", Key: k, Payload: fmt.Appendf(nil, `{"k":%q,"seq":%d}`, k, seq[k])})
 		}
-		if _, err := h.enqueue(context.Background(), batch, false); err != nil {
+		if _, err := h.Enqueue(context.Background(), batch, false); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// child is a relay in its own process.
-type child struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startChild(t *testing.T, dbURL, sinkURL, id string, batch int, ttl time.Duration) *child {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(),
-		"OUTBOX_TEST_CHILD_DB="+dbURL,
-		"OUTBOX_TEST_CHILD_SINK="+sinkURL,
-		"OUTBOX_TEST_CHILD_ID="+id,
-		fmt.Sprintf("OUTBOX_TEST_CHILD_BATCH=%d", batch),
-		"OUTBOX_TEST_CHILD_TTL="+ttl.String(),
-	)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() { c.kill() })
-	return c
-}
-
-func (c *child) kill() {
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-}
-
-func (c *child) term(t *testing.T) {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		if code := c.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("relay exited with %d after SIGTERM", code)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("relay did not exit within 30s of SIGTERM")
-		c.kill()
 	}
 }
 
@@ -174,9 +128,9 @@ func TestCrashRedeliversNeverLoses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test: -short")
 	}
-	for _, c := range []driverCase{{"pgx", store.Postgres, true}, {"mysql", store.MySQL, false}} {
-		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, c)
+	for _, c := range chaosDrivers {
+		t.Run(c.Name, func(t *testing.T) {
+			h := harness.New(t, c)
 			const n, batch = 50000, 500
 			enqueueOrdered(t, h, n, 200)
 			rec := newRecorder()
@@ -184,13 +138,13 @@ func TestCrashRedeliversNeverLoses(t *testing.T) {
 			kills := 0
 			deadline := time.Now().Add(5 * time.Minute)
 			for {
-				ch := startChild(t, h.db.URL, srv.URL, fmt.Sprintf("crash-%d", kills), batch, time.Second)
+				ch := startChild(t, h.DB.URL, srv.URL, fmt.Sprintf("crash-%d", kills), batch, time.Second)
 				time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
 				if d, _ := rec.counts(); d == n || kills >= 12 || time.Now().After(deadline) {
 					// Let the last one finish in peace.
 					relaytest.WaitFor(t, time.Until(deadline)+time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
 					relaytest.WaitFor(t, 30*time.Second, "all rows sent", func() bool {
-						return h.db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status <> 'sent'") == 0
+						return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status <> 'sent'") == 0
 					})
 					ch.term(t)
 					break
@@ -222,7 +176,7 @@ func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test: -short")
 	}
-	h := newHarness(t, driverCase{"pgx", store.Postgres, true})
+	h := harness.New(t, harness.Case{Name: "pgx", Dialect: store.Postgres, PGX: true})
 	const n, batch = 20000, 200
 	enqueueOrdered(t, h, n, 100)
 	rec := newRecorder()
@@ -230,10 +184,10 @@ func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
 	srv := rec.server(t)
 	var children []*child
 	for i := 0; i < 3; i++ {
-		children = append(children, startChild(t, h.db.URL, srv.URL, fmt.Sprintf("relay-%d", i), batch, 3*time.Second))
+		children = append(children, startChild(t, h.DB.URL, srv.URL, fmt.Sprintf("relay-%d", i), batch, 3*time.Second))
 	}
 	relaytest.WaitFor(t, time.Minute, "three relays sharing the partitions", func() bool {
-		return h.db.Count(t, "SELECT count(DISTINCT owner) FROM outbox_leases WHERE owner IS NOT NULL") == 3
+		return h.DB.Count(t, "SELECT count(DISTINCT owner) FROM outbox_leases WHERE owner IS NOT NULL") == 3
 	})
 	relaytest.WaitFor(t, time.Minute, "a quarter delivered", func() bool { d, _ := rec.counts(); return d >= n/4 })
 	children[0].kill()
@@ -247,7 +201,7 @@ func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
 	for _, c := range children[1:] {
 		c.term(t)
 	}
-	if owners := h.db.Count(t, "SELECT count(*) FROM outbox_leases WHERE owner IS NOT NULL AND owner <> 'relay-0'"); owners != 0 {
+	if owners := h.DB.Count(t, "SELECT count(*) FROM outbox_leases WHERE owner IS NOT NULL AND owner <> 'relay-0'"); owners != 0 {
 		t.Fatalf("%d partitions still owned after both survivors stopped", owners)
 	}
 }
@@ -255,19 +209,19 @@ func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
 // TestRelaysNoDuplicatesWithoutCrash: three in-process relays, random
 // failures, no crash → every message exactly once, in key order.
 func TestRelaysNoDuplicatesWithoutCrash(t *testing.T) {
-	eachDriver(t, func(t *testing.T, h *harness) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		n := 3000
-		if h.db.Dialect == store.SQLite {
+		if h.DB.Dialect == store.SQLite {
 			n = 1000 // one partition, and the pure-Go SQLite is slow under -race
 		}
 		enqueueOrdered(t, h, n, 40)
 		rec := newRecorder()
 		rec.failRate = 0.1
 		for i := 0; i < 3; i++ {
-			cfg := fastRelayConfig(outbox.Route{Pattern: "order.>", Publisher: rec.publisher()})
+			cfg := harness.Config(outbox.Route{Pattern: "order.>", Publisher: rec.publisher()})
 			cfg.ID = fmt.Sprintf("r%d", i)
 			cfg.BatchSize = 100
-			r, err := h.newRelay(cfg)
+			r, err := h.NewRelay(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package outbox_test
+package scenario_test
 
 import (
 	"crypto/rand"

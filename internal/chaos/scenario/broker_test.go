@@ -1,4 +1,4 @@
-package outbox_test
+package scenario_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 )
 
@@ -30,7 +30,7 @@ func TestChaosDestinationFaults(t *testing.T) {
 		t.Skip("chaos: -short")
 	}
 	scale := chaosScale(t)
-	h := newHarness(t, chaosDrivers[0])
+	h := harness.New(t, chaosDrivers[0])
 	rec := &chaos.Recorder{}
 	sink := newChaosSink(t, rec)
 	proxy, err := faultproxy.New(strings.TrimPrefix(sink.URL(), "http://"))
@@ -76,7 +76,7 @@ func TestChaosDestinationFaults(t *testing.T) {
 // returned function is called, which returns the first error. Timeouts
 // count as attempts, so the messages allow 1,000: the destination faults
 // must not exhaust them with the tests' fast retries.
-func steadyProducer(h *harness, rec *chaos.Recorder) (stop func() error) {
+func steadyProducer(h *harness.Harness, rec *chaos.Recorder) (stop func() error) {
 	var halt atomic.Bool
 	var wg sync.WaitGroup
 	var failed error
@@ -131,21 +131,21 @@ type underLoad struct {
 // relayUnderLoad starts an in-process relay (batches of loadBatch)
 // delivering through route while steadyProducer commits, and returns once
 // deliveries flow.
-func relayUnderLoad(t *testing.T, h *harness, rec *chaos.Recorder, route outbox.Route, publishTimeout time.Duration) underLoad {
+func relayUnderLoad(t *testing.T, h *harness.Harness, rec *chaos.Recorder, route outbox.Route, publishTimeout time.Duration) underLoad {
 	t.Helper()
 	counter := &confirmCounter{Publisher: route.Publisher}
 	route.Publisher = counter
-	cfg := fastRelayConfig(route)
+	cfg := harness.Config(route)
 	cfg.PublishTimeout = publishTimeout
 	cfg.BatchSize = loadBatch
-	r, err := h.newRelay(cfg)
+	r, err := h.NewRelay(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := underLoad{
 		stop:          relaytest.Run(t, r),
 		stopProducing: steadyProducer(h, rec),
-		sent:          func() int { return relaytest.Count(t, h.db, "sent") },
+		sent:          func() int { return relaytest.Count(t, h.DB, "sent") },
 		confirmed:     func() int { return int(counter.n.Load()) },
 	}
 	relaytest.WaitFor(t, time.Minute, "deliveries flowing", func() bool { return l.sent() > 100 })
@@ -157,9 +157,9 @@ func relayUnderLoad(t *testing.T, h *harness, rec *chaos.Recorder, route outbox.
 // a producer commits, it injects the destination faults (3 s × scale
 // each) and then waits until every row is settled. The caller reads what
 // the broker holds into rec and judges the run with drainAndCheck(res).
-func brokerFaults(t *testing.T, proxy *faultproxy.Proxy, pub outbox.Publisher, destination, broker string) (h *harness, rec *chaos.Recorder, res chaosResult) {
+func brokerFaults(t *testing.T, proxy *faultproxy.Proxy, pub outbox.Publisher, destination, broker string) (h *harness.Harness, rec *chaos.Recorder, res chaosResult) {
 	t.Helper()
-	h = newHarness(t, chaosDrivers[0])
+	h = harness.New(t, chaosDrivers[0])
 	rec = &chaos.Recorder{}
 	const publishTimeout = 500 * time.Millisecond
 	l := relayUnderLoad(t, h, rec, outbox.Route{Pattern: "*", Publisher: pub, Destination: destination}, publishTimeout)
@@ -172,7 +172,7 @@ func brokerFaults(t *testing.T, proxy *faultproxy.Proxy, pub outbox.Publisher, d
 	// The backlog of the faults sits on 30 keys, each delivered in order
 	// one message per wave: a broker with slow confirms drains it slowly.
 	relaytest.WaitFor(t, 3*time.Minute+time.Duration(chaosScale(t))*30*time.Second, "every row settled", func() bool {
-		return relaytest.Count(t, h.db, "pending") == 0
+		return relaytest.Count(t, h.DB, "pending") == 0
 	})
 	drained := time.Now()
 	l.stop()
@@ -231,8 +231,8 @@ func TestChaosPoisonMessages(t *testing.T) {
 	}
 	scale := chaosScale(t)
 	for _, dc := range chaosDrivers {
-		t.Run(dc.name, func(t *testing.T) {
-			h := newHarness(t, dc)
+		t.Run(dc.Name, func(t *testing.T) {
+			h := harness.New(t, dc)
 			rec := &chaos.Recorder{}
 			sink := newChaosSink(t, rec)
 			reject := func(_ string, body []byte) int {
@@ -252,7 +252,7 @@ func TestChaosPoisonMessages(t *testing.T) {
 				{Topic: "chaos.event", Key: "k-3", Payload: []byte(`{"poison":"reject"}`)},
 				{Topic: "chaos.event", Key: "k-4", Payload: []byte(`{"poison":"fail"}`), MaxAttempts: 3},
 			}
-			ids, err := h.enqueue(context.Background(), poison, false)
+			ids, err := h.Enqueue(context.Background(), poison, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,8 +264,8 @@ func TestChaosPoisonMessages(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pub.Close()
-			cfg := fastRelayConfig(outbox.Route{Pattern: "*", Publisher: pub})
-			r, err := h.newRelay(cfg)
+			cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
+			r, err := h.NewRelay(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,12 +277,8 @@ func TestChaosPoisonMessages(t *testing.T) {
 			if rep.Dead != 2 {
 				t.Fatalf("%d dead, want the 2 poison messages", rep.Dead)
 			}
-			q := testdb.Placeholder(h.db.Dialect, "SELECT status, last_error FROM outbox_messages WHERE message_id = ?")
 			for i, want := range []string{"400", "max attempts (3) reached"} {
-				var status, lastErr string
-				if err := h.db.SQL.QueryRowContext(context.Background(), q, ids[i]).Scan(&status, &lastErr); err != nil {
-					t.Fatal(err)
-				}
+				status, _, lastErr := messageRow(t, h, ids[i])
 				t.Logf("poison %d: %s: %s", i, status, lastErr)
 				if status != "dead" || !strings.Contains(lastErr, want) {
 					t.Errorf("poison %d: status %s, last error %q, want dead with %q", i, status, lastErr, want)
