@@ -11,34 +11,6 @@ import (
 	"github.com/txoutbox/outbox/internal/faultproxy"
 )
 
-func echoServer(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					_, _ = c.Write([]byte(line))
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 func roundTrip(c net.Conn, msg string, timeout time.Duration) (string, error) {
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	if _, err := c.Write([]byte(msg + "\n")); err != nil {
@@ -48,18 +20,9 @@ func roundTrip(c net.Conn, msg string, timeout time.Duration) (string, error) {
 }
 
 func TestProxyModes(t *testing.T) {
-	p, err := faultproxy.New(echoServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := roundTrip(c, "hello", 5*time.Second); err != nil || got != "hello\n" {
-		t.Fatalf("pass: %q %v", got, err)
-	}
+	p, _ := newProxy(t)
+	c := dial(t, p)
+	echoes(t, c, "hello")
 	p.SetMode(faultproxy.Blackhole)
 	if _, err := roundTrip(c, "lost", 300*time.Millisecond); err == nil {
 		t.Fatal("blackholed connection answered")
@@ -76,14 +39,7 @@ func TestProxyModes(t *testing.T) {
 		c2.Close()
 	}
 	p.SetMode(faultproxy.Pass)
-	c3, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	if got, err := roundTrip(c3, "back", 5*time.Second); err != nil || got != "back\n" {
-		t.Fatalf("restored: %q %v", got, err)
-	}
+	echoes(t, dial(t, p), "back")
 }
 
 // recordingEcho is an echo server that also reports every line it
@@ -118,6 +74,27 @@ func recordingEcho(t *testing.T) (string, <-chan string) {
 	return ln.Addr().String(), lines
 }
 
+// newProxy starts a proxy in front of a recording echo server, closed at
+// the end of the test, and returns it with the server's channel of lines.
+func newProxy(t *testing.T) (*faultproxy.Proxy, <-chan string) {
+	t.Helper()
+	addr, lines := recordingEcho(t)
+	p, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p, lines
+}
+
+// echoes fails the test unless msg comes back through c.
+func echoes(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	if got, err := roundTrip(c, msg, 5*time.Second); err != nil || got != msg+"\n" {
+		t.Fatalf("%s: %q %v", msg, got, err)
+	}
+}
+
 func dial(t *testing.T, p *faultproxy.Proxy) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", p.Addr())
@@ -129,19 +106,12 @@ func dial(t *testing.T, p *faultproxy.Proxy) net.Conn {
 }
 
 func TestReset(t *testing.T) {
-	addr, _ := recordingEcho(t)
-	p, err := faultproxy.New(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, _ := newProxy(t)
 	c := dial(t, p)
-	if got, err := roundTrip(c, "hi", 5*time.Second); err != nil || got != "hi\n" {
-		t.Fatalf("pass: %q %v", got, err)
-	}
+	echoes(t, c, "hi")
 	p.SetMode(faultproxy.Reset)
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	_, err = c.Read(make([]byte, 1))
+	_, err := c.Read(make([]byte, 1))
 	if !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("open connection: read %v, want a reset", err)
 	}
@@ -155,18 +125,11 @@ func TestReset(t *testing.T) {
 		t.Fatalf("new connection: %v, want a reset", err)
 	}
 	p.SetMode(faultproxy.Pass)
-	if got, err := roundTrip(dial(t, p), "back", 5*time.Second); err != nil || got != "back\n" {
-		t.Fatalf("restored: %q %v", got, err)
-	}
+	echoes(t, dial(t, p), "back")
 }
 
 func TestDropDiscards(t *testing.T) {
-	addr, lines := recordingEcho(t)
-	p, err := faultproxy.New(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, lines := newProxy(t)
 	c := dial(t, p)
 	p.SetMode(faultproxy.Drop)
 	if _, err := roundTrip(c, "dropped", 300*time.Millisecond); err == nil {
@@ -178,9 +141,7 @@ func TestDropDiscards(t *testing.T) {
 	}
 	p.SetMode(faultproxy.Pass)
 	c2 := dial(t, p)
-	if got, err := roundTrip(c2, "after", 5*time.Second); err != nil || got != "after\n" {
-		t.Fatalf("restored: %q %v", got, err)
-	}
+	echoes(t, c2, "after")
 	// Unlike Blackhole, nothing held comes through afterwards.
 	if got := <-lines; got != "after\n" {
 		t.Fatalf("the server received %q first: dropped bytes arrived", got)
@@ -188,12 +149,7 @@ func TestDropDiscards(t *testing.T) {
 }
 
 func TestHalfOpenForwardsRequestsDropsReplies(t *testing.T) {
-	addr, lines := recordingEcho(t)
-	p, err := faultproxy.New(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, lines := newProxy(t)
 	c := dial(t, p)
 	p.SetMode(faultproxy.HalfOpen)
 	if _, err := roundTrip(c, "request", 300*time.Millisecond); err == nil {
@@ -208,18 +164,11 @@ func TestHalfOpenForwardsRequestsDropsReplies(t *testing.T) {
 		t.Fatal("the request never reached the server")
 	}
 	p.SetMode(faultproxy.Pass)
-	if got, err := roundTrip(dial(t, p), "whole", 5*time.Second); err != nil || got != "whole\n" {
-		t.Fatalf("restored: %q %v", got, err)
-	}
+	echoes(t, dial(t, p), "whole")
 }
 
 func TestDelayHoldsEachChunk(t *testing.T) {
-	addr, _ := recordingEcho(t)
-	p, err := faultproxy.New(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, _ := newProxy(t)
 	p.SetDelay(400 * time.Millisecond)
 	c := dial(t, p)
 	// A reply needs two delayed hops; a short deadline expires first.
@@ -228,7 +177,5 @@ func TestDelayHoldsEachChunk(t *testing.T) {
 	}
 	p.SetDelay(0)
 	c2 := dial(t, p)
-	if got, err := roundTrip(c2, "fast", 5*time.Second); err != nil || got != "fast\n" {
-		t.Fatalf("%q %v", got, err)
-	}
+	echoes(t, c2, "fast")
 }
