@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,25 +20,11 @@ import (
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
-var amqpTestURL = func() string {
-	if v := os.Getenv("OUTBOX_TEST_AMQP"); v != "" {
-		return v
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}()
+var amqpTestURL = envOr("OUTBOX_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
 
 func openAMQP(t *testing.T, raw string, opts *outboxurl.Options) *outboxamqp.Publisher {
 	t.Helper()
-	p, err := outboxurl.Open(raw, opts)
-	if err != nil {
-		t.Fatalf("Open(%q): %v", raw, err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	ap, ok := p.(*outboxamqp.Publisher)
-	if !ok {
-		t.Fatalf("Open(%q) = %T, want *outboxamqp.Publisher", raw, p)
-	}
-	return ap
+	return openAs[*outboxamqp.Publisher](t, raw, opts)
 }
 
 func amqpEnvelope(dest string) *outbox.Envelope {
@@ -85,19 +70,7 @@ func TestOpenAMQPErrors(t *testing.T) {
 		"amqp://u:pw-secret@h/a/b":                    "one path segment",
 		"amqp://u:pw-secret@h/#frag":                  "fragment",
 	} {
-		p, err := outboxurl.Open(raw, nil)
-		if err == nil {
-			_ = p.Close()
-			t.Errorf("Open(%q) succeeded, want an error with %q", raw, want)
-			continue
-		}
-		if p != nil {
-			t.Errorf("Open(%q) returned a publisher with its error", raw)
-		}
-		msg := err.Error()
-		if !strings.Contains(msg, want) || strings.Contains(msg, "pw-secret") || strings.Contains(msg, "\n") {
-			t.Errorf("Open(%q) = %q, want one line with %q and no password", raw, msg, want)
-		}
+		openFails(t, raw, nil, []string{want}, "pw-secret")
 	}
 }
 

@@ -1,17 +1,18 @@
-package outboxurl
+package outboxurl_test
 
 import (
 	"context"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
+	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
 func TestMQTTDialConfig(t *testing.T) {
@@ -41,7 +42,7 @@ func TestMQTTDialConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := mqttDialConfig(tc.raw, u, nil)
+		got, err := outboxurl.MQTTDialConfig(tc.raw, u, nil)
 		if err != nil {
 			t.Errorf("%s: %v", tc.raw, err)
 			continue
@@ -61,7 +62,7 @@ func TestMQTTTLSParams(t *testing.T) {
 	ca := testtls.NewCA(t).File
 	raw := "mqtts://broker.internal?ca_file=" + url.QueryEscape(ca) + "&server_name=mqtt.example"
 	u, _ := url.Parse(raw)
-	cfg, err := mqttDialConfig(raw, u, nil)
+	cfg, err := outboxurl.MQTTDialConfig(raw, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestMQTTTLSParams(t *testing.T) {
 	}
 	raw = "mqtts://broker.internal"
 	u, _ = url.Parse(raw)
-	if cfg, err = mqttDialConfig(raw, u, nil); err != nil || cfg.TLS.ServerName != "broker.internal" {
+	if cfg, err = outboxurl.MQTTDialConfig(raw, u, nil); err != nil || cfg.TLS.ServerName != "broker.internal" {
 		t.Fatalf("mqtts default: %v, %+v", err, cfg)
 	}
 }
@@ -104,22 +105,7 @@ func TestOpenMQTTErrors(t *testing.T) {
 		{"mqtts://u:hunter2@broker?ca_file=/nonexistent/ca.pem", "ca_file"},
 		{"mqtt://broker?client_id=a%09b", "ClientID"},
 	} {
-		p, err := Open(tc.raw, nil)
-		if err == nil {
-			_ = p.Close()
-			t.Errorf("Open(%q) succeeded, want an error", tc.raw)
-			continue
-		}
-		if p != nil {
-			t.Errorf("Open(%q) returned a publisher with its error", tc.raw)
-		}
-		msg := err.Error()
-		if !strings.Contains(msg, tc.want) {
-			t.Errorf("Open(%q) = %q, want it to mention %q", tc.raw, msg, tc.want)
-		}
-		if strings.Contains(msg, "hunter2") || strings.ContainsAny(msg, "\n") {
-			t.Errorf("Open(%q) = %q: leaks the password or spans lines", tc.raw, msg)
-		}
+		openFails(t, tc.raw, nil, []string{tc.want}, "hunter2")
 	}
 }
 
@@ -127,26 +113,13 @@ func TestOpenMQTTErrors(t *testing.T) {
 // the local Mosquitto: a PUBACK is the broker's confirmation.
 func TestOpenMQTT(t *testing.T) {
 	t.Parallel()
-	addr := "127.0.0.1:1883"
-	if v := os.Getenv("OUTBOX_TEST_MQTT"); v != "" {
-		addr = v
-	}
-	if c, err := net.DialTimeout("tcp", addr, 3*time.Second); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Mosquitto at %s is not reachable (CI=true, so this fails): %v", addr, err)
-		}
-		t.Skipf("skipping outside CI: Mosquitto at %s is not reachable: %v", addr, err)
-	} else {
-		_ = c.Close()
-	}
-	p, err := Open("mqtt://"+addr+"?client_id=outboxurl-test-"+strings.ReplaceAll(t.Name(), "/", "-")+"&keepalive=15&max_inflight=8", nil)
+	addr := envOr("OUTBOX_TEST_MQTT", "127.0.0.1:1883")
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		testdb.Unavailable(t, "Mosquitto at "+addr, err)
 	}
-	defer p.Close()
-	if _, ok := p.(*outboxmqtt.Publisher); !ok {
-		t.Fatalf("Open = %T, want *outboxmqtt.Publisher", p)
-	}
+	_ = c.Close()
+	p := openAs[*outboxmqtt.Publisher](t, "mqtt://"+addr+"?client_id=outboxurl-test-"+strings.ReplaceAll(t.Name(), "/", "-")+"&keepalive=15&max_inflight=8", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	errs := p.Publish(ctx, []*outbox.Envelope{{ID: "0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e", Topic: "outboxurl.test", Destination: "outboxurl.test", Payload: []byte(`{}`), Attempt: 1}})
@@ -175,9 +148,9 @@ func FuzzMQTTDialConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		cfg, err := mqttDialConfig(raw, u, nil)
+		cfg, err := outboxurl.MQTTDialConfig(raw, u, nil)
 		if err != nil {
-			if pw, ok := u.User.Password(); ok && len(pw) > 3 && strings.Contains(err.Error(), pw) && !strings.Contains(Redact(raw), pw) {
+			if pw, ok := u.User.Password(); ok && len(pw) > 3 && strings.Contains(err.Error(), pw) && !strings.Contains(outboxurl.Redact(raw), pw) {
 				t.Fatalf("error %q shows the password", err)
 			}
 			return

@@ -23,12 +23,7 @@ import (
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
-var natsTestURL = func() string {
-	if v := os.Getenv("OUTBOX_TEST_NATS"); v != "" {
-		return v
-	}
-	return "nats://127.0.0.1:4222"
-}()
+var natsTestURL = envOr("OUTBOX_TEST_NATS", "nats://127.0.0.1:4222")
 
 // natsStream creates a stream "<name>.>" on the local server through a
 // connection of its own and returns the name and that JetStream context.
@@ -75,13 +70,7 @@ func TestOpenNATS(t *testing.T) {
 		"nats://" + u.Host + "," + u.Host,
 		"NATS://" + u.Host + "/",
 	} {
-		p, err := outboxurl.Open(raw, nil)
-		if err != nil {
-			t.Fatalf("Open(%q): %v", raw, err)
-		}
-		if _, ok := p.(*outboxnats.Publisher); !ok {
-			t.Fatalf("Open(%q) = %T, want *outboxnats.Publisher", raw, p)
-		}
+		p := openAs[*outboxnats.Publisher](t, raw, nil)
 		env := &outbox.Envelope{ID: "id-" + strconv.Itoa(int(time.Now().UnixNano())), Topic: "order.created", Destination: stream + ".order.created", Payload: []byte(`{}`),
 			Headers: map[string]string{outbox.HeaderTopic: "order.created", outbox.HeaderContentType: "application/json"}}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -133,29 +122,7 @@ func TestOpenNATSErrors(t *testing.T) {
 		{"nats://tok1secret@" + dead, []string{"cannot connect", "nats://xxxxx@"}},
 		{"nats://" + dead + "?token=tok1secret", []string{"cannot connect", "token=xxxxx"}},
 	} {
-		p, err := outboxurl.Open(tc.raw, nil)
-		if err == nil {
-			_ = p.Close()
-			t.Errorf("Open(%q) succeeded, want an error", tc.raw)
-			continue
-		}
-		if p != nil {
-			t.Errorf("Open(%q) returned a publisher with its error", tc.raw)
-		}
-		msg := err.Error()
-		for _, w := range tc.want {
-			if !strings.Contains(msg, w) {
-				t.Errorf("Open(%q) error %q does not contain %q", tc.raw, msg, w)
-			}
-		}
-		if strings.ContainsAny(msg, "\r\n") {
-			t.Errorf("Open(%q) error is not one line: %q", tc.raw, msg)
-		}
-		for _, secret := range []string{"pw1secret", "tok1secret"} {
-			if strings.Contains(msg, secret) {
-				t.Errorf("Open(%q) error %q leaks %q", tc.raw, msg, secret)
-			}
-		}
+		openFails(t, tc.raw, nil, tc.want, "pw1secret", "tok1secret")
 	}
 	// An unreachable server is a net.Error, as the command line expects of
 	// "could not reach it"; a bad URL is not.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxredis"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 	"github.com/txoutbox/outbox/publisher/publishertest"
@@ -21,15 +21,7 @@ import (
 // and returns it with its client's options.
 func openRedis(t *testing.T, raw string, opts *outboxurl.Options) (*outboxredis.Publisher, *redis.Options) {
 	t.Helper()
-	p, err := outboxurl.Open(raw, opts)
-	if err != nil {
-		t.Fatalf("Open(%q): %v", raw, err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	rp, ok := p.(*outboxredis.Publisher)
-	if !ok {
-		t.Fatalf("Open(%q) = %T, want *outboxredis.Publisher", raw, p)
-	}
+	rp := openAs[*outboxredis.Publisher](t, raw, opts)
 	c, ok := rp.Client().(*redis.Client)
 	if !ok {
 		t.Fatalf("Open(%q) client is %T, want *redis.Client", raw, rp.Client())
@@ -119,24 +111,7 @@ func TestOpenRedisErrors(t *testing.T) {
 		{"rediss://h?cert_file=/x.pem", []string{"cert_file and key_file go together"}},
 		{"redis://h?tls=yes-please", []string{`tls="yes-please"`}},
 	} {
-		p, err := outboxurl.Open(tc.raw, nil)
-		if err == nil {
-			_ = p.Close()
-			t.Errorf("Open(%q) succeeded, want an error", tc.raw)
-			continue
-		}
-		if p != nil {
-			t.Errorf("Open(%q) returned a publisher with its error", tc.raw)
-		}
-		msg := err.Error()
-		for _, w := range tc.want {
-			if !strings.Contains(msg, w) {
-				t.Errorf("Open(%q) error %q does not contain %q", tc.raw, msg, w)
-			}
-		}
-		if strings.Contains(msg, secret) || strings.Contains(msg, "\n") {
-			t.Errorf("Open(%q) error %q leaks the secret or is not one line", tc.raw, msg)
-		}
+		openFails(t, tc.raw, nil, tc.want, secret)
 	}
 }
 
@@ -144,18 +119,12 @@ func TestOpenRedisErrors(t *testing.T) {
 // Redis.
 func TestOpenRedisPublishes(t *testing.T) {
 	t.Parallel()
-	addr := os.Getenv("OUTBOX_TEST_REDIS")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
+	addr := envOr("OUTBOX_TEST_REDIS", "127.0.0.1:6379")
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = admin.Close() })
 	ctx := context.Background()
 	if err := admin.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Redis at %s is not reachable (CI=true, so this fails): %v", addr, err)
-		}
-		t.Skipf("skipping outside CI: Redis at %s is not reachable: %v", addr, err)
+		testdb.Unavailable(t, "Redis at "+addr, err)
 	}
 	name := func(what string) string {
 		n := "outboxtest.url." + what + "." + publishertest.NewID()[:8]

@@ -21,23 +21,13 @@ func TestOpenStdout(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{"stdout://", "STDOUT://", "stdout:///", "stdout:"} {
 		var buf bytes.Buffer
-		p, err := outboxurl.Open(raw, &outboxurl.Options{Stdout: &buf})
-		if err != nil {
-			t.Fatalf("Open(%q): %v", raw, err)
-		}
-		if _, ok := p.(*outboxstdout.Publisher); !ok {
-			t.Fatalf("Open(%q) = %T, want *outboxstdout.Publisher", raw, p)
-		}
+		p := openAs[*outboxstdout.Publisher](t, raw, &outboxurl.Options{Stdout: &buf})
 		errs := p.Publish(t.Context(), []*outbox.Envelope{{ID: "m1", Topic: "a.b", Destination: "a.b", Payload: []byte(`{}`), Attempt: 1}})
 		if errs[0] != nil || !strings.Contains(buf.String(), `"message_id":"m1"`) {
 			t.Errorf("Open(%q): publish = %v, output %q; want the line in Options.Stdout", raw, errs[0], buf.String())
 		}
 	}
-	if p, err := outboxurl.Open("stdout://", nil); err != nil {
-		t.Errorf("Open(stdout://, nil) = %v", err)
-	} else if _, ok := p.(*outboxstdout.Publisher); !ok {
-		t.Errorf("Open(stdout://, nil) = %T", p)
-	}
+	openAs[*outboxstdout.Publisher](t, "stdout://", nil)
 }
 
 func TestOpenWebhook(t *testing.T) {
@@ -53,14 +43,7 @@ func TestOpenWebhook(t *testing.T) {
 		gotSig = r.Header.Get("webhook-signature")
 	}))
 	t.Cleanup(srv.Close)
-	p, err := outboxurl.Open(srv.URL+"/hooks/orders?tenant=7", &outboxurl.Options{WebhookSecret: "route-secret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	if _, ok := p.(*outboxwebhook.Publisher); !ok {
-		t.Fatalf("Open = %T, want *outboxwebhook.Publisher", p)
-	}
+	p := openAs[*outboxwebhook.Publisher](t, srv.URL+"/hooks/orders?tenant=7", &outboxurl.Options{WebhookSecret: "route-secret"})
 	errs := p.Publish(t.Context(), []*outbox.Envelope{{ID: "m1", Topic: "a.b", Payload: []byte(`{}`)}})
 	if errs[0] != nil {
 		t.Fatalf("Publish: %v", errs[0])
@@ -69,12 +52,7 @@ func TestOpenWebhook(t *testing.T) {
 		t.Errorf("signature %q, path %q; want a signed POST to /hooks/orders?tenant=7", gotSig, gotPath)
 	}
 	for _, raw := range []string{"https://hooks.example.com/x", "HTTP://example.com:8080"} {
-		p, err := outboxurl.Open(raw, nil)
-		if err != nil {
-			t.Errorf("Open(%q): %v", raw, err)
-			continue
-		}
-		_ = p.Close()
+		openAs[*outboxwebhook.Publisher](t, raw, nil)
 	}
 }
 
@@ -101,29 +79,7 @@ func TestOpenErrors(t *testing.T) {
 		{"https://example.com", &outboxurl.Options{Timeout: -1}, []string{"timeout"}},
 		{"https://example.com", &outboxurl.Options{WebhookSecret: "whsec_@@@notbase64"}, []string{"Secret"}},
 	} {
-		p, err := outboxurl.Open(tc.raw, tc.opts)
-		if err == nil {
-			_ = p.Close()
-			t.Errorf("Open(%q) = %T, want an error", tc.raw, p)
-			continue
-		}
-		if p != nil {
-			t.Errorf("Open(%q) returned a non-nil publisher %#v with its error", tc.raw, p)
-		}
-		msg := err.Error()
-		for _, w := range tc.want {
-			if !strings.Contains(msg, w) {
-				t.Errorf("Open(%q) error %q does not contain %q", tc.raw, msg, w)
-			}
-		}
-		if strings.ContainsAny(msg, "\n") {
-			t.Errorf("Open(%q) error is not one line: %q", tc.raw, msg)
-		}
-		for _, secret := range []string{"guestpass", "redispass", "pa ss", "@@@notbase64"} {
-			if strings.Contains(msg, secret) {
-				t.Errorf("Open(%q) error %q leaks %q", tc.raw, msg, secret)
-			}
-		}
+		openFails(t, tc.raw, tc.opts, tc.want, "guestpass", "redispass", "pa ss", "@@@notbase64")
 	}
 }
 

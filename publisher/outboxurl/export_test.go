@@ -1,0 +1,4 @@
+package outboxurl
+
+// MQTTDialConfig lets the external tests read what an mqtt URL asks for.
+var MQTTDialConfig = mqttDialConfig
