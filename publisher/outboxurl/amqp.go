@@ -3,7 +3,6 @@ package outboxurl
 import (
 	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,13 +50,8 @@ func openAMQP(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error
 		return fail("amqp URLs take no fragment")
 	}
 	q := u.Query()
-	for name, vals := range q {
-		if !slices.Contains(amqpParams, name) && !slices.Contains(TLSParams, name) {
-			return fail("unknown parameter %q (known: %s)", name, strings.Join(append(slices.Clone(amqpParams), TLSParams...), ", "))
-		}
-		if len(vals) > 1 {
-			return fail("parameter %q given %d times", name, len(vals))
-		}
+	if err := checkParams(q, amqpParams); err != nil {
+		return fail("%v", err)
 	}
 	cfg := &outboxamqp.Config{Exchange: q.Get(AMQPParamExchange), ConnectionName: q.Get(AMQPParamName)}
 	if q.Has(AMQPParamExchange) && cfg.Exchange == "" {
@@ -73,12 +67,9 @@ func openAMQP(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error
 		}
 		cfg.Heartbeat = d
 	}
-	if v := q.Get(AMQPParamConnectTimeout); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return fail("%s=%q: want a positive duration (e.g. 5s)", AMQPParamConnectTimeout, v)
-		}
-		cfg.DialTimeout = d
+	var err error
+	if cfg.DialTimeout, err = positiveDuration(q, AMQPParamConnectTimeout, 0); err != nil {
+		return fail("%v", err)
 	}
 	if v := q.Get(AMQPParamMaxInFlight); v != "" {
 		n, err := strconv.Atoi(v)
@@ -87,11 +78,9 @@ func openAMQP(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error
 		}
 		cfg.MaxInFlight = n
 	}
-	tlsCfg, err := TLSConfig(u, strings.EqualFold(u.Scheme, "amqps"), opts)
-	if err != nil {
+	if cfg.TLS, err = TLSConfig(u, strings.EqualFold(u.Scheme, "amqps"), opts); err != nil {
 		return fail("%v", err)
 	}
-	cfg.TLS = tlsCfg
 	base := *u
 	base.RawQuery, base.ForceQuery = "", false
 	p, err := outboxamqp.New(base.String(), cfg)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,13 +78,8 @@ func mqttDialConfig(rawURL string, u *url.URL, opts *Options) (*outboxmqtt.DialC
 		}
 	}
 	q := u.Query()
-	for name, vals := range q {
-		if !slices.Contains(mqttParams, name) && !slices.Contains(TLSParams, name) {
-			return fail("unknown parameter %q (known: %s)", name, strings.Join(append(slices.Clone(mqttParams), TLSParams...), ", "))
-		}
-		if len(vals) > 1 {
-			return fail("parameter %q given %d times", name, len(vals))
-		}
+	if err := checkParams(q, mqttParams); err != nil {
+		return fail("%v", err)
 	}
 	cfg := &outboxmqtt.DialConfig{ClientID: q.Get(MQTTParamClientID)}
 	if q.Has(MQTTParamClientID) && cfg.ClientID == "" {
@@ -112,12 +106,8 @@ func mqttDialConfig(rawURL string, u *url.URL, opts *Options) (*outboxmqtt.DialC
 		}
 		cfg.MaxInFlight = n
 	}
-	if v := q.Get(MQTTParamConnectTimeout); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return fail("%s=%q: want a positive duration such as 500ms or 5s", MQTTParamConnectTimeout, v)
-		}
-		cfg.ConnectTimeout = d
+	if cfg.ConnectTimeout, err = positiveDuration(q, MQTTParamConnectTimeout, 0); err != nil {
+		return fail("%v", err)
 	}
 	if u.User != nil {
 		cfg.Username = u.User.Username()

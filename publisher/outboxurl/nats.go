@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,13 +68,8 @@ func openNATS(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error
 		return fail("%v", err)
 	}
 	q := u.Query()
-	for name, vals := range q {
-		if !slices.Contains(TLSParams, name) && !slices.Contains([]string{NATSParamToken, NATSParamName, NATSParamMaxPending, NATSParamReconnectWait, NATSParamConnectTimeout}, name) {
-			return fail("unknown parameter %q (known: %s)", name, strings.Join(append([]string{NATSParamToken, NATSParamName, NATSParamMaxPending, NATSParamReconnectWait, NATSParamConnectTimeout}, TLSParams...), ", "))
-		}
-		if len(vals) > 1 {
-			return fail("parameter %q given %d times", name, len(vals))
-		}
+	if err := checkParams(q, []string{NATSParamToken, NATSParamName, NATSParamMaxPending, NATSParamReconnectWait, NATSParamConnectTimeout}); err != nil {
+		return fail("%v", err)
 	}
 	maxPending := NATSDefaultMaxPending
 	if v := q.Get(NATSParamMaxPending); v != "" {
@@ -85,22 +79,11 @@ func openNATS(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error
 		}
 		maxPending = n
 	}
-	duration := func(name string, def time.Duration) (time.Duration, error) {
-		v := q.Get(name)
-		if v == "" {
-			return def, nil
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return 0, fmt.Errorf("%s=%q: want a positive duration such as 500ms or 2s", name, v)
-		}
-		return d, nil
-	}
-	reconnectWait, err := duration(NATSParamReconnectWait, NATSDefaultReconnectWait)
+	reconnectWait, err := positiveDuration(q, NATSParamReconnectWait, NATSDefaultReconnectWait)
 	if err != nil {
 		return fail("%v", err)
 	}
-	connectTimeout, err := duration(NATSParamConnectTimeout, NATSDefaultConnectTimeout)
+	connectTimeout, err := positiveDuration(q, NATSParamConnectTimeout, NATSDefaultConnectTimeout)
 	if err != nil {
 		return fail("%v", err)
 	}
