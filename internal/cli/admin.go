@@ -249,18 +249,11 @@ func (e *env) adminOnly(fs *flag.FlagSet, df dbFlags, addrFlag string, lf *relay
 	if err != nil {
 		return err
 	}
-	raw, err := e.databaseURL(df, cfg)
-	if err != nil {
-		return err
-	}
-	db, err := e.dial(raw)
+	db, err := e.dialInstalled(df, cfg, "admin")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if v, err := store.SchemaVersion(e.ctx, db.Backend().Store.DB()); err != nil || v == 0 {
-		return e.schemaHint(db, "admin", err)
-	}
 	warnAuditTable(e.ctx, db.Backend().Store, logger)
 	srv, err := newAdminServer(db, &admin.Config{Tokens: settings.tokens, Gatherer: metricsRegistry(), Logger: logger})
 	if err != nil {

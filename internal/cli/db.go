@@ -78,6 +78,27 @@ func (e *env) dial(raw string) (*dburl.DB, error) {
 	return db, nil
 }
 
+// dialInstalled opens the database the flags, the environment or the
+// config name, for a command (what) that serves it until stopped, and
+// fails with schemaHint's advice unless the outbox tables are installed.
+// The caller closes the database.
+func (e *env) dialInstalled(f dbFlags, cfg *fileConfig, what string) (*dburl.DB, error) {
+	raw, err := e.databaseURL(f, cfg)
+	if err != nil {
+		return nil, err
+	}
+	db, err := e.dial(raw)
+	if err != nil {
+		return nil, err
+	}
+	if v, err := store.SchemaVersion(e.ctx, db.Backend().Store.DB()); err != nil || v == 0 {
+		hint := e.schemaHint(db, what, err)
+		db.Close()
+		return nil, hint
+	}
+	return db, nil
+}
+
 // schemaHint explains a failed query: when the outbox tables are missing
 // it says to run 'outbox migrate' instead of echoing the driver's error.
 func (e *env) schemaHint(db *dburl.DB, what string, err error) error {

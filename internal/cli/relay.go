@@ -19,7 +19,6 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/admin"
-	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
@@ -222,18 +221,11 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	}
 	rc.Logger = logger
 
-	raw, err := e.databaseURL(f.db, cfg)
-	if err != nil {
-		return err
-	}
-	db, err := e.dial(raw)
+	db, err := e.dialInstalled(f.db, cfg, "relay")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if v, err := store.SchemaVersion(e.ctx, db.Backend().Store.DB()); err != nil || v == 0 {
-		return e.schemaHint(db, "relay", err)
-	}
 	// With the admin surface on, the relay's metrics and the Go and
 	// process collectors go to the registry /metrics serves, and the
 	// relay's deliveries feed the history's rate.
