@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"github.com/txoutbox/outbox/admin"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
@@ -169,7 +169,7 @@ func TestBrowserPage(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
-	var browserLog lockedBuffer
+	var browserLog syncbuf.Buffer // written by the process's copier while the test reads it
 	actx, cancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chrome),
 		// The sandbox needs user namespaces or a setuid helper that
@@ -459,25 +459,6 @@ func exceptionText(ev runtime.EventExceptionThrown) string {
 		return d.Exception.Description
 	}
 	return fmt.Sprintf("at %s:%d:%d", d.URL, d.LineNumber, d.ColumnNumber)
-}
-
-// lockedBuffer collects the browser's output, written by the process's
-// copier while the test may read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // tail is the last n lines of the browser's output, without its

@@ -4,7 +4,6 @@
 package examples_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 )
@@ -52,25 +51,13 @@ func build(t *testing.T) string {
 	return dir
 }
 
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
 // service runs one example command with env; at cleanup it is stopped
 // with SIGTERM and must exit 0. Its output is shown if the test failed.
 func service(t *testing.T, bin string, env ...string) {
 	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), env...)
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -89,9 +76,7 @@ func service(t *testing.T, bin string, env ...string) {
 			t.Errorf("%s did not stop within 15s of SIGTERM", filepath.Base(bin))
 		}
 		if t.Failed() {
-			out.mu.Lock()
-			t.Logf("%s output:\n%s", filepath.Base(bin), out.buf.String())
-			out.mu.Unlock()
+			t.Logf("%s output:\n%s", filepath.Base(bin), out.String())
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
@@ -83,11 +84,11 @@ func TestAdminSettingsErrors(t *testing.T) {
 
 // startCLI runs the command line in the background until the returned
 // stop is called; it returns the admin address the command logged.
-func startCLI(t *testing.T, vars map[string]string, args ...string) (addr string, stderr *syncBuffer, stop func() int) {
+func startCLI(t *testing.T, vars map[string]string, args ...string) (addr string, stderr *syncbuf.Buffer, stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout syncBuffer
-	stderr = &syncBuffer{}
+	var stdout syncbuf.Buffer
+	stderr = &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- testEnv(ctx, vars, nil, &stdout, stderr).main(args) }()
 	listening := regexp.MustCompile(`outbox admin: listening" addr=(\S+)`)
@@ -148,7 +149,7 @@ func TestRelayAdmin(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t, store.SQLite)
 	vars := dbVars(db)
-	id := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "mail.bounced", "--payload", "{}").ok(t).stdout)
+	id := enqueueOK(t, vars, "--topic", "mail.bounced", "--payload", "{}")
 	markDead(t, db, "mail.bounced")
 	vars["OUTBOX_ADMIN_TOKEN"] = "env-token-31415"
 	cfg := writeFile(t, "admin.yaml", "admin: 127.0.0.1:0\nadmin_tokens:\n  ops: cfg-token-27182\n")
@@ -218,7 +219,7 @@ func TestAdminCommand(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t, store.SQLite)
 	vars := dbVars(db)
-	id := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "mail.bounced", "--payload", "{}").ok(t).stdout)
+	id := enqueueOK(t, vars, "--topic", "mail.bounced", "--payload", "{}")
 	markDead(t, db, "mail.bounced")
 	addr, stderr, stop := startCLI(t, vars, "admin", "--admin", "127.0.0.1:0")
 	base := "http://" + addr
@@ -251,7 +252,7 @@ func TestDeadDryRunAndBatches(t *testing.T) {
 		vars := dbVars(db)
 		var ids []string
 		for i := range 5 {
-			ids = append(ids, strings.TrimSpace(run(t, vars, "enqueue", "--topic", "billing.failed", "--key", fmt.Sprint("k", i), "--payload", "{}").ok(t).stdout))
+			ids = append(ids, enqueueOK(t, vars, "--topic", "billing.failed", "--key", fmt.Sprint("k", i), "--payload", "{}"))
 		}
 		markDead(t, db, "billing.failed")
 		dead := func() int { return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'") }

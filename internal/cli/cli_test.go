@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -18,24 +17,6 @@ import (
 type result struct {
 	code           int
 	stdout, stderr string
-}
-
-// syncBuffer is a bytes.Buffer safe for a relay's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // testEnv is an env whose variables come from vars only, so tests that use
@@ -51,6 +32,13 @@ func testEnv(ctx context.Context, vars map[string]string, stdin io.Reader, stdou
 func run(t *testing.T, vars map[string]string, args ...string) result {
 	t.Helper()
 	return runIn(t, vars, nil, args...)
+}
+
+// enqueueOK runs 'outbox enqueue' with args, fails the test unless it
+// succeeds, and returns the message id it prints.
+func enqueueOK(t *testing.T, vars map[string]string, args ...string) string {
+	t.Helper()
+	return strings.TrimSpace(run(t, vars, append([]string{"enqueue"}, args...)...).ok(t).stdout)
 }
 
 // runIn is run with standard input.

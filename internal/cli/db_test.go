@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
@@ -101,11 +102,11 @@ func TestEnqueue(t *testing.T) {
 	forDialects(t, func(t *testing.T, d store.Dialect) {
 		db := testdb.New(t, d)
 		vars := dbVars(db)
-		id := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "order.created", "--key", "order-1",
-			"--payload", `{"n":1}`, "--header", "x-tenant=acme", "--max-attempts", "3").ok(t).stdout)
+		id := enqueueOK(t, vars, "--topic", "order.created", "--key", "order-1",
+			"--payload", `{"n":1}`, "--header", "x-tenant=acme", "--max-attempts", "3")
 		file := writeFile(t, "payload.txt", "plain text")
-		id2 := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "order.paid", "--payload-file", file,
-			"--content-type", "text/plain", "--delay", "1h").ok(t).stdout)
+		id2 := enqueueOK(t, vars, "--topic", "order.paid", "--payload-file", file,
+			"--content-type", "text/plain", "--delay", "1h")
 		id3 := strings.TrimSpace(runIn(t, vars, strings.NewReader(`{"n":3}`), "enqueue", "--topic", "order.created",
 			"--payload-file", "-").ok(t).stdout)
 		msgs, err := db.Store().List(context.Background(), store.Filter{Limit: 10})
@@ -168,7 +169,7 @@ func TestDead(t *testing.T) {
 		db := testdb.New(t, d)
 		vars := dbVars(db)
 		enq := func(topic, key string) string {
-			return strings.TrimSpace(run(t, vars, "enqueue", "--topic", topic, "--key", key, "--payload", "{}").ok(t).stdout)
+			return enqueueOK(t, vars, "--topic", topic, "--key", key, "--payload", "{}")
 		}
 		a1, a2 := enq("billing.failed", "k1"), enq("billing.failed", "k2")
 		b1 := enq("mail.bounced", "")
@@ -265,7 +266,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // startRelay runs the relay command until the returned stop function is
 // called; stop returns its exit status.
-func startRelay(t *testing.T, vars map[string]string, stdout, stderr *syncBuffer, args ...string) (stop func() int) {
+func startRelay(t *testing.T, vars map[string]string, stdout, stderr *syncbuf.Buffer, args ...string) (stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan int, 1)
@@ -292,17 +293,17 @@ func TestRelayStdout(t *testing.T) {
 		vars := dbVars(db)
 		var ids []string
 		for i := range 5 {
-			ids = append(ids, strings.TrimSpace(run(t, vars, "enqueue", "--topic", "order.created",
-				"--key", fmt.Sprintf("order-%d", i%2), "--payload", fmt.Sprintf(`{"n":%d}`, i)).ok(t).stdout))
+			ids = append(ids, enqueueOK(t, vars, "--topic", "order.created",
+				"--key", fmt.Sprintf("order-%d", i%2), "--payload", fmt.Sprintf(`{"n":%d}`, i)))
 		}
-		var stdout, stderr syncBuffer
+		var stdout, stderr syncbuf.Buffer
 		stop := startRelay(t, vars, &stdout, &stderr, "--to", "stdout://", "--log-level", "debug", "--lease-ttl", "1s")
 		waitFor(t, "every message sent", func() bool {
 			st, err := db.Store().Stats(context.Background())
 			return err == nil && st.Pending == 0 && st.Sent == 5
 		})
 		// A message enqueued while the relay runs is delivered too.
-		late := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "order.paid", "--payload", "{}").ok(t).stdout)
+		late := enqueueOK(t, vars, "--topic", "order.paid", "--payload", "{}")
 		ids = append(ids, late)
 		waitFor(t, "the late message sent", func() bool { return strings.Contains(stdout.String(), late) })
 		if code := stop(); code != 0 {
@@ -343,9 +344,9 @@ retry:
 log: {level: warn, format: json}
 `)
 	vars := map[string]string{"OUTBOX_CONFIG": cfg}
-	routed := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "order.created", "--payload", "{}").ok(t).stdout)
-	stray := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "audit.log", "--payload", "{}").ok(t).stdout)
-	var stdout, stderr syncBuffer
+	routed := enqueueOK(t, vars, "--topic", "order.created", "--payload", "{}")
+	stray := enqueueOK(t, vars, "--topic", "audit.log", "--payload", "{}")
+	var stdout, stderr syncbuf.Buffer
 	stop := startRelay(t, vars, &stdout, &stderr)
 	waitFor(t, "both messages settled", func() bool {
 		st, err := db.Store().Stats(context.Background())

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
@@ -37,8 +38,8 @@ func TestRelaySignals(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
 			db := testdb.New(t, store.SQLite)
-			id := strings.TrimSpace(run(t, dbVars(db), "enqueue", "--topic", "order.created", "--payload", "{}").ok(t).stdout)
-			var stdout, stderr syncBuffer
+			id := enqueueOK(t, dbVars(db), "--topic", "order.created", "--payload", "{}")
+			var stdout, stderr syncbuf.Buffer
 			cmd := exec.Command(os.Args[0], "relay", "--to", "stdout://")
 			cmd.Env = append(os.Environ(), "OUTBOX_CLI_TEST_CHILD=1", "OUTBOX_DATABASE_URL="+db.URL)
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr

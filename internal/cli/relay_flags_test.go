@@ -35,9 +35,9 @@ func TestRelayRetentionAndAlertFlags(t *testing.T) {
 
 	db := testdb.New(t, store.SQLite)
 	vars := dbVars(db)
-	old := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "order.created", "--payload", "{}").ok(t).stdout)
+	old := enqueueOK(t, vars, "--topic", "order.created", "--payload", "{}")
 	db.Exec(t, "UPDATE outbox_messages SET status = 'sent', sent_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '-2 hours') WHERE message_id = ?", old)
-	lost := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "mail.bounced", "--payload", "{}").ok(t).stdout)
+	lost := enqueueOK(t, vars, "--topic", "mail.bounced", "--payload", "{}")
 
 	vars["OUTBOX_ALERT_WEBHOOK"] = hook.URL + "/services/" + token
 	// Retention from the config file, the alert webhook from the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
@@ -35,10 +36,10 @@ func frames(out string) []int {
 
 // watch runs "outbox status --watch" with args until stop is called and
 // returns its output streams and exit status.
-func watch(t *testing.T, vars map[string]string, args ...string) (out *syncBuffer, stop func() (int, string)) {
+func watch(t *testing.T, vars map[string]string, args ...string) (out *syncbuf.Buffer, stop func() (int, string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- testEnv(ctx, vars, nil, &stdout, &stderr).main(append([]string{"status", "--watch"}, args...))

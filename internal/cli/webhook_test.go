@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/webhooksig"
 )
@@ -43,9 +44,9 @@ func TestRelayWebhook(t *testing.T) {
 	db := testdb.New(t, store.SQLite)
 	cfg := writeFile(t, "outbox.yaml", "routes:\n  - pattern: order.*\n    to: "+srv.URL+"/orders\n    secret: "+routeSecret+"\n")
 	vars := map[string]string{"OUTBOX_DATABASE_URL": db.URL, "OUTBOX_WEBHOOK_SECRET": envSecret, "OUTBOX_CONFIG": cfg}
-	order := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "order.created", "--payload", "{}").ok(t).stdout)
-	other := strings.TrimSpace(run(t, vars, "enqueue", "--topic", "user.signed_up", "--payload", "{}").ok(t).stdout)
-	var stdout, stderr syncBuffer
+	order := enqueueOK(t, vars, "--topic", "order.created", "--payload", "{}")
+	other := enqueueOK(t, vars, "--topic", "user.signed_up", "--payload", "{}")
+	var stdout, stderr syncbuf.Buffer
 	stop := startRelay(t, vars, &stdout, &stderr, "--to", srv.URL+"/other")
 	waitFor(t, "both messages sent", func() bool {
 		st, err := db.Store().Stats(context.Background())
