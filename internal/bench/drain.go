@@ -28,17 +28,11 @@ type drainResult struct {
 	// Delivered counts the Sent outcomes the relays reported.
 	Delivered int64 `json:"delivered"`
 	// VerifiedSent counts the run's rows in status sent afterwards.
-	VerifiedSent      int64   `json:"verified_sent"`
-	WallSeconds       float64 `json:"wall_seconds"`
-	MessagesPerSecond float64 `json:"messages_per_second"`
-	CPUSeconds        float64 `json:"cpu_seconds"`
-	CPUSecondsPer10k  float64 `json:"cpu_seconds_per_10k"`
-	PeakRSSBytes      int64   `json:"peak_rss_bytes"`
-	// Machine is where the machine's CPU went during the timed part.
-	Machine          *machineCPU `json:"machine,omitempty"`
-	PrefillSeconds   float64     `json:"prefill_seconds"`
-	PrefillPerSecond float64     `json:"prefill_messages_per_second"`
-	SentRowsSeconds  float64     `json:"sent_rows_seconds"`
+	VerifiedSent int64 `json:"verified_sent"`
+	runCost
+	PrefillSeconds   float64 `json:"prefill_seconds"`
+	PrefillPerSecond float64 `json:"prefill_messages_per_second"`
+	SentRowsSeconds  float64 `json:"sent_rows_seconds"`
 	// Analyzed: ANALYZE ran between the pre-fill and the timed part.
 	Analyzed       bool       `json:"analyzed"`
 	AnalyzeSeconds float64    `json:"analyze_seconds,omitempty"`
@@ -299,11 +293,7 @@ func (b *bench) drain(ctx context.Context) (*drainResult, error) {
 	}
 	end := time.Unix(0, endNanos.Load())
 	res.Delivered = delivered.Load()
-	res.WallSeconds = end.Sub(start).Seconds()
-	res.MessagesPerSecond = float64(res.Delivered) / res.WallSeconds
-	res.CPUSeconds = cpu.Seconds()
-	res.CPUSecondsPer10k = res.CPUSeconds / float64(res.Delivered) * 10000
-	res.PeakRSSBytes = peakRSS()
+	res.measure(res.Delivered, end.Sub(start), cpu)
 	res.Batches = stats.snapshot()
 	if b.dest.sink != nil {
 		res.SinkRequests = b.dest.sink.requests.Load()
@@ -408,11 +398,7 @@ func (b *bench) ceiling(ctx context.Context) (*drainResult, error) {
 	default:
 	}
 	res.Delivered = settled.Load()
-	res.WallSeconds = wall.Seconds()
-	res.MessagesPerSecond = float64(res.Delivered) / res.WallSeconds
-	res.CPUSeconds = cpu.Seconds()
-	res.CPUSecondsPer10k = res.CPUSeconds / float64(max(res.Delivered, 1)) * 10000
-	res.PeakRSSBytes = peakRSS()
+	res.measure(res.Delivered, wall, cpu)
 	res.Batches = stats.snapshot()
 	res.VerifiedSent, err = b.countStatus(ctx, topic, store.StatusSent)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"runtime"
 	"strconv"
 	"sync"
@@ -24,14 +23,9 @@ type publishResult struct {
 	Confirmed int64 `json:"confirmed"`
 	// Failed counts the messages it returned an error for; a run with any
 	// fails, so a report always shows 0.
-	Failed            int64          `json:"failed"`
-	WallSeconds       float64        `json:"wall_seconds"`
-	MessagesPerSecond float64        `json:"messages_per_second"`
-	CPUSeconds        float64        `json:"cpu_seconds"`
-	CPUSecondsPer10k  float64        `json:"cpu_seconds_per_10k"`
-	PeakRSSBytes      int64          `json:"peak_rss_bytes"`
-	Machine           *machineCPU    `json:"machine,omitempty"`
-	Batches           publishBatches `json:"batches"`
+	Failed int64 `json:"failed"`
+	runCost
+	Batches publishBatches `json:"batches"`
 	// HeldAtDestination is what the run's stream, queue or streams held
 	// after the last confirmation, when the destination can tell (NATS,
 	// RabbitMQ, Redis); it must equal Confirmed.
@@ -147,11 +141,7 @@ func (b *bench) publish(ctx context.Context) (*publishResult, error) {
 	if res.Confirmed != int64(n) {
 		return nil, fmt.Errorf("publish: %s of %s messages confirmed", commas(res.Confirmed), commas(int64(n)))
 	}
-	res.WallSeconds = wall.Seconds()
-	res.MessagesPerSecond = float64(res.Confirmed) / res.WallSeconds
-	res.CPUSeconds = cpu.Seconds()
-	res.CPUSecondsPer10k = res.CPUSeconds / float64(res.Confirmed) * 10000
-	res.PeakRSSBytes = peakRSS()
+	res.measure(res.Confirmed, wall, cpu)
 	res.Batches.Rounds = st.rounds.Load()
 	res.Batches.Calls = st.calls.Load()
 	res.Batches.MaxCall = int(st.maxCall.Load())
@@ -274,11 +264,7 @@ func (b *bench) publishCall(ctx context.Context, wave []*outbox.Envelope, st *pu
 func writePublish(w io.Writer, p *publishResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "confirmed\t%s of %s messages, %s failed\n", commas(p.Confirmed), commas(int64(p.Messages)), commas(p.Failed))
-	fmt.Fprintf(tw, "wall time\t%.2f s\n", p.WallSeconds)
-	fmt.Fprintf(tw, "throughput\t%s msg/s\n", commas(int64(math.Round(p.MessagesPerSecond))))
-	fmt.Fprintf(tw, "process cpu\t%.2f s, %.3f s per 10k messages (this process; not the destination's)\n", p.CPUSeconds, p.CPUSecondsPer10k)
-	fmt.Fprintf(tw, "peak rss\t%s\n", mib(p.PeakRSSBytes))
-	fmt.Fprintf(tw, "machine cpu\t%s\n", p.Machine)
+	p.runCost.write(tw, "the destination's")
 	bs := p.Batches
 	fmt.Fprintf(tw, "batches\t%s rounds of up to %s; %s Publish calls (at most one message per key each), mean %.0f, max %s\n",
 		commas(bs.Rounds), commas(int64(bs.BatchSize)), commas(bs.Calls), bs.MeanCall, commas(int64(bs.MaxCall)))

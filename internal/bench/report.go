@@ -126,14 +126,42 @@ func writeProduce(w io.Writer, p *produceResult) {
 	}
 }
 
+// runCost is what a timed run of messages cost this process; drain,
+// ceiling and publish report it alike.
+type runCost struct {
+	WallSeconds       float64 `json:"wall_seconds"`
+	MessagesPerSecond float64 `json:"messages_per_second"`
+	CPUSeconds        float64 `json:"cpu_seconds"`
+	CPUSecondsPer10k  float64 `json:"cpu_seconds_per_10k"`
+	PeakRSSBytes      int64   `json:"peak_rss_bytes"`
+	// Machine is where the machine's CPU went during the timed part.
+	Machine *machineCPU `json:"machine,omitempty"`
+}
+
+// measure records n messages done in wall using cpu of this process's
+// time, and the process's peak RSS; Machine is the caller's to set.
+func (c *runCost) measure(n int64, wall, cpu time.Duration) {
+	c.WallSeconds = wall.Seconds()
+	c.MessagesPerSecond = float64(n) / c.WallSeconds
+	c.CPUSeconds = cpu.Seconds()
+	c.CPUSecondsPer10k = c.CPUSeconds / float64(max(n, 1)) * 10000
+	c.PeakRSSBytes = peakRSS()
+}
+
+// write prints the cost's lines to tw; other names whose CPU the process
+// figure leaves out.
+func (c *runCost) write(tw io.Writer, other string) {
+	fmt.Fprintf(tw, "wall time\t%.2f s\n", c.WallSeconds)
+	fmt.Fprintf(tw, "throughput\t%s msg/s\n", commas(int64(math.Round(c.MessagesPerSecond))))
+	fmt.Fprintf(tw, "process cpu\t%.2f s, %.3f s per 10k messages (this process; not %s)\n", c.CPUSeconds, c.CPUSecondsPer10k, other)
+	fmt.Fprintf(tw, "peak rss\t%s\n", mib(c.PeakRSSBytes))
+	fmt.Fprintf(tw, "machine cpu\t%s\n", c.Machine)
+}
+
 func writeDrain(w io.Writer, d *drainResult, verb string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s\t%s (%s rows verified sent)\n", verb, commas(d.Delivered), commas(d.VerifiedSent))
-	fmt.Fprintf(tw, "wall time\t%.2f s\n", d.WallSeconds)
-	fmt.Fprintf(tw, "throughput\t%s msg/s\n", commas(int64(math.Round(d.MessagesPerSecond))))
-	fmt.Fprintf(tw, "process cpu\t%.2f s, %.3f s per 10k messages (this process; not the database's)\n", d.CPUSeconds, d.CPUSecondsPer10k)
-	fmt.Fprintf(tw, "peak rss\t%s\n", mib(d.PeakRSSBytes))
-	fmt.Fprintf(tw, "machine cpu\t%s\n", d.Machine)
+	d.runCost.write(tw, "the database's")
 	bs := d.Batches
 	fmt.Fprintf(tw, "batches\t%s rounds, mean %.0f, max %s, limit reached %s; retried %s, dead %s, deferred %s, skipped %s\n",
 		commas(bs.Rounds), bs.MeanRead, commas(int64(bs.MaxRead)), commas(int64(bs.MaxBatchSize)), commas(bs.Retried), commas(bs.Dead), commas(bs.Deferred), commas(bs.Skipped))
