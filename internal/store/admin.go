@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -145,23 +143,27 @@ func statusLiteral(status string) (string, error) {
 // cond collects predicates and their arguments; "{}" in a predicate
 // becomes the next placeholder.
 type cond struct {
-	d     Dialect
+	dl    dialect
 	parts []string
 	args  []any
 }
 
 func (c *cond) add(pred string, args ...any) {
 	for _, a := range args {
-		pred = strings.Replace(pred, "{}", c.d.ph(len(c.args)+1), 1)
+		pred = strings.Replace(pred, "{}", c.dl.ph(len(c.args)+1), 1)
 		c.args = append(c.args, a)
 	}
 	c.parts = append(c.parts, pred)
 }
 
+// addAll is add for a predicate and its arguments as one value, as the
+// dialect's list predicates return them.
+func (c *cond) addAll(pred string, args []any) { c.add(pred, args...) }
+
 // arg records a and returns its placeholder.
 func (c *cond) arg(a any) string {
 	c.args = append(c.args, a)
-	return c.d.ph(len(c.args))
+	return c.dl.ph(len(c.args))
 }
 
 func (c *cond) sql() string {
@@ -171,107 +173,20 @@ func (c *cond) sql() string {
 	return strings.Join(c.parts, " AND ")
 }
 
-// msgIDEq is "message_id = placeholder" in a form that uses the unique
-// index (the column is a uuid on PostgreSQL).
-func (d Dialect) msgIDEq() string {
-	if d == Postgres {
-		return "message_id = {}::uuid"
-	}
-	return "message_id = {}"
-}
-
-// timeArg converts t to the argument compared with a timestamp column, and
-// the SQL expression that reads it.
-func (d Dialect) timeArg(t time.Time) (string, any) {
-	t = t.UTC()
-	switch d {
-	case Postgres:
-		return "{}::timestamptz", t
-	case MySQL:
-		// A decimal keeps every microsecond; a float would round them.
-		us := t.UnixMicro()
-		s := strconv.FormatInt(us/1e6, 10) + "." + leftPad(strconv.FormatInt(us%1e6, 10), 6)
-		if us < 0 {
-			s = strconv.FormatFloat(float64(us)/1e6, 'f', 6, 64)
-		}
-		return "FROM_UNIXTIME(CAST({} AS DECIMAL(20,6)))", s
-	default:
-		return "{}", t.Format("2006-01-02 15:04:05.000")
-	}
-}
-
-func leftPad(s string, n int) string {
-	for len(s) < n {
-		s = "0" + s
-	}
-	return s
-}
-
-// MySQL's TIMESTAMP spans 1970-01-01 00:00:01 to 2038-01-19 03:14:07 UTC;
-// FROM_UNIXTIME is NULL outside it.
-var (
-	mysqlFirst = time.Unix(1, 0)
-	mysqlLast  = time.Unix(1<<31-1, 0)
-)
-
 // addTimes adds Since <= created_at < Until.
 func (c *cond) addTimes(since, until time.Time) {
-	if c.d == MySQL {
-		// Bounds outside the column's range select all or nothing.
-		if !since.IsZero() && since.After(mysqlLast) || !until.IsZero() && !until.After(mysqlFirst) {
-			c.add("1=0")
-			return
-		}
-		if since.Before(mysqlFirst) {
-			since = time.Time{}
-		}
-		if until.After(mysqlLast) {
-			until = time.Time{}
-		}
+	since, until, none := c.dl.createdRange(since, until)
+	if none {
+		c.add("1=0")
+		return
 	}
 	if !since.IsZero() {
-		expr, arg := c.d.timeArg(since)
+		expr, arg := c.dl.timeArg(since)
 		c.add("created_at >= "+expr, arg)
 	}
 	if !until.IsZero() {
-		expr, arg := c.d.timeArg(until)
+		expr, arg := c.dl.timeArg(until)
 		c.add("created_at < "+expr, arg)
-	}
-}
-
-// addMessageIDs adds "message_id is one of ids".
-func (c *cond) addMessageIDs(ids []string) {
-	switch c.d {
-	case Postgres:
-		c.add("message_id = ANY({}::uuid[])", ids)
-	case MySQL:
-		ph := make([]string, len(ids))
-		args := make([]any, len(ids))
-		for i, id := range ids {
-			ph[i], args[i] = "{}", id
-		}
-		c.add("message_id IN ("+strings.Join(ph, ", ")+")", args...)
-	default:
-		b, _ := json.Marshal(ids)
-		c.add("message_id IN (SELECT value FROM json_each({}))", string(b))
-	}
-}
-
-// addIDs adds "id is one of ids".
-func (c *cond) addIDs(ids []int64) {
-	switch c.d {
-	case Postgres:
-		c.add("id = ANY({}::bigint[])", ids)
-	case MySQL:
-		ph := make([]string, len(ids))
-		args := make([]any, len(ids))
-		for i, id := range ids {
-			ph[i], args[i] = "{}", id
-		}
-		c.add("id IN ("+strings.Join(ph, ", ")+")", args...)
-	default:
-		b, _ := json.Marshal(ids)
-		c.add("id IN (SELECT value FROM json_each({}))", string(b))
 	}
 }
 
@@ -284,28 +199,14 @@ func validUUID(s string) bool {
 
 // recordCols are the columns Search and Get read, payload last.
 func (st *Store) recordCols(payload string) string {
-	msgID, headers := "message_id", "''"
-	if st.d == Postgres {
-		msgID = "message_id::text"
-	}
+	dl := st.dl
+	headers := "''"
 	if payload == "payload" {
-		headers = "headers"
-		if st.d == Postgres {
-			headers = "headers::text"
-		}
+		headers = dl.text("headers")
 	}
-	d := st.d
-	return "id, " + msgID + ", topic, business_key, status, attempts, max_attempts, " +
-		d.epoch("created_at") + ", " + d.epoch("available_at") + ", " + d.epoch("sent_at") + ", " + d.epoch("consumed_at") +
+	return "id, " + dl.text("message_id") + ", topic, business_key, status, attempts, max_attempts, " +
+		dl.epoch("created_at") + ", " + dl.epoch("available_at") + ", " + dl.epoch("sent_at") + ", " + dl.epoch("consumed_at") +
 		", last_error, " + headers + ", " + payload
-}
-
-func (st *Store) previewSQL() string {
-	n := strconv.Itoa(PreviewChars)
-	if st.d == SQLite {
-		return "substr(payload, 1, " + n + ")"
-	}
-	return "left(payload, " + n + ")"
 }
 
 func scanRecord(rows Rows) (Record, error) {
@@ -331,26 +232,16 @@ func scanRecord(rows Rows) (Record, error) {
 // Search returns the messages s selects, newest (highest id) first, with
 // a payload preview.
 func (st *Store) Search(ctx context.Context, s Search) ([]Record, error) {
-	c := &cond{d: st.d}
+	c := &cond{dl: st.dl}
 	from := "outbox_messages"
 	status, err := statusLiteral(s.Status)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case status == "":
-	case st.d != SQLite || s.Topic != "":
-		c.add("status = " + status)
-	case s.Status == StatusPending:
-		// SQLite has no statistics to choose by: walk the pending index
-		// backwards instead of sorting every pending row.
-		from += " INDEXED BY outbox_messages_pending_idx"
-		c.add("status = " + status)
-	default:
-		// Without a topic the (status, topic) index would make SQLite
-		// sort every row of the status; walking ids backwards stops at
-		// the limit.
-		c.add("+status = " + status)
+	if status != "" {
+		hint, pred := st.dl.searchStatus(status, s.Status == StatusPending, s.Topic != "")
+		from += hint
+		c.add(pred)
 	}
 	if s.Topic != "" {
 		c.add("topic = {}", s.Topic)
@@ -362,7 +253,7 @@ func (st *Store) Search(ctx context.Context, s Search) ([]Record, error) {
 		if !validUUID(s.MessageID) {
 			return nil, nil
 		}
-		c.add(st.d.msgIDEq(), strings.ToLower(s.MessageID))
+		c.add(st.dl.msgIDEq(), strings.ToLower(s.MessageID))
 	}
 	c.addTimes(s.Since, s.Until)
 	if s.Before > 0 {
@@ -372,7 +263,7 @@ func (st *Store) Search(ctx context.Context, s Search) ([]Record, error) {
 	if limit <= 0 {
 		limit = 50
 	}
-	q := "SELECT " + st.recordCols(st.previewSQL()) + " FROM " + from + " WHERE " + c.sql() + " ORDER BY id DESC LIMIT " + c.arg(limit)
+	q := "SELECT " + st.recordCols(st.dl.preview("payload", PreviewChars)) + " FROM " + from + " WHERE " + c.sql() + " ORDER BY id DESC LIMIT " + c.arg(limit)
 	rows, err := st.db.Query(ctx, q, c.args...)
 	if err != nil {
 		return nil, err
@@ -395,8 +286,8 @@ func (st *Store) Get(ctx context.Context, messageID string) (Record, error) {
 	if !validUUID(messageID) {
 		return Record{}, ErrNotFound
 	}
-	c := &cond{d: st.d}
-	c.add(st.d.msgIDEq(), strings.ToLower(messageID))
+	c := &cond{dl: st.dl}
+	c.add(st.dl.msgIDEq(), strings.ToLower(messageID))
 	rows, err := st.db.Query(ctx, "SELECT "+st.recordCols("payload")+" FROM outbox_messages WHERE "+c.sql(), c.args...)
 	if err != nil {
 		return Record{}, err
@@ -417,8 +308,8 @@ func (st *Store) Get(ctx context.Context, messageID string) (Record, error) {
 
 // statusOf is the status of messageID, "" when there is no such message.
 func (st *Store) statusOf(ctx context.Context, messageID string) (string, error) {
-	c := &cond{d: st.d}
-	c.add(st.d.msgIDEq(), messageID)
+	c := &cond{dl: st.dl}
+	c.add(st.dl.msgIDEq(), messageID)
 	rows, err := st.db.Query(ctx, "SELECT status FROM outbox_messages WHERE "+c.sql(), c.args...)
 	if err != nil {
 		return "", err
@@ -441,8 +332,8 @@ func (st *Store) one(ctx context.Context, messageID, stmt string) error {
 		return ErrNotFound
 	}
 	messageID = strings.ToLower(messageID)
-	c := &cond{d: st.d}
-	c.add(st.d.msgIDEq(), messageID)
+	c := &cond{dl: st.dl}
+	c.add(st.dl.msgIDEq(), messageID)
 	n, err := st.db.Exec(ctx, strings.Replace(stmt, "{id}", c.sql(), 1), c.args...)
 	if err != nil || n > 0 {
 		return err
@@ -460,8 +351,8 @@ func (st *Store) one(ctx context.Context, messageID, stmt string) error {
 func (st *Store) requeueSet() string {
 	// MySQL assigns left to right with the new values: read the old
 	// status before overwriting it.
-	return "unknown_outcome = CASE WHEN status = 'dead' THEN " + st.falseSQL() + " ELSE unknown_outcome END, " +
-		"status = 'pending', attempts = 0, available_at = " + st.d.nowSQL()
+	return "unknown_outcome = CASE WHEN status = 'dead' THEN " + st.dl.falseSQL() + " ELSE unknown_outcome END, " +
+		"status = 'pending', attempts = 0, available_at = " + st.dl.now()
 }
 
 // RequeueOne moves the dead or pending message messageID to pending,
@@ -481,7 +372,7 @@ func (st *Store) DiscardOne(ctx context.Context, messageID string) error {
 // whether it changed; a message already consumed is left as it is
 // (false, nil). ErrNotFound or a *StatusError (pending, dead) otherwise.
 func (st *Store) ConsumeOne(ctx context.Context, messageID string) (bool, error) {
-	err := st.one(ctx, messageID, "UPDATE outbox_messages SET status = 'consumed', consumed_at = "+st.d.nowSQL()+" WHERE {id} AND status = 'sent'")
+	err := st.one(ctx, messageID, "UPDATE outbox_messages SET status = 'consumed', consumed_at = "+st.dl.now()+" WHERE {id} AND status = 'sent'")
 	var se *StatusError
 	if errors.As(err, &se) && se.Status == StatusConsumed {
 		return false, nil
@@ -492,11 +383,11 @@ func (st *Store) ConsumeOne(ctx context.Context, messageID string) (bool, error)
 // bulkCond is the predicate of a bulk change, including the status the
 // action applies to (requeue of pending rows takes only those waiting).
 func (st *Store) bulkCond(f BulkFilter) *cond {
-	c := &cond{d: st.d}
+	c := &cond{dl: st.dl}
 	status, _ := statusLiteral(f.Status) // CheckBulk allowed it
 	c.add("status = " + status)
 	if f.Status == StatusPending {
-		c.add("available_at > " + st.d.nowSQL())
+		c.add("available_at > " + st.dl.now())
 	}
 	if f.Topic != "" {
 		c.add("topic = {}", f.Topic)
@@ -514,7 +405,7 @@ func (st *Store) bulkCond(f BulkFilter) *cond {
 		if len(ids) == 0 {
 			c.add("1=0")
 		} else {
-			c.addMessageIDs(ids)
+			c.addAll(st.dl.messageIDsIn(ids))
 		}
 	}
 	c.addTimes(f.Since, f.Until)
@@ -575,7 +466,7 @@ func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts Bulk
 	case ActionRequeue:
 		guard = "status = 'dead'"
 		if f.Status == StatusPending {
-			guard = "status = 'pending' AND available_at > " + st.d.nowSQL()
+			guard = "status = 'pending' AND available_at > " + st.dl.now()
 		}
 		change = "UPDATE outbox_messages SET " + st.requeueSet() + " WHERE "
 	case ActionDiscard:
@@ -583,7 +474,7 @@ func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts Bulk
 		change = "DELETE FROM outbox_messages WHERE "
 	case ActionConsumed:
 		guard = "status = 'sent'"
-		change = "UPDATE outbox_messages SET status = 'consumed', consumed_at = " + st.d.nowSQL() + " WHERE "
+		change = "UPDATE outbox_messages SET status = 'consumed', consumed_at = " + st.dl.now() + " WHERE "
 	}
 	var total int64
 	for after := int64(0); ; {
@@ -598,8 +489,8 @@ func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts Bulk
 		if len(ids) == 0 {
 			return total, nil
 		}
-		upd := &cond{d: st.d}
-		upd.addIDs(ids)
+		upd := &cond{dl: st.dl}
+		upd.addAll(st.dl.idsIn(ids))
 		upd.add(guard)
 		n, err := st.db.Exec(ctx, change+upd.sql(), upd.args...)
 		total += n
@@ -628,15 +519,15 @@ type AuditEntry struct {
 
 // InsertAudit records an operator's change.
 func (st *Store) InsertAudit(ctx context.Context, e AuditEntry) error {
-	d := st.d
-	_, err := st.db.Exec(ctx, "INSERT INTO outbox_audit (actor, action, target, count) VALUES ("+
-		d.ph(1)+", "+d.ph(2)+", "+d.ph(3)+", "+d.ph(4)+")", e.Actor, e.Action, e.Target, e.Count)
+	c := &cond{dl: st.dl}
+	values := c.arg(e.Actor) + ", " + c.arg(e.Action) + ", " + c.arg(e.Target) + ", " + c.arg(e.Count)
+	_, err := st.db.Exec(ctx, "INSERT INTO outbox_audit (actor, action, target, count) VALUES ("+values+")", c.args...)
 	return err
 }
 
 // Audit returns the newest limit audit entries, newest first.
 func (st *Store) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
-	rows, err := st.db.Query(ctx, "SELECT id, "+st.d.epoch("at")+", actor, action, target, count FROM outbox_audit ORDER BY id DESC LIMIT "+st.d.ph(1), limit)
+	rows, err := st.db.Query(ctx, "SELECT id, "+st.dl.epoch("at")+", actor, action, target, count FROM outbox_audit ORDER BY id DESC LIMIT "+st.dl.ph(1), limit)
 	if err != nil {
 		return nil, err
 	}

@@ -5,36 +5,6 @@ import (
 	"time"
 )
 
-// gaugeStatements samples the relay's gauges in one round trip, per
-// dialect. Each part reads an index built for it, so the cost follows the
-// number of pending and dead rows, never the sent ones:
-//   - pending count: the pending-rows index (partial on PostgreSQL and
-//     SQLite, (status, id) on MySQL);
-//   - dead count: the status/topic index (partial, status <> 'sent', on
-//     PostgreSQL);
-//   - oldest pending: the lowest pending id through the pending-rows index,
-//     then that row's created_at against the database clock;
-//   - the database clock itself, for the relay's latency figures.
-var gaugeStatements = map[Dialect]string{
-	Postgres: `SELECT
-  (SELECT count(*) FROM outbox_messages WHERE status = 'pending'),
-  (SELECT count(*) FROM outbox_messages WHERE status = 'dead'),
-  (SELECT extract(epoch from now() - created_at)::float8 FROM outbox_messages WHERE status = 'pending' ORDER BY id LIMIT 1),
-  extract(epoch from now())::float8`,
-	MySQL: `SELECT
-  (SELECT count(*) FROM outbox_messages FORCE INDEX (outbox_messages_pending_idx) WHERE status = 'pending'),
-  (SELECT count(*) FROM outbox_messages FORCE INDEX (outbox_messages_status_topic_idx) WHERE status = 'dead'),
-  (SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) / 1000000.0 FROM outbox_messages FORCE INDEX (outbox_messages_pending_idx)
-     WHERE status = 'pending' ORDER BY id LIMIT 1),
-  UNIX_TIMESTAMP(NOW(6))`,
-	SQLite: `SELECT
-  (SELECT count(*) FROM outbox_messages INDEXED BY outbox_messages_pending_idx WHERE status = 'pending'),
-  (SELECT count(*) FROM outbox_messages INDEXED BY outbox_messages_status_topic_idx WHERE status = 'dead'),
-  (SELECT (julianday('now') - julianday(created_at)) * 86400.0 FROM outbox_messages INDEXED BY outbox_messages_pending_idx
-     WHERE status = 'pending' ORDER BY id LIMIT 1),
-  ((julianday('now') - 2440587.5) * 86400.0)`,
-}
-
 // GaugeSample is what the relay's periodic sample of the table found.
 type GaugeSample struct {
 	// Pending and Dead count rows in those statuses.
@@ -51,7 +21,7 @@ type GaugeSample struct {
 // read).
 func (st *Store) Gauges(ctx context.Context) (GaugeSample, error) {
 	var g GaugeSample
-	rows, err := st.db.Query(ctx, gaugeStatements[st.d])
+	rows, err := st.db.Query(ctx, st.s.gauges)
 	if err != nil {
 		return g, err
 	}

@@ -103,16 +103,7 @@ func SchemaSQLWith(d Dialect, o MigrateOptions) (string, error) {
 	return migrationsTableSQL(d) + ";\n\n" + b.String(), nil
 }
 
-func migrationsTableSQL(d Dialect) string {
-	switch d {
-	case Postgres:
-		return "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-	case MySQL:
-		return "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INT NOT NULL PRIMARY KEY, applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"
-	default:
-		return "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')))"
-	}
-}
+func migrationsTableSQL(d Dialect) string { return dialectOf(d).statements().migrationsTable }
 
 // splitStatements splits a migration file at semicolons that end a line
 // outside a $$-quoted function body.
@@ -215,7 +206,7 @@ func MigrateWith(ctx context.Context, d Dialect, s Session, o MigrateOptions) ([
 					return fmt.Errorf("migration %s: %w", m.Name, err)
 				}
 			}
-			_, err := q.Exec(ctx, "INSERT INTO outbox_schema_migrations (version) VALUES ("+d.ph(1)+")", m.Version)
+			_, err := q.Exec(ctx, "INSERT INTO outbox_schema_migrations (version) VALUES ("+dialectOf(d).ph(1)+")", m.Version)
 			return err
 		})
 		if err != nil {
@@ -228,47 +219,17 @@ func MigrateWith(ctx context.Context, d Dialect, s Session, o MigrateOptions) ([
 
 // SchemaVersion is the highest applied migration, 0 when none.
 func SchemaVersion(ctx context.Context, q Querier) (int, error) {
-	rows, err := q.Query(ctx, "SELECT coalesce(max(version), 0) FROM outbox_schema_migrations")
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	var v int
-	if rows.Next() {
-		if err := rows.Scan(&v); err != nil {
-			return 0, err
-		}
-	}
-	return v, rows.Err()
+	return queryInt(ctx, q, "SELECT coalesce(max(version), 0) FROM outbox_schema_migrations")
 }
 
+// lockMigrations takes the lock that serialises migrations of d over s
+// and returns its release.
 func lockMigrations(ctx context.Context, d Dialect, s Session) (func(), error) {
-	switch d {
-	case Postgres:
-		if _, err := s.Exec(ctx, "SELECT pg_advisory_lock(7433001)"); err != nil {
-			return nil, fmt.Errorf("lock migrations: %w", err)
-		}
-		return func() { _, _ = s.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(7433001)") }, nil
-	case MySQL:
-		rows, err := s.Query(ctx, "SELECT GET_LOCK('outbox_migrate', 60)")
-		if err != nil {
-			return nil, fmt.Errorf("lock migrations: %w", err)
-		}
-		var got *int
-		if rows.Next() {
-			_ = rows.Scan(&got)
-		}
-		rows.Close()
-		if got == nil || *got != 1 {
-			return nil, fmt.Errorf("lock migrations: another migration holds the lock")
-		}
-		return func() {
-			if r, err := s.Query(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK('outbox_migrate')"); err == nil {
-				r.Close()
-			}
-		}, nil
+	unlock, err := dialectOf(d).lockMigrations(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("lock migrations: %w", err)
 	}
-	return func() {}, nil
+	return unlock, nil
 }
 
 // inboxMigrationsTable records the versions whose outbox_inbox statements
@@ -364,7 +325,7 @@ func MigrateInbox(ctx context.Context, d Dialect, s Session) ([]int, error) {
 					return fmt.Errorf("migration %s: %w", m.Name, err)
 				}
 			}
-			_, err := q.Exec(ctx, "INSERT INTO "+inboxMigrationsTable+" (version) VALUES ("+d.ph(1)+")", m.Version)
+			_, err := q.Exec(ctx, "INSERT INTO "+inboxMigrationsTable+" (version) VALUES ("+dialectOf(d).ph(1)+")", m.Version)
 			return err
 		})
 		if err != nil {
@@ -378,16 +339,7 @@ func MigrateInbox(ctx context.Context, d Dialect, s Session) ([]int, error) {
 // appliedVersions are the versions recorded in table, none when the table
 // does not exist.
 func appliedVersions(ctx context.Context, d Dialect, q Querier, table string) (map[int]bool, error) {
-	var exists string
-	switch d {
-	case Postgres:
-		exists = "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1"
-	case MySQL:
-		exists = "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?"
-	default:
-		exists = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?"
-	}
-	n, err := queryInt(ctx, q, exists, table)
+	n, err := queryInt(ctx, q, dialectOf(d).statements().tableExists, table)
 	if err != nil {
 		return nil, fmt.Errorf("look for %s: %w", table, err)
 	}

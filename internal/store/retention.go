@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -63,108 +62,13 @@ type retentionStatements struct {
 	purge string
 }
 
-// archiveColumns are the columns outbox_messages and its archive share.
-const archiveColumns = "id, message_id, topic, business_key, payload, headers, status, attempts, max_attempts, available_at, created_at, sent_at, consumed_at, last_error, unknown_outcome"
-
-// dueSQL is the predicate "row m has outlived its retention", with the
-// sent and dead retentions in microseconds at placeholders sent and dead.
-// Pending rows are never due.
-func (d Dialect) dueSQL(m string, sent, dead int) string {
-	greatest := "greatest"
-	switch d {
-	case MySQL:
-		greatest = "GREATEST"
-	case SQLite:
-		greatest = "max"
-	}
-	return "((" + m + "status IN ('sent', 'consumed') AND coalesce(" + m + "sent_at, " + m + "created_at) < " + d.minusMicros(d.ph(sent)) + ")" +
-		" OR (" + m + "status = 'dead' AND " + greatest + "(" + m + "created_at, " + m + "available_at) < " + d.minusMicros(d.ph(dead)) + "))"
-}
-
-// idsIn is the predicate "col is one of the row ids in placeholder n"
-// (PostgreSQL, SQLite; MySQL joins mysqlIDs instead).
-func (d Dialect) idsIn(col string, n int) string {
-	switch d {
-	case Postgres:
-		return col + " = ANY(" + d.ph(n) + "::bigint[])"
-	case SQLite:
-		return col + " IN (SELECT value FROM json_each(" + d.ph(n) + "))"
-	}
-	panic("idsIn: not for " + string(d))
-}
-
-// retention holds each dialect's retention statements, fixed at start-up.
-var retention = map[Dialect]retentionStatements{
-	Postgres: buildRetention(Postgres),
-	MySQL:    buildRetention(MySQL),
-	SQLite:   buildRetention(SQLite),
-}
-
-// mysqlIDs is a table of the row ids in a JSON array argument.
-const mysqlIDs = "JSON_TABLE(?, '$[*]' COLUMNS (v BIGINT PATH '$')) AS u"
-
-func buildRetention(d Dialect) retentionStatements { return buildRetentionOn(d, "outbox_messages") }
-
-// buildRetentionOn builds d's retention statements over table, a checked
-// name: outbox_messages, or one of its partitions on PostgreSQL.
-func buildRetentionOn(d Dialect, table string) retentionStatements {
-	var s retentionStatements
-	// Placeholders are numbered in order of appearance, as "?" needs.
-	s.window = `SELECT id, CASE WHEN ` + d.dueSQL("", 1, 2) + ` THEN 1 ELSE 0 END,
-       CASE WHEN created_at > ` + d.minusMicros(d.ph(3)) + ` THEN 1 ELSE 0 END
-FROM ` + table + ` WHERE id > ` + d.ph(4) + ` ORDER BY id LIMIT ` + d.ph(5)
-	switch d {
-	case Postgres:
-		s.remove = `DELETE FROM ` + table + ` WHERE ` + d.idsIn("id", 1) + ` AND ` + d.dueSQL("", 2, 3)
-		// One statement: a row is either still in outbox_messages or in
-		// the archive, never both and never neither. A row requeued
-		// meanwhile is re-checked against its new version and stays.
-		s.move = `WITH gone AS (
-    DELETE FROM ` + table + ` WHERE ` + d.idsIn("id", 1) + ` AND ` + d.dueSQL("", 2, 3) + `
-    RETURNING ` + archiveColumns + `)
-INSERT INTO outbox_messages_archive (` + archiveColumns + `)
-SELECT ` + archiveColumns + ` FROM gone`
-	case MySQL:
-		// A multi-table DELETE joins the id list (MariaDB runs a single-
-		// table DELETE … IN (subquery) as a scan of the whole table), and
-		// the join starts from the list and looks each row up by primary
-		// key: left to itself, the planner may walk the status index
-		// instead, over every settled row.
-		byID := mysqlIDs + ` STRAIGHT_JOIN outbox_messages AS m FORCE INDEX (PRIMARY) ON m.id = u.v`
-		s.remove = `DELETE m FROM ` + byID + ` WHERE ` + d.dueSQL("m.", 2, 3)
-		s.lock = `SELECT m.id FROM ` + byID + ` WHERE ` + d.dueSQL("m.", 2, 3) + ` ORDER BY m.id FOR UPDATE`
-		s.archive = `INSERT INTO outbox_messages_archive (` + archiveColumns + `)
-SELECT m.id, m.message_id, m.topic, m.business_key, m.payload, m.headers, m.status, m.attempts, m.max_attempts, m.available_at, m.created_at, m.sent_at, m.consumed_at, m.last_error, m.unknown_outcome
-FROM ` + byID
-		s.purge = `DELETE m FROM ` + byID
-	default:
-		s.remove = `DELETE FROM outbox_messages WHERE ` + d.idsIn("id", 1) + ` AND ` + d.dueSQL("", 2, 3)
-		// The transaction holds SQLite's write lock from its start, so
-		// nothing changes between the copy and the delete.
-		s.archive = `INSERT INTO outbox_messages_archive (` + archiveColumns + `)
-SELECT ` + archiveColumns + ` FROM outbox_messages WHERE ` + d.idsIn("id", 1) + ` AND ` + d.dueSQL("", 2, 3) + `
-RETURNING id`
-		s.purge = `DELETE FROM outbox_messages WHERE ` + d.idsIn("id", 1)
-	}
-	return s
-}
-
-// ids renders message row ids as the dialect's list argument.
-func (st *Store) ids(v []int64) any {
-	if st.d == Postgres {
-		return v
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
 // Retain looks at up to limit rows after id after, in id order, and
 // deletes (or, with p.Archive, moves to outbox_messages_archive) those
 // that have outlived p. Pending rows are never touched. Each call is a few
 // short statements walking the primary key; a row is never both archived
 // and left in place, nor lost, even if ctx ends midway.
 func (st *Store) Retain(ctx context.Context, after int64, limit int, p RetentionPolicy) (RetentionBatch, error) {
-	return st.retain(ctx, retention[st.d], after, limit, p)
+	return st.retain(ctx, st.ret, after, limit, p)
 }
 
 // partitionRetention holds the retention statements per partition.
@@ -182,7 +86,7 @@ func (st *Store) RetainIn(ctx context.Context, table string, after int64, limit 
 	}
 	s, ok := partitionRetention.Load(table)
 	if !ok {
-		s, _ = partitionRetention.LoadOrStore(table, buildRetentionOn(Postgres, quoteIdent(table)))
+		s, _ = partitionRetention.LoadOrStore(table, postgresRetentionOn(quoteIdent(table)))
 	}
 	return st.retain(ctx, s.(retentionStatements), after, limit, p)
 }
@@ -226,9 +130,9 @@ func (st *Store) retain(ctx context.Context, s retentionStatements, after int64,
 		hook.(func())()
 	}
 	if p.Archive {
-		b.Removed, err = st.archive(ctx, s, due, p)
+		b.Removed, err = st.dl.archive(ctx, st, s, due, p.Sent.Microseconds(), p.Dead.Microseconds())
 	} else {
-		b.Removed, err = st.db.Exec(ctx, s.remove, st.ids(due), p.Sent.Microseconds(), p.Dead.Microseconds())
+		b.Removed, err = st.db.Exec(ctx, s.remove, st.dl.idList(due), p.Sent.Microseconds(), p.Dead.Microseconds())
 	}
 	if err != nil {
 		return b, err
@@ -240,47 +144,17 @@ func (st *Store) retain(ctx context.Context, s retentionStatements, after int64,
 	return b, nil
 }
 
-// archive moves the due rows among ids into the archive, atomically.
-func (st *Store) archive(ctx context.Context, s retentionStatements, ids []int64, p RetentionPolicy) (int64, error) {
-	sent, dead := p.Sent.Microseconds(), p.Dead.Microseconds()
-	if st.d == Postgres {
-		return st.db.Exec(ctx, s.move, ids, sent, dead)
+// purgeArchived deletes the rows archived (MySQL, SQLite) and checks it
+// deleted them all.
+func purgeArchived(ctx context.Context, q Querier, s retentionStatements, archived []int64) (int64, error) {
+	n, err := q.Exec(ctx, s.purge, jsonList(archived))
+	if err != nil {
+		return 0, err
 	}
-	var moved int64
-	err := st.inTx(ctx, func(q Querier) error {
-		var locked []int64
-		var err error
-		if st.d == MySQL {
-			// Lock the due rows first: the copy and the delete then see
-			// the same rows, whatever the clock says by then.
-			locked, err = queryIDs(ctx, q, s.lock, st.ids(ids), sent, dead)
-			if err != nil || len(locked) == 0 {
-				return err
-			}
-			n, err := q.Exec(ctx, s.archive, st.ids(locked))
-			if err != nil {
-				return err
-			}
-			if n != int64(len(locked)) {
-				return fmt.Errorf("archive: copied %d of %d locked rows", n, len(locked))
-			}
-		} else {
-			locked, err = queryIDs(ctx, q, s.archive, st.ids(ids), sent, dead)
-			if err != nil || len(locked) == 0 {
-				return err
-			}
-		}
-		n, err := q.Exec(ctx, s.purge, st.ids(locked))
-		if err != nil {
-			return err
-		}
-		if n != int64(len(locked)) {
-			return fmt.Errorf("archive: deleted %d of %d archived rows", n, len(locked))
-		}
-		moved = n
-		return nil
-	})
-	return moved, err
+	if n != int64(len(archived)) {
+		return 0, fmt.Errorf("archive: deleted %d of %d archived rows", n, len(archived))
+	}
+	return n, nil
 }
 
 func queryIDs(ctx context.Context, q Querier, sql string, args ...any) ([]int64, error) {

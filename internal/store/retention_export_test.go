@@ -3,7 +3,7 @@ package store
 // ReadSQL is the relay's read as one statement for d, for tests that
 // EXPLAIN it; on PostgreSQL it is the body of outbox_read, to be run with
 // ReadSettings.
-func ReadSQL(d Dialect) string { return build(d).readInline }
+func ReadSQL(d Dialect) string { return dialectOf(d).statements().readInline }
 
 // ReadSettings are the settings outbox_read runs its body with
 // (005_read_function_cached.sql), as SET LOCAL statements: with
@@ -18,7 +18,7 @@ func BeforeRemove(st *Store, fn func()) { beforeRemove.Store(st, fn) }
 // RetentionSQL is d's retention statements by name, for tests that
 // EXPLAIN them.
 func RetentionSQL(d Dialect) map[string]string {
-	s := retention[d]
+	s := dialectOf(d).retention()
 	out := map[string]string{"window": s.window, "remove": s.remove, "move": s.move, "lock": s.lock, "archive": s.archive, "purge": s.purge}
 	for k, v := range out {
 		if v == "" {

@@ -10,8 +10,8 @@ import (
 	"github.com/txoutbox/outbox/driver"
 )
 
-// Dialect names a SQL dialect: the store's own copy of driver.Dialect,
-// which carries the store's per-dialect helpers.
+// Dialect names a SQL dialect: the store's own copy of driver.Dialect;
+// dialectOf maps it onto the store's per-dialect statements and helpers.
 type Dialect string
 
 // The supported dialects, as package driver names them.

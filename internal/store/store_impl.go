@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -15,8 +14,11 @@ import (
 // Store runs the outbox statements of one dialect over a database handle.
 type Store struct {
 	d  Dialect
+	dl dialect
 	db Querier
 	s  statements
+	// ret are the retention statements over outbox_messages.
+	ret retentionStatements
 	// session opens a dedicated connection, for the statements that need
 	// a transaction of their own (nil: they fail).
 	session func(ctx context.Context) (Session, error)
@@ -25,7 +27,8 @@ type Store struct {
 // New returns a Store for dialect d over db, which must be a pool (the
 // relay's statements run outside any caller transaction).
 func New(d Dialect, db Querier) *Store {
-	return &Store{d: d, db: db, s: build(d)}
+	dl := dialectOf(d)
+	return &Store{d: d, dl: dl, db: db, s: dl.statements(), ret: dl.retention()}
 }
 
 // Dialect is the store's dialect.
@@ -65,113 +68,16 @@ func (st *Store) insertChunk(ctx context.Context, q Querier, msgs []NewMessage) 
 	if len(msgs) == 1 {
 		return st.insertOne(ctx, q, &msgs[0])
 	}
-	if st.d == Postgres {
-		n := len(msgs)
-		ids, topics, keys, payloads, headers := make([]string, n), make([]string, n), make([]*string, n), make([]string, n), make([]string, n)
-		maxes, delays, notBefore := make([]*int32, n), make([]int64, n), make([]*time.Time, n)
-		for i, m := range msgs {
-			ids[i], topics[i], payloads[i], headers[i] = m.MessageID, m.Topic, m.Payload, m.Headers
-			if m.Key != "" {
-				keys[i] = &msgs[i].Key
-			}
-			if m.MaxAttempts > 0 {
-				v := int32(min(m.MaxAttempts, math.MaxInt32))
-				maxes[i] = &v
-			}
-			delays[i] = m.Delay.Microseconds()
-			if !m.NotBefore.IsZero() {
-				t := m.NotBefore
-				notBefore[i] = &t
-			}
-		}
-		rows, err := q.Query(ctx, st.s.insert, ids, topics, keys, payloads, headers, maxes, delays, notBefore)
-		if err != nil {
-			return err
-		}
-		inserted := make(map[string]bool, n)
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			inserted[id] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(inserted) != n {
-			var dup []string
-			for _, id := range ids {
-				if !inserted[id] {
-					dup = append(dup, id)
-				}
-			}
-			return &DuplicateError{MessageIDs: dup}
-		}
-		return nil
-	}
-	arr := make([][8]any, len(msgs))
-	for i, m := range msgs {
-		var key, maxAttempts, notBefore any
-		if m.Key != "" {
-			key = m.Key
-		}
-		if m.MaxAttempts > 0 {
-			maxAttempts = m.MaxAttempts
-		}
-		if !m.NotBefore.IsZero() {
-			notBefore = m.NotBefore.UnixMicro()
-		}
-		var id any
-		if m.MessageID != "" {
-			id = m.MessageID
-		}
-		arr[i] = [8]any{id, m.Topic, key, m.Payload, m.Headers, maxAttempts, m.Delay.Microseconds(), notBefore}
-	}
-	b, err := json.Marshal(arr)
-	if err != nil {
-		return err
-	}
-	_, err = q.Exec(ctx, st.s.insert, string(b))
-	if err != nil && isUniqueViolation(err) {
-		ids := make([]string, len(msgs))
-		for i, m := range msgs {
-			ids[i] = m.MessageID
-		}
-		return &DuplicateError{MessageIDs: ids}
-	}
-	return err
+	return st.dl.insertBatch(ctx, q, st.s.insert, msgs)
 }
 
 // insertOne writes one message with insertOne.
 func (st *Store) insertOne(ctx context.Context, q Querier, m *NewMessage) error {
-	var id, key, maxAttempts, notBefore any
-	if m.MessageID != "" {
-		id = m.MessageID
-	}
-	if m.Key != "" {
-		key = m.Key
-	}
-	if m.MaxAttempts > 0 {
-		maxAttempts = int32(min(m.MaxAttempts, math.MaxInt32))
-	}
-	if !m.NotBefore.IsZero() {
-		notBefore = m.NotBefore.UnixMicro()
-		if st.d == Postgres {
-			notBefore = m.NotBefore
-		}
-	}
-	args := []any{id, m.Topic, key, m.Payload, m.Headers, maxAttempts, m.Delay.Microseconds(), notBefore}
-	if st.d == MySQL {
-		args[6], args[7] = args[7], args[6] // its statement reads the time before the delay
-	}
 	stmt := st.s.insertOne
 	if m.FreshID {
 		stmt = st.s.insertFresh
 	}
-	n, err := q.Exec(ctx, stmt, args...)
+	n, err := q.Exec(ctx, stmt, st.dl.insertOneArgs(m)...)
 	if (err == nil && n == 0) || (err != nil && isUniqueViolation(err)) {
 		return &DuplicateError{MessageIDs: []string{m.MessageID}}
 	}
@@ -207,22 +113,9 @@ func isDeadlock(err error) bool { return errors.Is(err, driver.ErrDeadlock) }
 // violation.
 func isUniqueViolation(err error) bool { return errors.Is(err, driver.ErrUniqueViolation) }
 
-// ints renders partition numbers as the dialect's list argument.
-func (st *Store) ints(v []int) any {
-	if st.d == Postgres {
-		out := make([]int32, len(v))
-		for i, x := range v {
-			out[i] = int32(x)
-		}
-		return out
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
 // Read returns up to limit ready messages of the given partitions.
 func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error) {
-	rows, err := st.db.Query(ctx, st.s.read, st.ints(parts), limit)
+	rows, err := st.db.Query(ctx, st.s.read, st.dl.intList(parts), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -271,54 +164,7 @@ func (st *Store) Settle(ctx context.Context, owner string, outs []Outcome) (int6
 	if len(outs) == 0 {
 		return 0, nil
 	}
-	if st.d == Postgres {
-		n := len(outs)
-		ids, statuses, delays, errs, incs, unknowns := make([]int64, n), make([]string, n), make([]int64, n), make([]*string, n), make([]int32, n), make([]bool, n)
-		for i, o := range outs {
-			ids[i], statuses[i], delays[i], unknowns[i] = o.ID, o.Status, o.Delay.Microseconds(), o.Unknown
-			if o.Error != "" {
-				errs[i] = &outs[i].Error
-			}
-			if o.CountAttempt {
-				incs[i] = 1
-			}
-		}
-		return st.retry(ctx, func() (int64, error) {
-			rows, err := st.db.Query(ctx, st.s.settle, ids, statuses, delays, errs, incs, unknowns, owner)
-			if err != nil {
-				return 0, err
-			}
-			defer rows.Close()
-			var n int64
-			if rows.Next() {
-				err = rows.Scan(&n)
-			}
-			if err == nil {
-				err = rows.Err()
-			}
-			return n, err
-		})
-	}
-	arr := make([][6]any, len(outs))
-	for i, o := range outs {
-		var e any
-		if o.Error != "" {
-			e = o.Error
-		}
-		inc, unk := 0, 0
-		if o.CountAttempt {
-			inc = 1
-		}
-		if o.Unknown {
-			unk = 1
-		}
-		arr[i] = [6]any{o.ID, o.Status, o.Delay.Microseconds(), e, inc, unk}
-	}
-	b, err := json.Marshal(arr)
-	if err != nil {
-		return 0, err
-	}
-	return st.execRetry(ctx, st.s.settle, string(b), owner)
+	return st.retry(ctx, func() (int64, error) { return st.dl.settle(ctx, st.db, st.s.settle, owner, outs) })
 }
 
 // Heartbeat records that relay id is alive and returns the ids of all live
@@ -360,25 +206,14 @@ func (st *Store) DropRelay(ctx context.Context, id string) error {
 
 // Partitions is the number of partitions (lease rows).
 func (st *Store) Partitions(ctx context.Context) (int, error) {
-	rows, err := st.db.Query(ctx, st.s.partitions)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	var n int
-	if rows.Next() {
-		if err := rows.Scan(&n); err != nil {
-			return 0, err
-		}
-	}
-	return n, rows.Err()
+	return queryInt(ctx, st.db, st.s.partitions)
 }
 
 // Acquire takes the free or expired partitions among parts for owner and
 // returns every partition owner holds afterwards.
 func (st *Store) Acquire(ctx context.Context, owner string, parts []int, ttl time.Duration) ([]Lease, error) {
 	if len(parts) > 0 {
-		if _, err := st.execRetry(ctx, st.s.acquire, owner, ttl.Microseconds(), st.ints(parts), owner); err != nil {
+		if _, err := st.execRetry(ctx, st.s.acquire, owner, ttl.Microseconds(), st.dl.intList(parts), owner); err != nil {
 			return nil, err
 		}
 	}
@@ -415,7 +250,7 @@ func (st *Store) Release(ctx context.Context, owner string, parts []int) error {
 	if len(parts) == 0 {
 		return nil
 	}
-	_, err := st.execRetry(ctx, st.s.release, owner, st.ints(parts))
+	_, err := st.execRetry(ctx, st.s.release, owner, st.dl.intList(parts))
 	return err
 }
 
@@ -431,23 +266,11 @@ func (st *Store) MarkInflight(ctx context.Context, owner string, parts []int, ma
 	if len(parts) == 0 {
 		return nil
 	}
-	if st.d == Postgres {
-		ps := make([]int32, len(parts))
-		for i, p := range parts {
-			ps[i] = int32(p)
-		}
-		_, err := st.execRetry(ctx, st.s.markInflight, ps, maxIDs, owner)
-		return err
-	}
-	arr := make([][2]int64, len(parts))
-	for i, p := range parts {
-		arr[i] = [2]int64{int64(p), maxIDs[i]}
-	}
-	b, err := json.Marshal(arr)
+	args, err := st.dl.inflightArgs(owner, parts, maxIDs)
 	if err != nil {
 		return err
 	}
-	_, err = st.execRetry(ctx, st.s.markInflight, string(b), owner)
+	_, err = st.execRetry(ctx, st.s.markInflight, args...)
 	return err
 }
 
@@ -512,38 +335,19 @@ func (st *Store) Stats(ctx context.Context) (Stats, error) {
 	return s, rows.Err()
 }
 
-// where renders a Filter as a predicate and its arguments, numbering
-// placeholders from n.
-func (st *Store) where(f Filter, n int) (string, []any) {
-	var conds []string
-	var args []any
-	add := func(cond string, arg any) {
-		conds = append(conds, strings.ReplaceAll(cond, "{}", st.d.ph(n)))
-		args = append(args, arg)
-		n++
-	}
+// where renders a Filter as a predicate and its arguments.
+func (st *Store) where(f Filter) *cond {
+	c := &cond{dl: st.dl}
 	if f.Status != "" {
-		add("status = {}", f.Status)
+		c.add("status = {}", f.Status)
 	}
 	if f.Topic != "" {
-		add("topic = {}", f.Topic)
+		c.add("topic = {}", f.Topic)
 	}
 	if len(f.MessageIDs) > 0 {
-		switch st.d {
-		case Postgres:
-			add("message_id::text = ANY({}::text[])", f.MessageIDs)
-		case MySQL:
-			b, _ := json.Marshal(f.MessageIDs)
-			add("message_id IN (SELECT v FROM JSON_TABLE({}, '$[*]' COLUMNS (v VARCHAR(64) PATH '$')) AS jt)", string(b))
-		default:
-			b, _ := json.Marshal(f.MessageIDs)
-			add("message_id IN (SELECT value FROM json_each({}))", string(b))
-		}
+		c.addAll(st.dl.messageIDTextIn(f.MessageIDs))
 	}
-	if len(conds) == 0 {
-		return "1=1", nil
-	}
-	return strings.Join(conds, " AND "), args
+	return c
 }
 
 // List returns messages matching f, oldest first.
@@ -552,20 +356,13 @@ func (st *Store) List(ctx context.Context, f Filter) ([]Message, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	w, args := st.where(f, 1)
-	msgID := "message_id"
-	if st.d == Postgres {
-		msgID = "message_id::text"
-	}
-	headers := "headers"
-	if st.d == Postgres {
-		headers = "headers::text"
-	}
+	c := st.where(f)
+	dl := st.dl
 	q := fmt.Sprintf(`SELECT id, %s, topic, coalesce(business_key, ''), payload, %s, status, attempts, max_attempts,
   %s, %s, %s, coalesce(last_error, '')
-FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, msgID, headers,
-		st.d.epoch("available_at"), st.d.epoch("created_at"), st.d.epoch("sent_at"), w, st.d.ph(len(args)+1))
-	rows, err := st.db.Query(ctx, q, append(args, limit)...)
+FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, dl.text("message_id"), dl.text("headers"),
+		dl.epoch("available_at"), dl.epoch("created_at"), dl.epoch("sent_at"), c.sql(), c.arg(limit))
+	rows, err := st.db.Query(ctx, q, c.args...)
 	if err != nil {
 		return nil, err
 	}
@@ -591,22 +388,15 @@ FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, msgID, headers,
 // Requeue moves dead messages matching f back to pending with attempts reset.
 func (st *Store) Requeue(ctx context.Context, f Filter) (int64, error) {
 	f.Status = StatusDead
-	w, args := st.where(f, 1)
-	return st.db.Exec(ctx, `UPDATE outbox_messages SET status = 'pending', attempts = 0, unknown_outcome = `+st.falseSQL()+`, available_at = `+st.d.nowSQL()+` WHERE `+w, args...)
+	c := st.where(f)
+	return st.db.Exec(ctx, `UPDATE outbox_messages SET status = 'pending', attempts = 0, unknown_outcome = `+st.dl.falseSQL()+`, available_at = `+st.dl.now()+` WHERE `+c.sql(), c.args...)
 }
 
 // Discard deletes dead messages matching f.
 func (st *Store) Discard(ctx context.Context, f Filter) (int64, error) {
 	f.Status = StatusDead
-	w, args := st.where(f, 1)
-	return st.db.Exec(ctx, `DELETE FROM outbox_messages WHERE `+w, args...)
-}
-
-func (st *Store) falseSQL() string {
-	if st.d == Postgres {
-		return "false"
-	}
-	return "0"
+	c := st.where(f)
+	return st.db.Exec(ctx, `DELETE FROM outbox_messages WHERE `+c.sql(), c.args...)
 }
 
 // InboxClaim records messageID for consumer through q (the consumer's

@@ -1,0 +1,255 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// mysql is MySQL and MariaDB: "?" placeholders, lists passed as one JSON
+// array read with JSON_TABLE, and index hints, as its planner has no
+// statistics to shape the plans for a big backlog by.
+type mysql struct{ plain }
+
+// mysqlIDs is a table of the row ids in a JSON array argument.
+const mysqlIDs = "JSON_TABLE(?, '$[*]' COLUMNS (v BIGINT PATH '$')) AS u"
+
+// mysqlInts is "is one of the ints in a JSON array argument".
+const mysqlInts = " IN (SELECT v FROM JSON_TABLE(?, '$[*]' COLUMNS (v BIGINT PATH '$')) AS jt)"
+
+func (mysql) statements() statements {
+	insertOne := `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
+VALUES (?, ?, ?, ?, ?, COALESCE(?, 10), COALESCE(FROM_UNIXTIME(? / 1000000), NOW(6) + INTERVAL ? MICROSECOND))`
+	// Index hints keep the plan shaped for a big backlog: walk pending
+	// rows in id order, and probe a key's waiting rows by key.
+	read := `SELECT m.id, m.message_id, m.topic, m.business_key, m.payload, m.headers, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, UNIX_TIMESTAMP(m.created_at)
+FROM outbox_messages AS m FORCE INDEX (outbox_messages_pending_idx)
+WHERE m.status = 'pending' AND m.available_at <= NOW(6) AND m.partition_no` + mysqlInts + `
+  AND (m.business_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM outbox_messages AS b FORCE INDEX (outbox_messages_waiting_idx)
+      WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at AND b.business_key IS NOT NULL
+        AND b.id < m.id AND b.available_at > NOW(6)))
+ORDER BY m.id
+LIMIT ?`
+	settle := `UPDATE outbox_messages AS m
+JOIN JSON_TABLE(?, '$[*]' COLUMNS (
+    id BIGINT PATH '$[0]', status VARCHAR(16) PATH '$[1]', delay_us BIGINT PATH '$[2]',
+    err TEXT PATH '$[3]', inc INT PATH '$[4]', unknown INT PATH '$[5]')) AS u ON m.id = u.id
+JOIN outbox_leases AS l ON l.partition_no = m.partition_no
+SET m.attempts = m.attempts + u.inc,
+    m.available_at = CASE WHEN u.status = 'pending' THEN NOW(6) + INTERVAL u.delay_us MICROSECOND ELSE m.available_at END,
+    m.sent_at = CASE WHEN u.status = 'sent' THEN NOW(6) ELSE m.sent_at END,
+    m.last_error = CASE WHEN u.status = 'sent' THEN m.last_error ELSE u.err END,
+    m.unknown_outcome = u.unknown,
+    m.status = u.status
+WHERE m.status = 'pending' AND l.owner = ? AND l.expires_at > NOW(6)`
+	return statements{
+		insert: `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
+SELECT u.message_id, u.topic, u.business_key, u.payload, u.headers, COALESCE(u.max_attempts, 10),
+       COALESCE(FROM_UNIXTIME(u.not_before_us / 1000000), NOW(6) + INTERVAL u.delay_us MICROSECOND)
+FROM JSON_TABLE(?, '$[*]' COLUMNS (
+    message_id VARCHAR(36) PATH '$[0]', topic VARCHAR(255) PATH '$[1]', business_key VARCHAR(255) PATH '$[2]',
+    payload LONGTEXT PATH '$[3]', headers TEXT PATH '$[4]', max_attempts INT PATH '$[5]',
+    delay_us BIGINT PATH '$[6]', not_before_us BIGINT PATH '$[7]')) AS u`,
+		insertOne:    insertOne,
+		insertFresh:  insertOne,
+		read:         read,
+		readInline:   read,
+		settle:       settle,
+		settleInline: settle,
+
+		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at) VALUES (?, NOW(6))
+ON DUPLICATE KEY UPDATE seen_at = NOW(6)`,
+		liveRelays:  `SELECT relay_id FROM outbox_relays WHERE seen_at > NOW(6) - INTERVAL (?) MICROSECOND ORDER BY relay_id`,
+		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = ?`,
+		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < NOW(6) - INTERVAL (?) MICROSECOND`,
+		partitions:  partitionsSQL,
+		// MySQL evaluates SET left to right with the new values: the old
+		// owner is read before it is overwritten.
+		acquire: `UPDATE outbox_leases SET
+    prev_owner = owner,
+    inflight_max_id = CASE WHEN owner IS NULL THEN 0 ELSE inflight_max_id END,
+    owner = ?,
+    expires_at = NOW(6) + INTERVAL (?) MICROSECOND
+WHERE partition_no` + mysqlInts + ` AND (owner IS NULL OR owner = ? OR expires_at <= NOW(6))`,
+		held: `SELECT partition_no, inflight_max_id, coalesce(prev_owner, '') FROM outbox_leases WHERE owner = ? AND expires_at > NOW(6) ORDER BY partition_no`,
+		renew: `UPDATE outbox_leases SET expires_at = NOW(6) + INTERVAL (?) MICROSECOND
+WHERE owner = ? AND expires_at > NOW(6)`,
+		release: `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = NOW(6)
+WHERE owner = ? AND partition_no` + mysqlInts,
+		releaseAll: `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = NOW(6)
+WHERE owner = ?`,
+		// Marks that do not change are not written.
+		markInflight: `UPDATE outbox_leases AS l
+JOIN JSON_TABLE(?, '$[*]' COLUMNS (p INT PATH '$[0]', max_id BIGINT PATH '$[1]')) AS u ON l.partition_no = u.p
+SET l.inflight_max_id = u.max_id
+WHERE l.owner = ? AND l.inflight_max_id <> u.max_id`,
+
+		// Insert-first dedupe, as on PostgreSQL.
+		inboxClaim: `INSERT INTO outbox_inbox (consumer, message_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE consumer = consumer`,
+		inboxPurge: `DELETE FROM outbox_inbox WHERE consumer = ? AND processed_at < NOW(6) - INTERVAL (?) MICROSECOND`,
+
+		countByStatusTopic: countByStatusTopicSQL,
+		oldestPending:      `SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) / 1000000.0 FROM outbox_messages WHERE status = 'pending' ORDER BY id LIMIT 1`,
+		now:                `SELECT UNIX_TIMESTAMP(NOW(6))`,
+		gauges: `SELECT
+  (SELECT count(*) FROM outbox_messages FORCE INDEX (outbox_messages_pending_idx) WHERE status = 'pending'),
+  (SELECT count(*) FROM outbox_messages FORCE INDEX (outbox_messages_status_topic_idx) WHERE status = 'dead'),
+  (SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) / 1000000.0 FROM outbox_messages FORCE INDEX (outbox_messages_pending_idx)
+     WHERE status = 'pending' ORDER BY id LIMIT 1),
+  UNIX_TIMESTAMP(NOW(6))`,
+
+		migrationsTable: "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INT NOT NULL PRIMARY KEY, applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB",
+		tableExists:     "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+	}
+}
+
+// mysqlDue is the predicate "row m has outlived its retention", with the
+// sent and dead retentions in microseconds as its two arguments. Pending
+// rows are never due.
+func mysqlDue(m string) string {
+	return "((" + m + "status IN ('sent', 'consumed') AND coalesce(" + m + "sent_at, " + m + "created_at) < NOW(6) - INTERVAL (?) MICROSECOND)" +
+		" OR (" + m + "status = 'dead' AND GREATEST(" + m + "created_at, " + m + "available_at) < NOW(6) - INTERVAL (?) MICROSECOND))"
+}
+
+func (mysql) retention() retentionStatements {
+	// A multi-table DELETE joins the id list (MariaDB runs a single-
+	// table DELETE … IN (subquery) as a scan of the whole table), and
+	// the join starts from the list and looks each row up by primary
+	// key: left to itself, the planner may walk the status index
+	// instead, over every settled row.
+	byID := mysqlIDs + ` STRAIGHT_JOIN outbox_messages AS m FORCE INDEX (PRIMARY) ON m.id = u.v`
+	return retentionStatements{
+		window: `SELECT id, CASE WHEN ` + mysqlDue("") + ` THEN 1 ELSE 0 END,
+       CASE WHEN created_at > NOW(6) - INTERVAL (?) MICROSECOND THEN 1 ELSE 0 END
+FROM outbox_messages WHERE id > ? ORDER BY id LIMIT ?`,
+		remove: `DELETE m FROM ` + byID + ` WHERE ` + mysqlDue("m."),
+		lock:   `SELECT m.id FROM ` + byID + ` WHERE ` + mysqlDue("m.") + ` ORDER BY m.id FOR UPDATE`,
+		archive: `INSERT INTO outbox_messages_archive (` + archiveColumns + `)
+SELECT m.id, m.message_id, m.topic, m.business_key, m.payload, m.headers, m.status, m.attempts, m.max_attempts, m.available_at, m.created_at, m.sent_at, m.consumed_at, m.last_error, m.unknown_outcome
+FROM ` + byID,
+		purge: `DELETE m FROM ` + byID,
+	}
+}
+
+func (mysql) now() string { return "NOW(6)" }
+
+func (mysql) epoch(col string) string { return "UNIX_TIMESTAMP(" + col + ")" }
+
+func (mysql) preview(col string, n int) string { return "left(" + col + ", " + itoa(n) + ")" }
+
+// timeArg passes t as a decimal of seconds: it keeps every microsecond,
+// where a float would round them.
+func (mysql) timeArg(t time.Time) (string, any) {
+	us := t.UnixMicro()
+	s := strconv.FormatInt(us/1e6, 10) + "." + leftPad(strconv.FormatInt(us%1e6, 10), 6)
+	if us < 0 {
+		s = strconv.FormatFloat(float64(us)/1e6, 'f', 6, 64)
+	}
+	return "FROM_UNIXTIME(CAST({} AS DECIMAL(20,6)))", s
+}
+
+func leftPad(s string, n int) string {
+	for len(s) < n {
+		s = "0" + s
+	}
+	return s
+}
+
+// MySQL's TIMESTAMP spans 1970-01-01 00:00:01 to 2038-01-19 03:14:07 UTC;
+// FROM_UNIXTIME is NULL outside it.
+var (
+	mysqlFirst = time.Unix(1, 0)
+	mysqlLast  = time.Unix(1<<31-1, 0)
+)
+
+// createdRange: bounds outside the column's range select all or nothing.
+func (mysql) createdRange(since, until time.Time) (time.Time, time.Time, bool) {
+	if !since.IsZero() && since.After(mysqlLast) || !until.IsZero() && !until.After(mysqlFirst) {
+		return since, until, true
+	}
+	if since.Before(mysqlFirst) {
+		since = time.Time{}
+	}
+	if until.After(mysqlLast) {
+		until = time.Time{}
+	}
+	return since, until, false
+}
+
+func (mysql) messageIDsIn(ids []string) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return "message_id IN (" + placeholders(len(ids)) + ")", args
+}
+
+func (mysql) messageIDTextIn(ids []string) (string, []any) {
+	return "message_id IN (SELECT v FROM JSON_TABLE({}, '$[*]' COLUMNS (v VARCHAR(64) PATH '$')) AS jt)", []any{jsonList(ids)}
+}
+
+func (mysql) idsIn(ids []int64) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return "id IN (" + placeholders(len(ids)) + ")", args
+}
+
+func (mysql) searchStatus(status string, _, _ bool) (string, string) {
+	return "", "status = " + status
+}
+
+// insertOneArgs: the statement reads the not-before time before the delay.
+func (mysql) insertOneArgs(m *NewMessage) []any {
+	args := oneArgs(m)
+	args[6], args[7] = args[7], args[6]
+	return args
+}
+
+// archive locks the due rows first, in one transaction with the copy and
+// the delete: those then see the same rows, whatever the clock says by
+// then.
+func (mysql) archive(ctx context.Context, st *Store, s retentionStatements, ids []int64, sent, dead int64) (int64, error) {
+	var moved int64
+	err := st.inTx(ctx, func(q Querier) error {
+		locked, err := queryIDs(ctx, q, s.lock, jsonList(ids), sent, dead)
+		if err != nil || len(locked) == 0 {
+			return err
+		}
+		n, err := q.Exec(ctx, s.archive, jsonList(locked))
+		if err != nil {
+			return err
+		}
+		if n != int64(len(locked)) {
+			return fmt.Errorf("archive: copied %d of %d locked rows", n, len(locked))
+		}
+		moved, err = purgeArchived(ctx, q, s, locked)
+		return err
+	})
+	return moved, err
+}
+
+// lockMigrations takes a named lock, waiting up to a minute.
+func (mysql) lockMigrations(ctx context.Context, s Session) (func(), error) {
+	rows, err := s.Query(ctx, "SELECT GET_LOCK('outbox_migrate', 60)")
+	if err != nil {
+		return nil, err
+	}
+	var got *int
+	if rows.Next() {
+		_ = rows.Scan(&got)
+	}
+	rows.Close()
+	if got == nil || *got != 1 {
+		return nil, errors.New("another migration holds the lock")
+	}
+	return func() {
+		if r, err := s.Query(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK('outbox_migrate')"); err == nil {
+			r.Close()
+		}
+	}, nil
+}

@@ -1,0 +1,289 @@
+package store
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// postgres is PostgreSQL: numbered placeholders, arrays as list
+// arguments, uuid and jsonb columns, and the relay's read and settle in
+// functions whose plans are kept per connection (005_cached_plans.sql).
+type postgres struct{}
+
+func (postgres) statements() statements {
+	insertFresh := `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
+VALUES ($1::uuid, $2, $3, $4, $5::jsonb, coalesce($6::int, 10), coalesce($8::timestamptz, now() + $7::bigint * interval '1 microsecond'))`
+	return statements{
+		insert: `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
+SELECT u.message_id, u.topic, u.business_key, u.payload, u.headers::jsonb, coalesce(u.max_attempts, 10),
+       coalesce(u.not_before, now() + u.delay_us * interval '1 microsecond')
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bigint[], $8::timestamptz[])
+     AS u(message_id, topic, business_key, payload, headers, max_attempts, delay_us, not_before)
+ON CONFLICT (message_id) DO NOTHING
+RETURNING message_id::text`,
+		// A duplicate id the caller chose must not abort the caller's
+		// transaction: it is skipped, and reported.
+		insertOne: insertFresh + `
+ON CONFLICT (message_id) DO NOTHING`,
+		insertFresh: insertFresh,
+		// The read of migrations 4 and 5, in a function that pins its plan
+		// to the indexes and keeps it (see 005_cached_plans.sql); its body
+		// is readInline.
+		read: `SELECT * FROM outbox_read($1::int[], $2)`,
+		readInline: `SELECT m.id, m.message_id::text, m.topic, m.business_key, m.payload, m.headers::text, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8
+FROM outbox_messages AS m
+WHERE m.status = 'pending' AND m.available_at <= now() AND m.partition_no = ANY($1::int[])
+  AND (m.business_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM outbox_messages AS b
+      WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at AND b.business_key IS NOT NULL
+        AND b.id < m.id AND b.available_at > now()))
+ORDER BY m.id
+LIMIT $2`,
+		// The relay runs settleInline as the body of outbox_settle
+		// (005_cached_plans.sql), planned once per connection.
+		settle: `SELECT outbox_settle($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7)`,
+		// The lease check is a per-row subquery: as a join, the planner may
+		// start from the lease table and probe every outcome per partition.
+		settleInline: `UPDATE outbox_messages AS m SET
+    attempts = m.attempts + u.inc,
+    available_at = CASE WHEN u.status = 'pending' THEN now() + u.delay_us * interval '1 microsecond' ELSE m.available_at END,
+    sent_at = CASE WHEN u.status = 'sent' THEN now() ELSE m.sent_at END,
+    last_error = CASE WHEN u.status = 'sent' THEN m.last_error ELSE u.err END,
+    unknown_outcome = u.unknown,
+    status = u.status
+FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[]) AS u(id, status, delay_us, err, inc, unknown)
+WHERE m.id = u.id AND m.status = 'pending'
+  AND (SELECT l.owner = $7 AND l.expires_at > now() FROM outbox_leases AS l WHERE l.partition_no = m.partition_no)`,
+
+		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at) VALUES ($1, now())
+ON CONFLICT (relay_id) DO UPDATE SET seen_at = now()`,
+		liveRelays:  `SELECT relay_id FROM outbox_relays WHERE seen_at > now() - ($1)::bigint * interval '1 microsecond' ORDER BY relay_id`,
+		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = $1`,
+		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < now() - ($1)::bigint * interval '1 microsecond'`,
+		partitions:  partitionsSQL,
+		acquire: `UPDATE outbox_leases SET
+    prev_owner = owner,
+    inflight_max_id = CASE WHEN owner IS NULL THEN 0 ELSE inflight_max_id END,
+    owner = $1,
+    expires_at = now() + ($2)::bigint * interval '1 microsecond'
+WHERE partition_no = ANY($3::int[]) AND (owner IS NULL OR owner = $4 OR expires_at <= now())`,
+		held: `SELECT partition_no, inflight_max_id, coalesce(prev_owner, '') FROM outbox_leases WHERE owner = $1 AND expires_at > now() ORDER BY partition_no`,
+		renew: `UPDATE outbox_leases SET expires_at = now() + ($1)::bigint * interval '1 microsecond'
+WHERE owner = $2 AND expires_at > now()`,
+		release: `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = now()
+WHERE owner = $1 AND partition_no = ANY($2::int[])`,
+		releaseAll: `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = now()
+WHERE owner = $1`,
+		// Marks that do not change are not written: most partitions of a
+		// round hold nothing in flight, round after round. Like the
+		// settle, a mark commits without waiting for the WAL flush
+		// (set_config, local to its transaction): a mark lost to a
+		// database crash only means its messages are published again
+		// without being suspected or checked first.
+		markInflight: `UPDATE outbox_leases AS l SET inflight_max_id = u.max_id
+FROM unnest($1::int[], $2::bigint[]) AS u(p, max_id)
+WHERE l.partition_no = u.p AND l.owner = $3 AND l.inflight_max_id <> u.max_id
+  AND set_config('synchronous_commit', 'off', true) IS NOT NULL`,
+
+		// Insert-first dedupe: a concurrent second claim of the same id
+		// waits on the primary key until the first transaction ends, then
+		// finds the row (0 rows affected) or, after a rollback, takes it.
+		inboxClaim: `INSERT INTO outbox_inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT (consumer, message_id) DO NOTHING`,
+		inboxPurge: `DELETE FROM outbox_inbox WHERE consumer = $1 AND processed_at < now() - ($2)::bigint * interval '1 microsecond'`,
+
+		countByStatusTopic: countByStatusTopicSQL,
+		oldestPending:      `SELECT extract(epoch from now() - created_at)::float8 FROM outbox_messages WHERE status = 'pending' ORDER BY id LIMIT 1`,
+		now:                `SELECT extract(epoch from now())::float8`,
+		gauges: `SELECT
+  (SELECT count(*) FROM outbox_messages WHERE status = 'pending'),
+  (SELECT count(*) FROM outbox_messages WHERE status = 'dead'),
+  (SELECT extract(epoch from now() - created_at)::float8 FROM outbox_messages WHERE status = 'pending' ORDER BY id LIMIT 1),
+  extract(epoch from now())::float8`,
+
+		migrationsTable: "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+		tableExists:     "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1",
+	}
+}
+
+func (postgres) retention() retentionStatements { return postgresRetentionOn("outbox_messages") }
+
+// postgresDue is the predicate "the row has outlived its retention", with
+// the sent and dead retentions in microseconds at placeholders sent and
+// dead. Pending rows are never due.
+func postgresDue(sent, dead string) string {
+	return "((status IN ('sent', 'consumed') AND coalesce(sent_at, created_at) < now() - (" + sent + ")::bigint * interval '1 microsecond')" +
+		" OR (status = 'dead' AND greatest(created_at, available_at) < now() - (" + dead + ")::bigint * interval '1 microsecond'))"
+}
+
+// postgresRetentionOn are the retention statements over table, a checked
+// and quoted name: outbox_messages, or one of its partitions.
+func postgresRetentionOn(table string) retentionStatements {
+	remove := `DELETE FROM ` + table + ` WHERE id = ANY($1::bigint[]) AND ` + postgresDue("$2", "$3")
+	return retentionStatements{
+		window: `SELECT id, CASE WHEN ` + postgresDue("$1", "$2") + ` THEN 1 ELSE 0 END,
+       CASE WHEN created_at > now() - ($3)::bigint * interval '1 microsecond' THEN 1 ELSE 0 END
+FROM ` + table + ` WHERE id > $4 ORDER BY id LIMIT $5`,
+		remove: remove,
+		// One statement: a row is either still in outbox_messages or in
+		// the archive, never both and never neither. A row requeued
+		// meanwhile is re-checked against its new version and stays.
+		move: `WITH gone AS (
+    ` + remove + `
+    RETURNING ` + archiveColumns + `)
+INSERT INTO outbox_messages_archive (` + archiveColumns + `)
+SELECT ` + archiveColumns + ` FROM gone`,
+	}
+}
+
+func (postgres) ph(n int) string { return "$" + itoa(n) }
+
+func (postgres) now() string { return "now()" }
+
+func (postgres) epoch(col string) string { return "extract(epoch from " + col + ")::float8" }
+
+func (postgres) text(col string) string { return col + "::text" }
+
+func (postgres) falseSQL() string { return "false" }
+
+func (postgres) preview(col string, n int) string { return "left(" + col + ", " + itoa(n) + ")" }
+
+func (postgres) msgIDEq() string { return "message_id = {}::uuid" }
+
+func (postgres) timeArg(t time.Time) (string, any) { return "{}::timestamptz", t.UTC() }
+
+func (postgres) createdRange(since, until time.Time) (time.Time, time.Time, bool) {
+	return since, until, false
+}
+
+func (postgres) messageIDsIn(ids []string) (string, []any) {
+	return "message_id = ANY({}::uuid[])", []any{ids}
+}
+
+func (postgres) messageIDTextIn(ids []string) (string, []any) {
+	return "message_id::text = ANY({}::text[])", []any{ids}
+}
+
+func (postgres) idsIn(ids []int64) (string, []any) { return "id = ANY({}::bigint[])", []any{ids} }
+
+func (postgres) searchStatus(status string, _, _ bool) (string, string) {
+	return "", "status = " + status
+}
+
+func (postgres) intList(v []int) any {
+	out := make([]int32, len(v))
+	for i, x := range v {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+func (postgres) idList(v []int64) any { return v }
+
+func (postgres) insertOneArgs(m *NewMessage) []any {
+	args := oneArgs(m)
+	if !m.NotBefore.IsZero() {
+		args[7] = m.NotBefore
+	}
+	return args
+}
+
+// insertBatch passes one array per column; the statement returns the ids
+// it inserted, so the duplicates are the ids it did not return.
+func (postgres) insertBatch(ctx context.Context, q Querier, stmt string, msgs []NewMessage) error {
+	n := len(msgs)
+	ids, topics, keys, payloads, headers := make([]string, n), make([]string, n), make([]*string, n), make([]string, n), make([]string, n)
+	maxes, delays, notBefore := make([]*int32, n), make([]int64, n), make([]*time.Time, n)
+	for i, m := range msgs {
+		ids[i], topics[i], payloads[i], headers[i] = m.MessageID, m.Topic, m.Payload, m.Headers
+		if m.Key != "" {
+			keys[i] = &msgs[i].Key
+		}
+		if m.MaxAttempts > 0 {
+			v := int32(min(m.MaxAttempts, math.MaxInt32))
+			maxes[i] = &v
+		}
+		delays[i] = m.Delay.Microseconds()
+		if !m.NotBefore.IsZero() {
+			t := m.NotBefore
+			notBefore[i] = &t
+		}
+	}
+	rows, err := q.Query(ctx, stmt, ids, topics, keys, payloads, headers, maxes, delays, notBefore)
+	if err != nil {
+		return err
+	}
+	inserted := make(map[string]bool, n)
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		inserted[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(inserted) != n {
+		var dup []string
+		for _, id := range ids {
+			if !inserted[id] {
+				dup = append(dup, id)
+			}
+		}
+		return &DuplicateError{MessageIDs: dup}
+	}
+	return nil
+}
+
+// settle calls outbox_settle with one array per outcome field; the
+// function returns the count.
+func (postgres) settle(ctx context.Context, q Querier, stmt, owner string, outs []Outcome) (int64, error) {
+	n := len(outs)
+	ids, statuses, delays, errs, incs, unknowns := make([]int64, n), make([]string, n), make([]int64, n), make([]*string, n), make([]int32, n), make([]bool, n)
+	for i, o := range outs {
+		ids[i], statuses[i], delays[i], unknowns[i] = o.ID, o.Status, o.Delay.Microseconds(), o.Unknown
+		if o.Error != "" {
+			errs[i] = &outs[i].Error
+		}
+		if o.CountAttempt {
+			incs[i] = 1
+		}
+	}
+	rows, err := q.Query(ctx, stmt, ids, statuses, delays, errs, incs, unknowns, owner)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var changed int64
+	if rows.Next() {
+		err = rows.Scan(&changed)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	return changed, err
+}
+
+func (postgres) inflightArgs(owner string, parts []int, maxIDs []int64) ([]any, error) {
+	ps := make([]int32, len(parts))
+	for i, p := range parts {
+		ps[i] = int32(p)
+	}
+	return []any{ps, maxIDs, owner}, nil
+}
+
+// archive is one statement (see postgresRetentionOn).
+func (postgres) archive(ctx context.Context, st *Store, s retentionStatements, ids []int64, sent, dead int64) (int64, error) {
+	return st.db.Exec(ctx, s.move, ids, sent, dead)
+}
+
+// lockMigrations takes a session-level advisory lock.
+func (postgres) lockMigrations(ctx context.Context, s Session) (func(), error) {
+	if _, err := s.Exec(ctx, "SELECT pg_advisory_lock(7433001)"); err != nil {
+		return nil, err
+	}
+	return func() { _, _ = s.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(7433001)") }, nil
+}
