@@ -334,7 +334,7 @@ func (st *Store) one(ctx context.Context, messageID, stmt string) error {
 	messageID = strings.ToLower(messageID)
 	c := &cond{dl: st.dl}
 	c.add(st.dl.msgIDEq(), messageID)
-	n, err := st.db.Exec(ctx, strings.Replace(stmt, "{id}", c.sql(), 1), c.args...)
+	n, err := st.execRetry(ctx, strings.Replace(stmt, "{id}", c.sql(), 1), c.args...)
 	if err != nil || n > 0 {
 		return err
 	}
@@ -492,7 +492,7 @@ func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts Bulk
 		upd := &cond{dl: st.dl}
 		upd.addAll(st.dl.idsIn(ids))
 		upd.add(guard)
-		n, err := st.db.Exec(ctx, change+upd.sql(), upd.args...)
+		n, err := st.execRetry(ctx, change+upd.sql(), upd.args...)
 		total += n
 		if err != nil {
 			return total, err

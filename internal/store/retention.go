@@ -130,9 +130,11 @@ func (st *Store) retain(ctx context.Context, s retentionStatements, after int64,
 		hook.(func())()
 	}
 	if p.Archive {
-		b.Removed, err = st.dl.archive(ctx, st, s, due, p.Sent.Microseconds(), p.Dead.Microseconds())
+		b.Removed, err = st.retry(ctx, func() (int64, error) {
+			return st.dl.archive(ctx, st, s, due, p.Sent.Microseconds(), p.Dead.Microseconds())
+		})
 	} else {
-		b.Removed, err = st.db.Exec(ctx, s.remove, st.dl.idList(due), p.Sent.Microseconds(), p.Dead.Microseconds())
+		b.Removed, err = st.execRetry(ctx, s.remove, st.dl.idList(due), p.Sent.Microseconds(), p.Dead.Microseconds())
 	}
 	if err != nil {
 		return b, err

@@ -48,7 +48,8 @@ func (e *DuplicateError) Error() string {
 	return "message_id already exists: " + strings.Join(e.MessageIDs, ", ")
 }
 
-// Insert writes msgs through q (the caller's transaction), in order.
+// Insert writes msgs through q (the caller's transaction), in order. A
+// deadlock is the caller's to retry, with its whole transaction.
 func (st *Store) Insert(ctx context.Context, q Querier, msgs []NewMessage) error {
 	for start := 0; start < len(msgs); {
 		end, size := start, 0
@@ -84,25 +85,54 @@ func (st *Store) insertOne(ctx context.Context, q Querier, m *NewMessage) error 
 	return err
 }
 
-// execRetry runs a short bookkeeping statement, retrying when MySQL picks it
-// as a deadlock victim (relays acquire and release leases concurrently).
-func (st *Store) execRetry(ctx context.Context, sql string, args ...any) (int64, error) {
-	return st.retry(ctx, func() (int64, error) { return st.db.Exec(ctx, sql, args...) })
-}
+// retryAttempts is how many times retry runs a write that keeps being
+// chosen as a deadlock victim.
+const retryAttempts = 5
 
-// retry runs fn as execRetry runs its statement.
+// retry runs fn, a write on the store's pool that the database may choose
+// as a deadlock victim (MySQL locks index ranges; relays settle, acquire
+// and release concurrently), again while it fails as one, up to
+// retryAttempts times with a short growing pause. It is the store's one
+// retry layer: every such write goes through it once, and nothing retries
+// inside it. A write through a caller's transaction (Insert, InboxClaim)
+// never does: the deadlock rolled back the caller's whole transaction,
+// which only the caller can run again. When the attempts run out, the
+// error is marked for Retried.
 func (st *Store) retry(ctx context.Context, fn func() (int64, error)) (int64, error) {
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
 		n, err := fn()
-		if err == nil || attempt == 4 || !isDeadlock(err) {
+		if err == nil || !isDeadlock(err) {
 			return n, err
+		}
+		if attempt == retryAttempts {
+			return n, &retriedError{err: err}
 		}
 		select {
 		case <-ctx.Done():
 			return n, err
-		case <-time.After(time.Duration(5<<attempt) * time.Millisecond):
+		case <-time.After(time.Duration(5<<(attempt-1)) * time.Millisecond):
 		}
 	}
+}
+
+// execRetry runs one statement on the store's pool through retry.
+func (st *Store) execRetry(ctx context.Context, sql string, args ...any) (int64, error) {
+	return st.retry(ctx, func() (int64, error) { return st.db.Exec(ctx, sql, args...) })
+}
+
+// retriedError is a deadlock retry gave up on.
+type retriedError struct{ err error }
+
+func (e *retriedError) Error() string { return e.err.Error() }
+
+func (e *retriedError) Unwrap() error { return e.err }
+
+// Retried reports whether err is a deadlock the store has already retried
+// as often as it does: a caller's own retry loop (one for lost
+// connections, say) should not run the call again for it.
+func Retried(err error) bool {
+	var r *retriedError
+	return errors.As(err, &r)
 }
 
 // isDeadlock reports an error the driver marked as a deadlock or
@@ -389,18 +419,19 @@ FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, dl.text("message_id"), dl.t
 func (st *Store) Requeue(ctx context.Context, f Filter) (int64, error) {
 	f.Status = StatusDead
 	c := st.where(f)
-	return st.db.Exec(ctx, `UPDATE outbox_messages SET status = 'pending', attempts = 0, unknown_outcome = `+st.dl.falseSQL()+`, available_at = `+st.dl.now()+` WHERE `+c.sql(), c.args...)
+	return st.execRetry(ctx, `UPDATE outbox_messages SET status = 'pending', attempts = 0, unknown_outcome = `+st.dl.falseSQL()+`, available_at = `+st.dl.now()+` WHERE `+c.sql(), c.args...)
 }
 
 // Discard deletes dead messages matching f.
 func (st *Store) Discard(ctx context.Context, f Filter) (int64, error) {
 	f.Status = StatusDead
 	c := st.where(f)
-	return st.db.Exec(ctx, `DELETE FROM outbox_messages WHERE `+c.sql(), c.args...)
+	return st.execRetry(ctx, `DELETE FROM outbox_messages WHERE `+c.sql(), c.args...)
 }
 
 // InboxClaim records messageID for consumer through q (the consumer's
-// transaction) and reports whether this is its first record.
+// transaction) and reports whether this is its first record. A deadlock
+// is the caller's to retry, with its whole transaction.
 func (st *Store) InboxClaim(ctx context.Context, q Querier, consumer, messageID string) (bool, error) {
 	n, err := q.Exec(ctx, st.s.inboxClaim, consumer, messageID)
 	return n == 1, err
@@ -409,7 +440,7 @@ func (st *Store) InboxClaim(ctx context.Context, q Querier, consumer, messageID 
 // InboxPurge deletes consumer's records older than age, at most limit at a
 // time on databases that allow it, and returns how many it deleted.
 func (st *Store) InboxPurge(ctx context.Context, consumer string, age time.Duration) (int64, error) {
-	return st.db.Exec(ctx, st.s.inboxPurge, consumer, age.Microseconds())
+	return st.execRetry(ctx, st.s.inboxPurge, consumer, age.Microseconds())
 }
 
 // MarkConsumed moves the sent message messageID to consumed (idempotent
