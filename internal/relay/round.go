@@ -180,8 +180,10 @@ func (r *Relay) statementTimeout() time.Duration {
 	return max(2*r.cfg.LeaseTTL, 5*time.Second)
 }
 
-// settle writes outcomes, retrying a failed statement while the leases
-// last: a batch that was published but not recorded is delivered again.
+// settle writes outcomes, retrying a failed statement (a lost connection,
+// a timeout) while the leases last: a batch that was published but not
+// recorded is delivered again. Deadlocks are the store's to retry; one it
+// gave up on is not run again here.
 func (r *Relay) settle(ctx context.Context, outs []store.Outcome) (int64, error) {
 	if r.metrics != nil {
 		defer func(start time.Time) { r.metrics.settleDur.Observe(time.Since(start).Seconds()) }(time.Now())
@@ -198,7 +200,7 @@ func (r *Relay) settle(ctx context.Context, outs []store.Outcome) (int64, error)
 		if err == nil {
 			return n, nil
 		}
-		if !r.own.valid() {
+		if !r.own.valid() || store.Retried(err) {
 			break
 		}
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
