@@ -142,12 +142,6 @@ func consume(t testing.TB, exchange, bindingKey string) *consumer {
 	return c
 }
 
-func (c *consumer) distinct() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.ids)
-}
-
 func (c *consumer) has(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
