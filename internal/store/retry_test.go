@@ -101,6 +101,9 @@ WHERE x.trx_state = 'LOCK WAIT' AND p.db = DATABASE() AND x.trx_query LIKE 'UPDA
 		if time.Now().After(deadline) {
 			t.Fatal("the settle never waited for the operator's row lock")
 		}
-		time.Sleep(5 * time.Millisecond)
+		// InnoDB refreshes its information_schema transaction tables
+		// only when they have not been read for 100 ms: polling faster
+		// would read the same stale snapshot forever.
+		time.Sleep(200 * time.Millisecond)
 	}
 }
