@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -322,7 +323,7 @@ func TestBrowserPage(t *testing.T) {
 			tr.querySelector('.last-error').textContent.includes('<img src=x onerror=');
 	})()`, rows("#dead-table"))
 	do("open the hostile message",
-		chromedp.Click(chromedp.CSS(`#dead-table tr[data-message-id="`+xss+`"]`)),
+		clickRow(`#dead-table`, xss),
 		chromedp.WaitVisible(chromedp.ID("detail")),
 	)
 	until("the hostile payload in the detail", `document.getElementById('detail-payload').textContent.includes('"note": "<script>window.__xss=1</script><img src=x onerror=')`,
@@ -339,7 +340,7 @@ func TestBrowserPage(t *testing.T) {
 
 	// A dead letter's detail shows its error; requeued, the relay delivers it.
 	do("open the dead payment",
-		chromedp.Click(chromedp.CSS(`#dead-table tr[data-message-id="`+payment+`"]`)),
+		clickRow(`#dead-table`, payment),
 		chromedp.WaitVisible(chromedp.ID("detail")),
 	)
 	until("the payment's last error and headers", `document.getElementById('detail-last-error').textContent.includes('card declined (code 51)') &&
@@ -437,7 +438,7 @@ func TestBrowserPage(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("search-id"), payment),
 		chromedp.Click(chromedp.ID("search-submit")),
 		chromedp.WaitVisible(chromedp.CSS(`#search-table tr[data-message-id="`+payment+`"]`)),
-		chromedp.Click(chromedp.CSS(`#search-table tr[data-message-id="`+payment+`"]`)),
+		clickRow(`#search-table`, payment),
 		chromedp.WaitVisible(chromedp.ID("detail")),
 		chromedp.WaitEnabled(chromedp.ID("detail-consumed")),
 		chromedp.Click(chromedp.ID("detail-consumed")),
@@ -451,6 +452,13 @@ func TestBrowserPage(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, "SELECT status FROM outbox_messages WHERE message_id = $1", payment).Scan(&status); err != nil || status != "sent" {
 		t.Errorf("after a refused change the message is %s (err %v), want sent", status, err)
 	}
+}
+
+// clickRow clicks the row of message id in table (a CSS id selector) in
+// the page's own script: the page redraws its tables on refresh, and a row
+// located first and clicked after could be a detached node by then.
+func clickRow(table, id string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`document.querySelector(` + strconv.Quote(table+` tr[data-message-id="`+id+`"]`) + `).click()`)
 }
 
 func exceptionText(ev runtime.EventExceptionThrown) string {
