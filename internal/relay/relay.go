@@ -143,12 +143,18 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer r.running.Store(false)
 	partitions, err := r.store.Partitions(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started: nothing to finish or release
+		}
 		return fmt.Errorf("outbox: relay start: %w (has `outbox migrate` been run?)", err)
 	}
 	if partitions == 0 {
 		return errors.New("outbox: relay start: outbox_leases is empty (has `outbox migrate` been run?)")
 	}
 	if err := r.store.CheckSchema(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("outbox: relay start: %w", err)
 	}
 	r.log.Info("outbox relay: started", "relay", r.id, "partitions", partitions, "routes", len(r.router.routes))
