@@ -25,9 +25,6 @@ import (
 // holds at the end, in queue order. RabbitMQ does not dedupe, so every
 // publish whose confirm was lost and that was sent again is a duplicate.
 func TestChaosRabbitMQFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	rabbitURL := "amqp://guest:guest@127.0.0.1:5672/"
 	if v := os.Getenv("OUTBOX_TEST_AMQP"); v != "" {
 		rabbitURL = v

@@ -26,9 +26,6 @@ import (
 // may become sent (nothing can be confirmed); afterwards everything
 // arrives and every sent row did arrive.
 func TestChaosDestinationFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	h := harness.New(t, chaosDrivers[0])
 	rec := &chaos.Recorder{}
@@ -226,66 +223,59 @@ func injectDestinationFaults(t *testing.T, proxy *faultproxy.Proxy, l underLoad,
 // ones all arrive, in key order, those behind a poison message of their
 // key included.
 func TestChaosPoisonMessages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
-	for _, dc := range chaosDrivers {
-		t.Run(dc.Name, func(t *testing.T) {
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			sink := newChaosSink(t, rec)
-			reject := func(_ string, body []byte) int {
-				switch {
-				case strings.Contains(string(body), `"poison":"reject"`):
-					return 400
-				case strings.Contains(string(body), `"poison":"fail"`):
-					return 500
-				}
-				return 0
+	eachDriver(t, func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder) {
+		sink := newChaosSink(t, rec)
+		reject := func(_ string, body []byte) int {
+			switch {
+			case strings.Contains(string(body), `"poison":"reject"`):
+				return 400
+			case strings.Contains(string(body), `"poison":"fail"`):
+				return 500
 			}
-			sink.reject.Store(&reject)
-			p := &chaosProducer{h: h, rec: rec}
-			n := 10000 * scale
-			p.backlog(t, "k", n/2, 100)
-			poison := []outbox.Message{
-				{Topic: "chaos.event", Key: "k-3", Payload: []byte(`{"poison":"reject"}`)},
-				{Topic: "chaos.event", Key: "k-4", Payload: []byte(`{"poison":"fail"}`), MaxAttempts: 3},
-			}
-			ids, err := h.Enqueue(context.Background(), poison, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec.Commit(ids, []string{"k-3", "k-4"})
-			p.backlog(t, "k", n-n/2, 100)
+			return 0
+		}
+		sink.reject.Store(&reject)
+		p := &chaosProducer{h: h, rec: rec}
+		n := 10000 * scale
+		p.backlog(t, "k", n/2, 100)
+		poison := []outbox.Message{
+			{Topic: "chaos.event", Key: "k-3", Payload: []byte(`{"poison":"reject"}`)},
+			{Topic: "chaos.event", Key: "k-4", Payload: []byte(`{"poison":"fail"}`), MaxAttempts: 3},
+		}
+		ids, err := h.Enqueue(context.Background(), poison, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Commit(ids, []string{"k-3", "k-4"})
+		p.backlog(t, "k", n-n/2, 100)
 
-			pub, err := outboxwebhook.New(sink.URL()+"/hook", nil)
-			if err != nil {
-				t.Fatal(err)
+		pub, err := outboxwebhook.New(sink.URL()+"/hook", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pub.Close()
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
+		r, err := h.NewRelay(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		stop := relaytest.Run(t, r)
+		res := chaosResult{scenario: "2 poison messages among good ones", broker: "webhook", faults: "400 once, 500 always", recovered: start}
+		rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 2}, 3*time.Minute)
+		stop()
+		if rep.Dead != 2 {
+			t.Fatalf("%d dead, want the 2 poison messages", rep.Dead)
+		}
+		for i, want := range []string{"400", "max attempts (3) reached"} {
+			status, _, lastErr := messageRow(t, h, ids[i])
+			t.Logf("poison %d: %s: %s", i, status, lastErr)
+			if status != "dead" || !strings.Contains(lastErr, want) {
+				t.Errorf("poison %d: status %s, last error %q, want dead with %q", i, status, lastErr, want)
 			}
-			defer pub.Close()
-			cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
-			r, err := h.NewRelay(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			start := time.Now()
-			stop := relaytest.Run(t, r)
-			res := chaosResult{scenario: "2 poison messages among good ones", broker: "webhook", faults: "400 once, 500 always", recovered: start}
-			rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 2}, 3*time.Minute)
-			stop()
-			if rep.Dead != 2 {
-				t.Fatalf("%d dead, want the 2 poison messages", rep.Dead)
-			}
-			for i, want := range []string{"400", "max attempts (3) reached"} {
-				status, _, lastErr := messageRow(t, h, ids[i])
-				t.Logf("poison %d: %s: %s", i, status, lastErr)
-				if status != "dead" || !strings.Contains(lastErr, want) {
-					t.Errorf("poison %d: status %s, last error %q, want dead with %q", i, status, lastErr, want)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // resources is the heap in use and the number of goroutines now.

@@ -283,96 +283,100 @@ const childWorkers = outbox.DefaultWorkers
 // and relays are SIGKILLed and replaced at random moments. Nothing
 // committed is lost, nothing rolled back arrives, no row is falsely sent.
 func TestChaosRandomKillsWithProducers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	const batch = 100
+	eachDriver(t, func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder) {
+		// A backlog to drain while the kills come: 20,000 per scale
+		// step (200,000 under make chaos), besides what the producers
+		// commit meanwhile.
+		backlog := 20000 * scale
+		(&chaosProducer{h: h, rec: rec}).backlog(t, "pre", backlog, 100)
+		sink := newChaosSink(t, rec)
+		ctx := context.Background()
+		var stop atomic.Bool
+		defer stop.Store(true)
+		var wg sync.WaitGroup
+		var rolledBack atomic.Int64
+		errs := make(chan error, 2)
+		for w := range 2 {
+			seed := rnd.Uint64()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pr := rand.New(rand.NewPCG(seed, seed))
+				p := &chaosProducer{h: h, rec: rec}
+				for !stop.Load() {
+					keys := make([]string, 1+pr.IntN(10))
+					for i := range keys {
+						keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(20))
+					}
+					rb := pr.IntN(10) == 0
+					if err := p.commit(ctx, keys, rb); err != nil {
+						errs <- err
+						return
+					}
+					if rb {
+						rolledBack.Add(1)
+					}
+					// About 250 messages a second per producer: the
+					// relays keep draining the backlog on every
+					// database while they commit.
+					time.Sleep(time.Duration(len(keys))*4*time.Millisecond + time.Duration(pr.IntN(5))*time.Millisecond)
+				}
+			}()
+		}
+		relays := []*child{
+			startChild(t, h.DB.URL, sink.URL(), "rk-a0", batch, time.Second),
+			startChild(t, h.DB.URL, sink.URL(), "rk-b0", batch, time.Second),
+		}
+		// The kills land at random points of the backlog's drain: each
+		// waits until the destination holds a random number of
+		// distinct messages, the points spread over the backlog.
+		kills := 5 * scale
+		points := make([]int, kills)
+		for k := range points {
+			points[k] = 1 + rnd.IntN(backlog-1)
+		}
+		slices.Sort(points)
+		for k := range kills {
+			relaytest.WaitFor(t, 3*time.Minute, fmt.Sprintf("%d messages delivered before kill %d", points[k], k+1),
+				func() bool { _, d, _ := rec.Counts(); return d >= points[k] })
+			i := rnd.IntN(len(relays))
+			relays[i].kill()
+			relays[i] = startChild(t, h.DB.URL, sink.URL(), fmt.Sprintf("rk-%c%d", 'a'+i, k+1), batch, time.Second)
+		}
+		stop.Store(true)
+		wg.Wait()
+		select {
+		case err := <-errs:
+			t.Fatalf("producer: %v", err)
+		default:
+		}
+		if pending := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'"); pending == 0 {
+			t.Log("the backlog was drained by the last kill")
+		} else {
+			t.Logf("%d messages still pending at the last kill", pending)
+		}
+		res := chaosResult{scenario: "random SIGKILL, producers, 10% rollback", broker: "webhook",
+			faults: fmt.Sprintf("%d SIGKILL, %d rollbacks", kills, rolledBack.Load()), recovered: time.Now()}
+		if rolledBack.Load() == 0 {
+			t.Fatal("no transaction was rolled back: the scenario proved nothing about rollbacks")
+		}
+		drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 3*time.Minute+time.Duration(scale)*30*time.Second)
+		for _, c := range relays {
+			c.term(t)
+		}
+	})
+}
+
+// eachDriver runs fn as a subtest for each of chaosDrivers, with a fresh
+// harness on that database and an empty recorder.
+func eachDriver(t *testing.T, fn func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder)) {
+	t.Helper()
 	for _, dc := range chaosDrivers {
 		t.Run(dc.Name, func(t *testing.T) {
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			// A backlog to drain while the kills come: 20,000 per scale
-			// step (200,000 under make chaos), besides what the producers
-			// commit meanwhile.
-			backlog := 20000 * scale
-			(&chaosProducer{h: h, rec: rec}).backlog(t, "pre", backlog, 100)
-			sink := newChaosSink(t, rec)
-			ctx := context.Background()
-			var stop atomic.Bool
-			defer stop.Store(true)
-			var wg sync.WaitGroup
-			var rolledBack atomic.Int64
-			errs := make(chan error, 2)
-			for w := range 2 {
-				seed := rnd.Uint64()
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					pr := rand.New(rand.NewPCG(seed, seed))
-					p := &chaosProducer{h: h, rec: rec}
-					for !stop.Load() {
-						keys := make([]string, 1+pr.IntN(10))
-						for i := range keys {
-							keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(20))
-						}
-						rb := pr.IntN(10) == 0
-						if err := p.commit(ctx, keys, rb); err != nil {
-							errs <- err
-							return
-						}
-						if rb {
-							rolledBack.Add(1)
-						}
-						// About 250 messages a second per producer: the
-						// relays keep draining the backlog on every
-						// database while they commit.
-						time.Sleep(time.Duration(len(keys))*4*time.Millisecond + time.Duration(pr.IntN(5))*time.Millisecond)
-					}
-				}()
-			}
-			relays := []*child{
-				startChild(t, h.DB.URL, sink.URL(), "rk-a0", batch, time.Second),
-				startChild(t, h.DB.URL, sink.URL(), "rk-b0", batch, time.Second),
-			}
-			// The kills land at random points of the backlog's drain: each
-			// waits until the destination holds a random number of
-			// distinct messages, the points spread over the backlog.
-			kills := 5 * scale
-			points := make([]int, kills)
-			for k := range points {
-				points[k] = 1 + rnd.IntN(backlog-1)
-			}
-			slices.Sort(points)
-			for k := range kills {
-				relaytest.WaitFor(t, 3*time.Minute, fmt.Sprintf("%d messages delivered before kill %d", points[k], k+1),
-					func() bool { _, d, _ := rec.Counts(); return d >= points[k] })
-				i := rnd.IntN(len(relays))
-				relays[i].kill()
-				relays[i] = startChild(t, h.DB.URL, sink.URL(), fmt.Sprintf("rk-%c%d", 'a'+i, k+1), batch, time.Second)
-			}
-			stop.Store(true)
-			wg.Wait()
-			select {
-			case err := <-errs:
-				t.Fatalf("producer: %v", err)
-			default:
-			}
-			if pending := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'"); pending == 0 {
-				t.Log("the backlog was drained by the last kill")
-			} else {
-				t.Logf("%d messages still pending at the last kill", pending)
-			}
-			res := chaosResult{scenario: "random SIGKILL, producers, 10% rollback", broker: "webhook",
-				faults: fmt.Sprintf("%d SIGKILL, %d rollbacks", kills, rolledBack.Load()), recovered: time.Now()}
-			if rolledBack.Load() == 0 {
-				t.Fatal("no transaction was rolled back: the scenario proved nothing about rollbacks")
-			}
-			drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 3*time.Minute+time.Duration(scale)*30*time.Second)
-			for _, c := range relays {
-				c.term(t)
-			}
+			fn(t, dc, harness.New(t, dc), &chaos.Recorder{})
 		})
 	}
 }

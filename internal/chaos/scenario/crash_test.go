@@ -125,9 +125,6 @@ func enqueueOrdered(t *testing.T, h *harness.Harness, n, keys int) {
 // while it drains 50k messages: everything arrives, per-key order holds
 // after dedupe, and each kill costs at most one batch of duplicates.
 func TestCrashRedeliversNeverLoses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test: -short")
-	}
 	for _, c := range chaosDrivers {
 		t.Run(c.Name, func(t *testing.T) {
 			h := harness.New(t, c)
@@ -173,9 +170,6 @@ func TestCrashRedeliversNeverLoses(t *testing.T) {
 // one database with a destination that refuses 20% of deliveries, kills
 // one of them midway, and checks per-key order and the duplicate bound.
 func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test: -short")
-	}
 	h := harness.New(t, harness.Case{Name: "pgx", Dialect: store.Postgres, PGX: true})
 	const n, batch = 20000, 200
 	enqueueOrdered(t, h, n, 100)

@@ -88,9 +88,6 @@ func (ws *writers) halt() {
 // 30 s), while writers commit: nothing is
 // lost, nothing rolled back arrives, no row is falsely sent.
 func TestChaosRelayConnectionsKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	const batch = 100
@@ -153,9 +150,6 @@ func TestChaosRelayConnectionsKilled(t *testing.T) {
 // process and writers: once it is back, everything committed arrives
 // and no row is falsely sent. Commits cut by a restart are uncertain.
 func TestChaosDatabaseRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	pg := startPrivatePostgres(t)

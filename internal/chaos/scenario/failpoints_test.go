@@ -67,9 +67,6 @@ func killedBySIGKILL(c *child) bool {
 // nothing is lost, no row claims a delivery that did not happen, and
 // each kill costs at most the batches in flight.
 func TestChaosKillAtFailpoints(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	const batch, kills = 100, 3
@@ -106,34 +103,27 @@ func TestChaosKillAtFailpoints(t *testing.T) {
 // crash-loop the relay: the process stays up, the message goes dead after
 // its max_attempts with the panic as its reason, everything else arrives.
 func TestChaosPoisonPanicQuarantined(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
-	for _, dc := range chaosDrivers {
-		t.Run(dc.Name, func(t *testing.T) {
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			poison := poisonAmong(t, h, rec, 500*scale, 3)
-			sink := newChaosSink(t, rec)
-			c := startFaultyChild(t, h, sink.URL(), "poison", failpoint.Publish+"=panic:"+poison, 100, time.Second)
-			res := chaosResult{scenario: "publish panics on one message", broker: "webhook", faults: "panic on every attempt", recovered: time.Now()}
-			rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1}, 3*time.Minute)
-			select {
-			case <-c.done:
-				t.Fatalf("the relay process ended (%v): the panic was not contained", c.cmd.ProcessState)
-			default:
-			}
-			if rep.Dead != 1 {
-				t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
-			}
-			status, attempts, lastErr := messageRow(t, h, poison)
-			if status != "dead" || attempts != 3 || !strings.Contains(lastErr, "publisher panicked") {
-				t.Errorf("poison message: %s after %d attempts: %q", status, attempts, lastErr)
-			}
-			c.term(t)
-		})
-	}
+	eachDriver(t, func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder) {
+		poison := poisonAmong(t, h, rec, 500*scale, 3)
+		sink := newChaosSink(t, rec)
+		c := startFaultyChild(t, h, sink.URL(), "poison", failpoint.Publish+"=panic:"+poison, 100, time.Second)
+		res := chaosResult{scenario: "publish panics on one message", broker: "webhook", faults: "panic on every attempt", recovered: time.Now()}
+		rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1}, 3*time.Minute)
+		select {
+		case <-c.done:
+			t.Fatalf("the relay process ended (%v): the panic was not contained", c.cmd.ProcessState)
+		default:
+		}
+		if rep.Dead != 1 {
+			t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
+		}
+		status, attempts, lastErr := messageRow(t, h, poison)
+		if status != "dead" || attempts != 3 || !strings.Contains(lastErr, "publisher panicked") {
+			t.Errorf("poison message: %s after %d attempts: %q", status, attempts, lastErr)
+		}
+		c.term(t)
+	})
 }
 
 // TestChaosPoisonKillQuarantined: a message whose publish kills the relay
@@ -145,9 +135,6 @@ func TestChaosPoisonPanicQuarantined(t *testing.T) {
 // by itself, everything else arrives, and no innocent message is charged
 // more than the one attempt that delivered it.
 func TestChaosPoisonKillQuarantined(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	const batch, maxAttempts = 100, 3
 	for _, dc := range killDrivers {
@@ -217,9 +204,6 @@ func TestChaosPoisonKillQuarantined(t *testing.T) {
 // watermarks. Kafka keeps every write, so each kill's cost shows up as
 // duplicates, at most the batches in flight.
 func TestChaosKafkaKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	const batch, kills = 100, 3
@@ -264,40 +248,33 @@ func TestChaosKafkaKills(t *testing.T) {
 // message whose publish fails, a batch abandoned between waves and a
 // failed settle. Each costs at most a retry or a redelivery of the batch.
 func TestChaosInjectedErrors(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
-	for _, dc := range chaosDrivers {
-		t.Run(dc.Name, func(t *testing.T) {
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 2000*scale, 10)
-			spec := "after_read_before_publish=error@2;mid_batch=error@3;publish=error@50;before_settle=error@4;after_publish_before_settle=sleep:10ms@5"
-			if err := failpoint.Set(spec); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = failpoint.Set("") })
-			const batch = 100
-			cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
-				rec.Deliver(env.ID, env.Key)
-				return nil
-			})})
-			cfg.BatchSize = batch
-			cfg.Workers = 1
-			r, err := h.NewRelay(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			start := time.Now()
-			stop := relaytest.Run(t, r)
-			res := chaosResult{scenario: "an injected error at each step", broker: "in-process", faults: spec, recovered: start}
-			// Only the failed settle redelivers: one batch.
-			drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: batch}, 2*time.Minute)
-			stop()
-			if h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE last_error LIKE '%injected fault%'") == 0 {
-				t.Fatal("no message was retried after the injected publish error")
-			}
-		})
-	}
+	eachDriver(t, func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder) {
+		(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 2000*scale, 10)
+		spec := "after_read_before_publish=error@2;mid_batch=error@3;publish=error@50;before_settle=error@4;after_publish_before_settle=sleep:10ms@5"
+		if err := failpoint.Set(spec); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = failpoint.Set("") })
+		const batch = 100
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
+			rec.Deliver(env.ID, env.Key)
+			return nil
+		})})
+		cfg.BatchSize = batch
+		cfg.Workers = 1
+		r, err := h.NewRelay(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		stop := relaytest.Run(t, r)
+		res := chaosResult{scenario: "an injected error at each step", broker: "in-process", faults: spec, recovered: start}
+		// Only the failed settle redelivers: one batch.
+		drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: batch}, 2*time.Minute)
+		stop()
+		if h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE last_error LIKE '%injected fault%'") == 0 {
+			t.Fatal("no message was retried after the injected publish error")
+		}
+	})
 }

@@ -118,9 +118,6 @@ func readKafkaTopic(t *testing.T, addrs []string, topic string, rec *chaos.Recor
 // marked sent is in the topic, including those confirmed just before the
 // close.
 func TestChaosKafkaBrokerDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	dir := t.TempDir()
 	k := startKfake(t, kfake.SeedTopics(kafkaPartitions, kafkaTopic), kfake.DataDir(dir))

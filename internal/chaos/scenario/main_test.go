@@ -3,6 +3,7 @@ package scenario_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,6 +32,13 @@ import (
 func TestMain(m *testing.M) {
 	if url := os.Getenv("OUTBOX_TEST_CHILD_DB"); url != "" {
 		os.Exit(childRelay(url, os.Getenv("OUTBOX_TEST_CHILD_SINK")))
+	}
+	flag.Parse()
+	if testing.Short() {
+		// Every test here kills, partitions, freezes or restarts real
+		// processes and services.
+		fmt.Println("skipped: the fault scenarios do not run under -short")
+		os.Exit(0)
 	}
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),

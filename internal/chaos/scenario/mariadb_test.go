@@ -26,9 +26,6 @@ import (
 // everything committed arrives and no row is falsely sent. Commits cut by
 // a kill are uncertain.
 func TestChaosMariaDBRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	my := startPrivateMariaDB(t)

@@ -25,9 +25,6 @@ import (
 // JetStream drops a message whose Nats-Msg-Id it has seen within its
 // duplicate window, so duplicates are counted after that dedupe.
 func TestChaosNATSFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	natsURL := "nats://127.0.0.1:4222"
 	if v := os.Getenv("OUTBOX_TEST_NATS"); v != "" {
 		natsURL = v

@@ -30,9 +30,6 @@ import (
 // again without being restarted, and log a bounded number of lines. Then
 // nothing is lost, nothing rolled back arrives, no row is falsely sent.
 func TestChaosDatabasePartition(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	const batch = 100
@@ -42,83 +39,79 @@ func TestChaosDatabasePartition(t *testing.T) {
 	// attempt) go to the relay's logger at debug level, as in `outbox
 	// relay`, so they count too.
 	const maxLinesPerFault = 50
-	for _, dc := range chaosDrivers {
-		t.Run(dc.Name, func(t *testing.T) {
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			sink := newChaosSink(t, rec)
-			u, err := url.Parse(h.DB.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy, err := faultproxy.New(u.Host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer proxy.Close()
-			u.Host = proxy.Addr()
-			id := "partition-" + dc.Name
-			relay, logs := startLoggedChild(t, u.String(), sink.URL(), id, batch, time.Second)
-			ws := startWriters(t, h, rec, rnd, 2)
-			delivered := func() int { _, d, _ := rec.Counts(); return d }
-			waitDelivering(t, relay, delivered, 0, "deliveries flowing")
+	eachDriver(t, func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder) {
+		sink := newChaosSink(t, rec)
+		u, err := url.Parse(h.DB.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy, err := faultproxy.New(u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer proxy.Close()
+		u.Host = proxy.Addr()
+		id := "partition-" + dc.Name
+		relay, logs := startLoggedChild(t, u.String(), sink.URL(), id, batch, time.Second)
+		ws := startWriters(t, h, rec, rnd, 2)
+		delivered := func() int { _, d, _ := rec.Counts(); return d }
+		waitDelivering(t, relay, delivered, 0, "deliveries flowing")
 
-			now := "now()"
-			if h.DB.Dialect == store.MySQL {
-				now = "NOW(6)"
+		now := "now()"
+		if h.DB.Dialect == store.MySQL {
+			now = "NOW(6)"
+		}
+		heldLeases := func() int {
+			return h.DB.Count(t, testdb.Placeholder(h.DB.Dialect, "SELECT count(*) FROM outbox_leases WHERE owner = ? AND expires_at > "+now), id)
+		}
+		hold := time.Duration(2*scale) * time.Second
+		faults := []struct {
+			name string
+			mode faultproxy.Mode
+			// lapses: no statement reaches the database, so the
+			// relay's leases expire there.
+			lapses bool
+		}{
+			{"held (nothing passes; the bytes go through once the path heals)", faultproxy.Blackhole, true},
+			// A connection that swallows every byte, or that delivers
+			// statements and drops their answers, stays dead after
+			// the path heals: the relay's statement deadlines end the
+			// wait and it goes on over fresh connections.
+			{"blackholed (connections accepted, every byte dropped)", faultproxy.Drop, true},
+			{"reset (connections aborted with RST)", faultproxy.Reset, true},
+			{"half-open (statements arrive, answers dropped)", faultproxy.HalfOpen, false},
+			{"down (connections refused)", faultproxy.Refuse, true},
+		}
+		var names []string
+		for _, f := range faults {
+			lines := logs.count()
+			proxy.SetMode(f.mode)
+			time.Sleep(hold)
+			leases := heldLeases()
+			proxy.SetMode(faultproxy.Pass)
+			waitDelivering(t, relay, delivered, delivered()+50, "deliveries flowing again after "+f.name)
+			logged, other := logs.since(lines)
+			t.Logf("%s for %v: the relay still held %d leases at the end, logged %d lines (and %d more lines on stderr)", f.name, hold, leases, logged, other)
+			if f.lapses && leases != 0 {
+				t.Errorf("%s: %d leases still held after %v without the database: the lease TTL is 1 s", f.name, leases, hold)
 			}
-			heldLeases := func() int {
-				return h.DB.Count(t, testdb.Placeholder(h.DB.Dialect, "SELECT count(*) FROM outbox_leases WHERE owner = ? AND expires_at > "+now), id)
+			if logged+other >= maxLinesPerFault {
+				t.Errorf("%s: the relay wrote %d lines during the fault and its recovery (at most %d expected):\n%s",
+					f.name, logged+other, maxLinesPerFault-1, logs.tail(lines, 20))
 			}
-			hold := time.Duration(2*scale) * time.Second
-			faults := []struct {
-				name string
-				mode faultproxy.Mode
-				// lapses: no statement reaches the database, so the
-				// relay's leases expire there.
-				lapses bool
-			}{
-				{"held (nothing passes; the bytes go through once the path heals)", faultproxy.Blackhole, true},
-				// A connection that swallows every byte, or that delivers
-				// statements and drops their answers, stays dead after
-				// the path heals: the relay's statement deadlines end the
-				// wait and it goes on over fresh connections.
-				{"blackholed (connections accepted, every byte dropped)", faultproxy.Drop, true},
-				{"reset (connections aborted with RST)", faultproxy.Reset, true},
-				{"half-open (statements arrive, answers dropped)", faultproxy.HalfOpen, false},
-				{"down (connections refused)", faultproxy.Refuse, true},
-			}
-			var names []string
-			for _, f := range faults {
-				lines := logs.count()
-				proxy.SetMode(f.mode)
-				time.Sleep(hold)
-				leases := heldLeases()
-				proxy.SetMode(faultproxy.Pass)
-				waitDelivering(t, relay, delivered, delivered()+50, "deliveries flowing again after "+f.name)
-				logged, other := logs.since(lines)
-				t.Logf("%s for %v: the relay still held %d leases at the end, logged %d lines (and %d more lines on stderr)", f.name, hold, leases, logged, other)
-				if f.lapses && leases != 0 {
-					t.Errorf("%s: %d leases still held after %v without the database: the lease TTL is 1 s", f.name, leases, hold)
-				}
-				if logged+other >= maxLinesPerFault {
-					t.Errorf("%s: the relay wrote %d lines during the fault and its recovery (at most %d expected):\n%s",
-						f.name, logged+other, maxLinesPerFault-1, logs.tail(lines, 20))
-				}
-				names = append(names, strings.Fields(f.name)[0])
-			}
-			ws.halt()
-			select {
-			case <-relay.done:
-				t.Fatalf("the relay process ended (%v): it should have reconnected by itself", relay.cmd.ProcessState)
-			default:
-			}
-			res := chaosResult{scenario: "relay cut off from its database", broker: "webhook",
-				faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: time.Now()}
-			drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: len(names) * childWorkers * batch}, 2*time.Minute)
-			relay.term(t)
-		})
-	}
+			names = append(names, strings.Fields(f.name)[0])
+		}
+		ws.halt()
+		select {
+		case <-relay.done:
+			t.Fatalf("the relay process ended (%v): it should have reconnected by itself", relay.cmd.ProcessState)
+		default:
+		}
+		res := chaosResult{scenario: "relay cut off from its database", broker: "webhook",
+			faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: time.Now()}
+		drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: len(names) * childWorkers * batch}, 2*time.Minute)
+		relay.term(t)
+	})
 }
 
 // waitDelivering waits up to a minute until more than after messages

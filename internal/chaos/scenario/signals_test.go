@@ -20,59 +20,52 @@ import (
 // of the same messages is still in flight: the stale relay's failed
 // publishes come back and its settle must change none of those rows.
 func TestChaosStoppedRelayIsFenced(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	const batch, ttl = 100, time.Second
-	for _, dc := range chaosDrivers {
-		t.Run(dc.Name, func(t *testing.T) {
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 1000*scale, 20)
-			sink := newChaosSink(t, rec)
+	eachDriver(t, func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder) {
+		(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 1000*scale, 20)
+		sink := newChaosSink(t, rec)
 
-			// The stale relay's requests are held and, later, refused.
-			stale := newGate(nil, false)
-			sink.gate.Store(stale)
-			a := startChild(t, h.DB.URL, sink.URL(), "stale", batch, ttl)
-			relaytest.WaitFor(t, time.Minute, "the first relay publishing", func() bool { return len(stale.heldIDs()) > 0 })
-			time.Sleep(100 * time.Millisecond) // the rest of its wave
-			if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			inflight := stale.heldIDs()
+		// The stale relay's requests are held and, later, refused.
+		stale := newGate(nil, false)
+		sink.gate.Store(stale)
+		a := startChild(t, h.DB.URL, sink.URL(), "stale", batch, ttl)
+		relaytest.WaitFor(t, time.Minute, "the first relay publishing", func() bool { return len(stale.heldIDs()) > 0 })
+		time.Sleep(100 * time.Millisecond) // the rest of its wave
+		if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		inflight := stale.heldIDs()
 
-			// The heir's delivery of those messages waits at a gate of its own.
-			set := map[string]bool{}
-			for _, id := range inflight {
-				set[id] = true
-			}
-			heirs := newGate(set, true)
-			sink.gate.Store(heirs)
-			b := startChild(t, h.DB.URL, sink.URL(), "heir", batch, ttl)
-			relaytest.WaitFor(t, time.Minute, "the heir publishing the frozen relay's batch", func() bool { return len(heirs.heldIDs()) > 0 })
+		// The heir's delivery of those messages waits at a gate of its own.
+		set := map[string]bool{}
+		for _, id := range inflight {
+			set[id] = true
+		}
+		heirs := newGate(set, true)
+		sink.gate.Store(heirs)
+		b := startChild(t, h.DB.URL, sink.URL(), "heir", batch, ttl)
+		relaytest.WaitFor(t, time.Minute, "the heir publishing the frozen relay's batch", func() bool { return len(heirs.heldIDs()) > 0 })
 
-			// Thaw the stale relay: its publishes fail, and it settles them.
-			stale.open()
-			if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(3 * ttl) // time to settle, renew and notice what it lost
-			changed := h.DB.Count(t, testdb.Placeholder(h.DB.Dialect, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND (attempts > 0 OR last_error IS NOT NULL) AND message_id IN ('"+strings.Join(inflight, "','")+"')"))
-			heirs.open()
-			sink.gate.Store(nil)
-			res := chaosResult{scenario: "SIGSTOP past the lease, heir takes over, SIGCONT", broker: "webhook",
-				faults: fmt.Sprintf("1 SIGSTOP, %d messages in flight", len(inflight)), recovered: time.Now()}
-			drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: childWorkers * batch}, 2*time.Minute)
-			if changed != 0 {
-				t.Errorf("the stale relay's settle changed %d of the %d rows it had lost", changed, len(inflight))
-			}
-			t.Logf("%d messages were in flight in the frozen relay; its settle changed %d rows", len(inflight), changed)
-			a.term(t)
-			b.term(t)
-		})
-	}
+		// Thaw the stale relay: its publishes fail, and it settles them.
+		stale.open()
+		if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * ttl) // time to settle, renew and notice what it lost
+		changed := h.DB.Count(t, testdb.Placeholder(h.DB.Dialect, "SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND (attempts > 0 OR last_error IS NOT NULL) AND message_id IN ('"+strings.Join(inflight, "','")+"')"))
+		heirs.open()
+		sink.gate.Store(nil)
+		res := chaosResult{scenario: "SIGSTOP past the lease, heir takes over, SIGCONT", broker: "webhook",
+			faults: fmt.Sprintf("1 SIGSTOP, %d messages in flight", len(inflight)), recovered: time.Now()}
+		drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: childWorkers * batch}, 2*time.Minute)
+		if changed != 0 {
+			t.Errorf("the stale relay's settle changed %d of the %d rows it had lost", changed, len(inflight))
+		}
+		t.Logf("%d messages were in flight in the frozen relay; its settle changed %d rows", len(inflight), changed)
+		a.term(t)
+		b.term(t)
+	})
 }
 
 // TestChaosTermDuringDrain sends SIGTERM to a relay in the middle of a
@@ -80,9 +73,6 @@ func TestChaosStoppedRelayIsFenced(t *testing.T) {
 // nothing arrives twice — also when the destination hangs and the batch
 // cannot finish, which the next relay then delivers.
 func TestChaosTermDuringDrain(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	const batch = 100
 	for _, c := range []struct {

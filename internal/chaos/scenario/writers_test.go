@@ -22,100 +22,93 @@ import (
 // earlier one — while a relay drains, and a tenth of the transactions
 // roll back. Nothing committed may be skipped.
 func TestChaosWritersCommitOutOfIDOrder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
-	for _, dc := range chaosDrivers {
-		t.Run(dc.Name, func(t *testing.T) {
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
-				rec.Deliver(env.ID, env.Key)
-				return nil
-			})})
-			r, err := h.NewRelay(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stopRelay := relaytest.Run(t, r)
+	eachDriver(t, func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder) {
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
+			rec.Deliver(env.ID, env.Key)
+			return nil
+		})})
+		r, err := h.NewRelay(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopRelay := relaytest.Run(t, r)
 
-			var stop atomic.Bool
-			var wg sync.WaitGroup
-			var rollbacks atomic.Int64
-			errs := make(chan error, 8)
-			for w := range 8 {
-				seed := rnd.Uint64()
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					pr := rand.New(rand.NewPCG(seed, seed))
-					for !stop.Load() {
-						keys := make([]string, 1+pr.IntN(5))
-						msgs := make([]outbox.Message, len(keys))
-						for i := range keys {
-							keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(5))
-							msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
-						}
-						rollback := pr.IntN(10) == 0
-						ids, err := h.EnqueueHeld(context.Background(), msgs, time.Duration(pr.IntN(20))*time.Millisecond, rollback)
-						if err != nil {
-							errs <- err
-							return
-						}
-						if rollback {
-							rollbacks.Add(1)
-							rec.RollBack(ids)
-						} else {
-							rec.Commit(ids, keys)
-						}
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		var rollbacks atomic.Int64
+		errs := make(chan error, 8)
+		for w := range 8 {
+			seed := rnd.Uint64()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pr := rand.New(rand.NewPCG(seed, seed))
+				for !stop.Load() {
+					keys := make([]string, 1+pr.IntN(5))
+					msgs := make([]outbox.Message, len(keys))
+					for i := range keys {
+						keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(5))
+						msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
 					}
-				}()
-			}
-			run := time.Duration(6*scale) * time.Second // 60 s under make chaos
-			time.Sleep(run)
-			stop.Store(true)
-			wg.Wait()
-			select {
-			case err := <-errs:
-				t.Fatalf("writer: %v", err)
-			default:
-			}
-			res := chaosResult{scenario: "8 writers committing out of id order", broker: "in-process",
-				faults: fmt.Sprintf("%v of writes, %d rollbacks", run, rollbacks.Load()), recovered: time.Now()}
-			drainAndCheck(t, h, rec, res, chaos.Bounds{}, 2*time.Minute)
-			stopRelay()
+					rollback := pr.IntN(10) == 0
+					ids, err := h.EnqueueHeld(context.Background(), msgs, time.Duration(pr.IntN(20))*time.Millisecond, rollback)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if rollback {
+						rollbacks.Add(1)
+						rec.RollBack(ids)
+					} else {
+						rec.Commit(ids, keys)
+					}
+				}
+			}()
+		}
+		run := time.Duration(6*scale) * time.Second // 60 s under make chaos
+		time.Sleep(run)
+		stop.Store(true)
+		wg.Wait()
+		select {
+		case err := <-errs:
+			t.Fatalf("writer: %v", err)
+		default:
+		}
+		res := chaosResult{scenario: "8 writers committing out of id order", broker: "in-process",
+			faults: fmt.Sprintf("%v of writes, %d rollbacks", run, rollbacks.Load()), recovered: time.Now()}
+		drainAndCheck(t, h, rec, res, chaos.Bounds{}, 2*time.Minute)
+		stopRelay()
 
-			// The scenario only means something if commits did overtake ids.
-			rowID := map[string]int64{}
-			rows, err := h.DB.SQL.QueryContext(context.Background(), "SELECT "+textID(dc)+", id FROM outbox_messages")
-			if err != nil {
+		// The scenario only means something if commits did overtake ids.
+		rowID := map[string]int64{}
+		rows, err := h.DB.SQL.QueryContext(context.Background(), "SELECT "+textID(dc)+", id FROM outbox_messages")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var mid string
+			var id int64
+			if err := rows.Scan(&mid, &id); err != nil {
 				t.Fatal(err)
 			}
-			for rows.Next() {
-				var mid string
-				var id int64
-				if err := rows.Scan(&mid, &id); err != nil {
-					t.Fatal(err)
-				}
-				rowID[mid] = id
+			rowID[mid] = id
+		}
+		rows.Close()
+		overtaken, highest := 0, int64(0)
+		for _, c := range rec.History(nil).Committed {
+			id := rowID[c.ID]
+			if id < highest {
+				overtaken++
 			}
-			rows.Close()
-			overtaken, highest := 0, int64(0)
-			for _, c := range rec.History(nil).Committed {
-				id := rowID[c.ID]
-				if id < highest {
-					overtaken++
-				}
-				highest = max(highest, id)
-			}
-			t.Logf("%d of %d committed messages had a lower id than one committed before them", overtaken, len(rowID))
-			if overtaken == 0 {
-				t.Fatal("no commit overtook another: the scenario proved nothing")
-			}
-		})
-	}
+			highest = max(highest, id)
+		}
+		t.Logf("%d of %d committed messages had a lower id than one committed before them", overtaken, len(rowID))
+		if overtaken == 0 {
+			t.Fatal("no commit overtook another: the scenario proved nothing")
+		}
+	})
 }
 
 func textID(dc harness.Case) string {
