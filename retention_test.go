@@ -16,22 +16,6 @@ import (
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
-// sqlAgo is SQL for the database time d ago (d < 0: in the future).
-func sqlAgo(dialect store.Dialect, d time.Duration) string {
-	s, sign := int64(d/time.Second), "-"
-	if s < 0 {
-		s, sign = -s, "+"
-	}
-	switch dialect {
-	case store.Postgres:
-		return fmt.Sprintf("now() %s interval '%d seconds'", sign, s)
-	case store.MySQL:
-		return fmt.Sprintf("NOW(6) %s INTERVAL %d SECOND", sign, s)
-	default:
-		return fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '%s%d seconds')", sign, s)
-	}
-}
-
 // oldRow is a message inserted by plain SQL with its status and times set
 // in the past.
 type oldRow struct {
@@ -45,13 +29,13 @@ func insertOld(t *testing.T, db *testdb.DB, rows ...oldRow) {
 	for _, r := range rows {
 		sent, consumed := "NULL", "NULL"
 		if r.status == "sent" || r.status == "consumed" {
-			sent = sqlAgo(db.Dialect, r.sent)
+			sent = testdb.Ago(db.Dialect, r.sent)
 		}
 		if r.status == "consumed" {
 			consumed = sent
 		}
 		db.Exec(t, fmt.Sprintf(`INSERT INTO outbox_messages (topic, payload, status, created_at, available_at, sent_at, consumed_at)
-VALUES ('%s', '{}', '%s', %s, %s, %s, %s)`, r.topic, r.status, sqlAgo(db.Dialect, r.created), sqlAgo(db.Dialect, r.last), sent, consumed))
+VALUES ('%s', '{}', '%s', %s, %s, %s, %s)`, r.topic, r.status, testdb.Ago(db.Dialect, r.created), testdb.Ago(db.Dialect, r.last), sent, consumed))
 	}
 }
 
@@ -283,7 +267,7 @@ func TestRetentionShutdownMidSweep(t *testing.T) {
 		if _, err := h.Enqueue(context.Background(), msgs(n, "order.created", nil), false); err != nil {
 			t.Fatal(err)
 		}
-		old := sqlAgo(db.Dialect, 3*time.Hour)
+		old := testdb.Ago(db.Dialect, 3*time.Hour)
 		db.Exec(t, "UPDATE outbox_messages SET status = 'sent', created_at = "+old+", available_at = "+old+", sent_at = "+old)
 
 		var s sweeps

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 
 	_ "modernc.org/sqlite" // registers "sqlite"
 
@@ -17,18 +15,16 @@ import (
 
 // Handle applies a delivery's effect and records its message id in one
 // transaction, so a redelivery of the same message changes nothing. The
-// example runs on a temporary SQLite database; outbox.Migrate creates the
+// example runs on an in-memory SQLite database; outbox.Migrate creates the
 // inbox's table.
 func ExampleInbox_Handle() {
-	dir, err := os.MkdirTemp("", "inbox-example")
+	// One connection to a private in-memory database: it lives as long
+	// as the connection does.
+	db, err := sql.Open("sqlite", ":memory:")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "stock.db")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		log.Fatal(err)
-	}
+	db.SetMaxOpenConns(1)
 	defer func() { _ = db.Close() }()
 	ctx := context.Background()
 	drv, err := outboxsql.New(db, nil)

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 
 	_ "modernc.org/sqlite" // registers "sqlite"
 
@@ -19,15 +17,11 @@ import (
 // driver behind it (here modernc.org/sqlite). Producer.Enqueue then takes
 // the *sql.Tx the application, or its GORM, sqlx or ent, already holds.
 func ExampleNew() {
-	dir, err := os.MkdirTemp("", "outboxsql-example")
+	db, err := sql.Open("sqlite", ":memory:")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		log.Fatal(err)
-	}
+	db.SetMaxOpenConns(1) // one connection: the in-memory database lives in it
 	defer func() { _ = db.Close() }()
 	ctx := context.Background()
 

@@ -16,16 +16,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox/driver/outboxpgx"
+	"github.com/txoutbox/outbox/examples/internal/shop"
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 )
@@ -49,41 +45,20 @@ INSERT INTO stock (sku, available) VALUES ('sku-1', 100), ('sku-2', 100), ('sku-
 	ON CONFLICT (sku) DO NOTHING;
 `
 
-// orderCreated is the body the orders service enqueues.
-type orderCreated struct {
-	OrderID int64  `json:"order_id"`
-	SKU     string `json:"sku"`
-	Qty     int    `json:"qty"`
-}
+func main() { shop.Main("inventory", run) }
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "inventory:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	pool, err := pgxpool.New(ctx, env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"))
+func run(ctx context.Context) error {
+	pool, drv, err := shop.Open(ctx, schema)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, schema); err != nil {
-		return fmt.Errorf("create tables: %w", err)
-	}
-	drv, err := outboxpgx.New(pool, nil)
-	if err != nil {
-		return err
-	}
 	ib, err := inbox.New(drv, &inbox.Config{Consumer: "inventory"})
 	if err != nil {
 		return err
 	}
 
-	nc, err := nats.Connect(env("NATS_URL", nats.DefaultURL), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(shop.Env("NATS_URL", nats.DefaultURL), nats.MaxReconnects(-1))
 	if err != nil {
 		return err
 	}
@@ -96,7 +71,7 @@ func run() error {
 	// relay creates none. The example makes them (idempotently) so that
 	// it runs as is; start it before the relay, or create the stream with
 	// the nats CLI (see examples/README.md).
-	streamName, subject := env("STREAM", "ORDERS"), env("SUBJECT", "order.created")
+	streamName, subject := shop.Env("STREAM", "ORDERS"), shop.Env("SUBJECT", "order.created")
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: streamName, Subjects: []string{subject}, Storage: jetstream.FileStorage}); err != nil {
 		return fmt.Errorf("stream %s: %w", streamName, err)
 	}
@@ -113,7 +88,7 @@ func run() error {
 	// Consume acks a message only after the handler returned nil; an
 	// error naks it and JetStream delivers it again.
 	return outboxnats.Consume(ctx, cons, func(ctx context.Context, m *inbox.Message) error {
-		var order orderCreated
+		var order shop.OrderCreated
 		if err := json.Unmarshal(m.Payload, &order); err != nil || order.OrderID == 0 {
 			// Retrying cannot fix a bad body: log it and let it go.
 			slog.Error("inventory: not an order", "message_id", m.ID, "payload", string(m.Payload))
@@ -132,7 +107,7 @@ func run() error {
 // reserve takes qty of the order's SKU from available stock, or records
 // that there was not enough. It runs in the inbox's transaction: it
 // commits together with the record of the message id.
-func reserve(ctx context.Context, tx pgx.Tx, messageID string, o orderCreated) error {
+func reserve(ctx context.Context, tx pgx.Tx, messageID string, o shop.OrderCreated) error {
 	tag, err := tx.Exec(ctx, `UPDATE stock SET available = available - $2, reserved = reserved + $2
 		WHERE sku = $1 AND available >= $2`, o.SKU, o.Qty)
 	if err != nil {
@@ -148,11 +123,4 @@ func reserve(ctx context.Context, tx pgx.Tx, messageID string, o orderCreated) e
 		return fmt.Errorf("record reservation: %w", err)
 	}
 	return nil
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

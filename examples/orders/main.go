@@ -14,19 +14,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/driver/outboxpgx"
+	"github.com/txoutbox/outbox/examples/internal/shop"
 )
 
 // schema is the service's own table. A real service would ship it as a
@@ -38,43 +34,22 @@ const schema = `CREATE TABLE IF NOT EXISTS orders (
 	created_at TIMESTAMPTZ NOT NULL DEFAULT now()
 )`
 
-// orderCreated is the message body the inventory service reads.
-type orderCreated struct {
-	OrderID int64  `json:"order_id"`
-	SKU     string `json:"sku"`
-	Qty     int    `json:"qty"`
-}
+func main() { shop.Main("orders", run) }
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "orders:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	pool, err := pgxpool.New(ctx, env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"))
+func run(ctx context.Context) error {
+	pool, drv, err := shop.Open(ctx, schema)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, schema); err != nil {
-		return fmt.Errorf("create table orders: %w", err)
-	}
-	drv, err := outboxpgx.New(pool, nil)
-	if err != nil {
-		return err
-	}
 	producer, err := outbox.NewProducer(drv, nil)
 	if err != nil {
 		return err
 	}
-	svc := &service{pool: pool, producer: producer, topic: env("TOPIC", "order.created")}
+	svc := &service{pool: pool, producer: producer, topic: shop.Env("TOPIC", "order.created")}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /orders", svc.createOrder)
-	srv := &http.Server{Addr: env("ADDR", "127.0.0.1:8080"), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: shop.Env("ADDR", "127.0.0.1:8080"), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -113,7 +88,7 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 		if err := tx.QueryRow(ctx, `INSERT INTO orders (sku, qty) VALUES ($1, $2) RETURNING id`, req.SKU, req.Qty).Scan(&orderID); err != nil {
 			return err
 		}
-		payload, err := json.Marshal(orderCreated{OrderID: orderID, SKU: req.SKU, Qty: req.Qty})
+		payload, err := json.Marshal(shop.OrderCreated{OrderID: orderID, SKU: req.SKU, Qty: req.Qty})
 		if err != nil {
 			return err
 		}
@@ -132,11 +107,4 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]any{"order_id": orderID, "message_id": messageID})
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

@@ -14,22 +14,6 @@ import (
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
-// ago is SQL for the database time d ago, in the column representation.
-func ago(dialect store.Dialect, d time.Duration) string {
-	s, sign := int64(d/time.Second), "-"
-	if s < 0 {
-		s, sign = -s, "+"
-	}
-	switch dialect {
-	case store.Postgres:
-		return fmt.Sprintf("now() %s interval '%d seconds'", sign, s)
-	case store.MySQL:
-		return fmt.Sprintf("NOW(6) %s INTERVAL %d SECOND", sign, s)
-	default:
-		return fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '%s%d seconds')", sign, s)
-	}
-}
-
 // aged is a row inserted with a chosen status and timestamps, given as
 // ages (negative: in the future).
 type aged struct {
@@ -45,15 +29,15 @@ func insertAged(t *testing.T, db *testdb.DB, rows []aged) map[string]int64 {
 	for _, r := range rows {
 		sent := "NULL"
 		if !r.noSentAt && r.status != "pending" && r.status != "dead" {
-			sent = ago(db.Dialect, r.sent)
+			sent = testdb.Ago(db.Dialect, r.sent)
 		}
 		consumed := "NULL"
 		if r.status == "consumed" {
-			consumed = ago(db.Dialect, r.sent)
+			consumed = testdb.Ago(db.Dialect, r.sent)
 		}
 		db.Exec(t, fmt.Sprintf(`INSERT INTO outbox_messages (topic, business_key, payload, status, created_at, available_at, sent_at, consumed_at, last_error)
 VALUES ('t.%s', 'k', '{"row":"%s"}', '%s', %s, %s, %s, %s, 'e')`, r.name, r.name, r.status,
-			ago(db.Dialect, r.created), ago(db.Dialect, r.available), sent, consumed))
+			testdb.Ago(db.Dialect, r.created), testdb.Ago(db.Dialect, r.available), sent, consumed))
 		ids[r.name] = int64(db.Count(t, "SELECT max(id) FROM outbox_messages"))
 	}
 	return ids
@@ -189,7 +173,7 @@ func TestRetainLeavesRowsChangedMeanwhile(t *testing.T) {
 				})
 				store.BeforeRemove(st, func() {
 					db.Exec(t, fmt.Sprintf("UPDATE outbox_messages SET status = 'pending' WHERE id = %d", ids["dead_a"]))
-					db.Exec(t, fmt.Sprintf("UPDATE outbox_messages SET status = 'consumed', sent_at = %s WHERE id = %d", ago(db.Dialect, 0), ids["sent_c"]))
+					db.Exec(t, fmt.Sprintf("UPDATE outbox_messages SET status = 'consumed', sent_at = %s WHERE id = %d", testdb.Ago(db.Dialect, 0), ids["sent_c"]))
 				})
 				p := oneHourFourHours
 				p.Archive = archive
@@ -345,7 +329,7 @@ func BenchmarkRetain(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				old := ago(c.d, 48*time.Hour)
+				old := testdb.Ago(c.d, 48*time.Hour)
 				db.Exec(b, "UPDATE outbox_messages SET status = 'sent', attempts = 1, created_at = "+old+", available_at = "+old+", sent_at = "+old)
 				p := store.RetentionPolicy{Sent: 24 * time.Hour, Dead: 14 * 24 * time.Hour, Archive: archive}
 				b.ResetTimer()

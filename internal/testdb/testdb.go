@@ -241,3 +241,20 @@ func Placeholder(d store.Dialect, q string) string {
 	}
 	return b.String()
 }
+
+// Ago is SQL for the database's time d ago (d < 0: in the future), in
+// the representation of dialect d's timestamp columns.
+func Ago(d store.Dialect, ago time.Duration) string {
+	s, sign := int64(ago/time.Second), "-"
+	if s < 0 {
+		s, sign = -s, "+"
+	}
+	switch d {
+	case store.Postgres:
+		return fmt.Sprintf("now() %s interval '%d seconds'", sign, s)
+	case store.MySQL:
+		return fmt.Sprintf("NOW(6) %s INTERVAL %d SECOND", sign, s)
+	default:
+		return fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '%s%d seconds')", sign, s)
+	}
+}
