@@ -13,6 +13,7 @@ test: services ## run every test against the real local services, with the race 
 	@scripts/chromium.sh >/dev/null || true
 	CI=$${CI:-true} $(GO) test -race -count=1 -timeout 30m -tags outbox_failpoints $(PKGS)
 	$(GO) test -count=1 ./internal/failpoint/ # without the tag: failpoints compiled out
+	cd internal/tooltest && CI=$${CI:-true} $(GO) test -count=1 -timeout 10m ./... # migration tools, a module of its own
 
 test-short: ## run the tests that need no service
 	$(GO) test -short -count=1 $(PKGS)
@@ -23,6 +24,7 @@ lint: ## gofmt, go vet and staticcheck, with and without the failpoints build ta
 	$(GO) vet -tags outbox_failpoints $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 	$(GO) tool staticcheck -tags outbox_failpoints $(PKGS)
+	cd internal/tooltest && $(GO) vet ./...
 
 bench: ## run the benchmark suite behind BENCHMARKS.md (QUICK=1 for a tenth of it)
 	@scripts/bench.sh

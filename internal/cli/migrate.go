@@ -3,11 +3,12 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -118,58 +119,137 @@ func (e *env) migrateInbox(db *dburl.DB) error {
 func migrateSQLCommand() *command {
 	return &command{
 		name:     "migrate sql",
-		synopsis: "--dialect postgres|mysql|sqlite [--inbox-only | --partitioned]",
-		summary:  "print the schema SQL for your own migration tool",
+		synopsis: "--dialect postgres|mysql|sqlite [--inbox-only | --partitioned] [--from N] [--format goose|golang-migrate|atlas --out DIR [--start N]]",
+		summary:  "print the schema SQL, or write it as versioned files for your migration tool",
 		about: `Prints the complete outbox schema for one database, for teams that apply
 migrations with their own tool. Needs no database connection. Without
 --dialect, the dialect is taken from --db or OUTBOX_DATABASE_URL.
 With --inbox-only, prints only what 'outbox migrate --inbox-only' applies;
-with --partitioned, the schema 'outbox migrate --partitioned' creates.`,
+with --partitioned, the schema 'outbox migrate --partitioned' creates.
+With --from N, only what a schema at outbox version N lacks ('outbox
+status' and the table outbox_schema_migrations show the version).
+
+With --format goose, golang-migrate or atlas and --out DIR, writes one
+versioned file per outbox schema version into DIR instead (goose: Up and
+Down sections in one file; golang-migrate: .up.sql and .down.sql; atlas:
+the files and atlas.sum), numbered from --start (default 1) so that they
+follow your own migrations. Each file also records its version in
+outbox_schema_migrations, so the relay sees the schema your tool applied.
+Upgrading the outbox later: --from the version you have, --start the next
+free number. Files that exist in DIR are never overwritten.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
-			var dialect, dbFlag string
-			var inboxOnly, partitioned bool
-			fs.StringVar(&dialect, "dialect", "", "`DIALECT`: postgres, mysql (MariaDB too) or sqlite")
-			fs.StringVar(&dbFlag, "db", "", "database `URL` whose dialect to use when --dialect is not given")
-			fs.BoolVar(&inboxOnly, "inbox-only", false, "print only the consumers' outbox_inbox table")
-			fs.BoolVar(&partitioned, "partitioned", false, "print the schema with outbox_messages partitioned by day (PostgreSQL)")
+			var o migrateSQLOpts
+			fs.StringVar(&o.dialect, "dialect", "", "`DIALECT`: postgres, mysql (MariaDB too) or sqlite")
+			fs.StringVar(&o.db, "db", "", "database `URL` whose dialect to use when --dialect is not given")
+			fs.BoolVar(&o.inboxOnly, "inbox-only", false, "print only the consumers' outbox_inbox table")
+			fs.BoolVar(&o.partitioned, "partitioned", false, "print the schema with outbox_messages partitioned by day (PostgreSQL)")
+			fs.IntVar(&o.from, "from", 0, "only what a schema at outbox version `N` lacks (0: everything)")
+			fs.StringVar(&o.format, "format", "", "write versioned files for `TOOL`: goose, golang-migrate or atlas (with --out)")
+			fs.StringVar(&o.out, "out", "", "`DIR` to write the --format files into (created if missing)")
+			fs.IntVar(&o.start, "start", 1, "number of the first file written with --format: the `N` after your newest migration")
 			return func(e *env, pos []string) error {
 				if err := noArgs("migrate sql", pos); err != nil {
 					return err
 				}
-				if inboxOnly && partitioned {
-					return usagef("migrate sql: --inbox-only and --partitioned do not go together: the inbox is not partitioned")
-				}
-				if dialect == "" {
-					raw := dbFlag
-					if raw == "" {
-						raw = e.getenv("OUTBOX_DATABASE_URL")
-					}
-					if raw == "" {
-						return usagef("migrate sql: --dialect is required (postgres, mysql or sqlite)")
-					}
-					e.addSecret(passwordOf(raw))
-					d, _, err := dburl.Parse(raw)
-					if err != nil {
-						return asUsage(err)
-					}
-					dialect = string(d)
-				}
-				var sql string
-				var err error
-				if inboxOnly {
-					var d store.Dialect
-					if d, err = store.ParseDialect(dialect); err == nil {
-						sql, err = store.InboxSchemaSQL(d)
-					}
-				} else {
-					sql, err = outbox.SchemaSQL(driver.Dialect(dialect), &outbox.MigrateOpts{Partitioned: partitioned})
-				}
-				if err != nil {
-					return usagef("migrate sql: --dialect: %v", errorLine(err))
-				}
-				fmt.Fprint(e.stdout, sql)
-				return nil
+				return e.migrateSQL(o)
 			}
 		},
 	}
+}
+
+// migrateSQLOpts are the flags of migrate sql.
+type migrateSQLOpts struct {
+	dialect, db, format, out string
+	inboxOnly, partitioned   bool
+	from, start              int
+}
+
+func (e *env) migrateSQL(o migrateSQLOpts) error {
+	if o.inboxOnly && o.partitioned {
+		return usagef("migrate sql: --inbox-only and --partitioned do not go together: the inbox is not partitioned")
+	}
+	if (o.format == "") != (o.out == "") {
+		return usagef("migrate sql: --format and --out go together: --format TOOL --out DIR")
+	}
+	if o.inboxOnly && (o.format != "" || o.from != 0) {
+		return usagef("migrate sql: --inbox-only prints the inbox table alone; --format and --from apply to the whole schema")
+	}
+	if o.dialect == "" {
+		raw := o.db
+		if raw == "" {
+			raw = e.getenv("OUTBOX_DATABASE_URL")
+		}
+		if raw == "" {
+			return usagef("migrate sql: --dialect is required (postgres, mysql or sqlite)")
+		}
+		e.addSecret(passwordOf(raw))
+		d, _, err := dburl.Parse(raw)
+		if err != nil {
+			return asUsage(err)
+		}
+		o.dialect = string(d)
+	}
+	d, err := store.ParseDialect(o.dialect)
+	if err != nil {
+		return usagef("migrate sql: --dialect: %v", errorLine(err))
+	}
+	if o.partitioned && d != store.Postgres {
+		return usagef("migrate sql: --partitioned needs PostgreSQL, not %s", d)
+	}
+	layout := store.MigrateOptions{Partitioned: o.partitioned}
+	if o.format != "" {
+		return e.writeToolFiles(d, layout, o)
+	}
+	var sql string
+	if o.inboxOnly {
+		sql, err = store.InboxSchemaSQL(d)
+	} else {
+		sql, err = store.SchemaSQLAfter(d, layout, o.from)
+	}
+	if err != nil {
+		return usagef("migrate sql: %v", errorLine(err))
+	}
+	fmt.Fprint(e.stdout, sql)
+	return nil
+}
+
+// writeToolFiles writes the migration tool's files into o.out, refusing
+// to overwrite any.
+func (e *env) writeToolFiles(d store.Dialect, layout store.MigrateOptions, o migrateSQLOpts) error {
+	format, err := store.ParseToolFormat(o.format)
+	if err != nil {
+		return usagef("migrate sql: --format: %v", err)
+	}
+	files, err := store.ToolFiles(d, layout, format, o.from, o.start)
+	if err != nil {
+		return usagef("migrate sql: %v", errorLine(err))
+	}
+	if len(files) == 0 {
+		fmt.Fprintf(e.stdout, "nothing to write: version %d is the newest outbox schema\n", o.from)
+		return nil
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("migrate sql: --out: %w", err)
+	}
+	for _, f := range files {
+		path := filepath.Join(o.out, f.Name)
+		if f.Name == "atlas.sum" {
+			if _, err := os.Stat(path); err == nil {
+				return fmt.Errorf("migrate sql: %s exists: atlas.sum covers the whole directory, so write atlas files into a new directory and let 'atlas migrate hash' merge them", path)
+			}
+		}
+		fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("migrate sql: %w", err)
+		}
+		_, err = fh.WriteString(f.Content)
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("migrate sql: %w", err)
+		}
+		fmt.Fprintln(e.stdout, path)
+	}
+	return nil
 }

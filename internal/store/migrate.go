@@ -21,6 +21,10 @@ type Migration struct {
 	Version int
 	Name    string
 	SQL     string
+	// Down undoes SQL, for migration tools that step back (the file
+	// NNN_name.down.sql beside NNN_name.sql). The outbox's own Migrate
+	// never runs it.
+	Down string
 }
 
 // Migrations returns the dialect's migrations in version order.
@@ -69,6 +73,7 @@ func readMigrations(dir string) ([]Migration, error) {
 		return nil, err
 	}
 	var out []Migration
+	downs := map[string]string{}
 	for _, e := range entries {
 		name := e.Name()
 		num, _, ok := strings.Cut(name, "_")
@@ -80,7 +85,22 @@ func readMigrations(dir string) ([]Migration, error) {
 		if err != nil {
 			return nil, err
 		}
+		if base, ok := strings.CutSuffix(name, ".down.sql"); ok {
+			downs[base] = string(b)
+			continue
+		}
 		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(name, ".sql"), SQL: string(b)})
+	}
+	for i := range out {
+		down, ok := downs[out[i].Name]
+		if !ok {
+			return nil, fmt.Errorf("migration %s/%s.sql has no %s.down.sql", dir, out[i].Name, out[i].Name)
+		}
+		out[i].Down = down
+		delete(downs, out[i].Name)
+	}
+	for base := range downs {
+		return nil, fmt.Errorf("migration %s/%s.down.sql undoes no migration", dir, base)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
@@ -90,8 +110,11 @@ func readMigrations(dir string) ([]Migration, error) {
 func SchemaSQL(d Dialect) (string, error) { return SchemaSQLWith(d, MigrateOptions{}) }
 
 // SchemaSQLWith is every migration of d for the layout o chooses.
-func SchemaSQLWith(d Dialect, o MigrateOptions) (string, error) {
-	ms, err := MigrationsWith(d, o)
+func SchemaSQLWith(d Dialect, o MigrateOptions) (string, error) { return SchemaSQLAfter(d, o, 0) }
+
+// SchemaSQLAfter is what a schema of d (layout o) at version from lacks.
+func SchemaSQLAfter(d Dialect, o MigrateOptions, from int) (string, error) {
+	ms, err := MigrationsAfter(d, o, from)
 	if err != nil {
 		return "", err
 	}
@@ -105,9 +128,9 @@ func SchemaSQLWith(d Dialect, o MigrateOptions) (string, error) {
 
 func migrationsTableSQL(d Dialect) string { return dialectOf(d).statements().migrationsTable }
 
-// splitStatements splits a migration file at semicolons that end a line
+// SplitStatements splits a migration file at semicolons that end a line
 // outside a $$-quoted function body.
-func splitStatements(src string) []string {
+func SplitStatements(src string) []string {
 	var out []string
 	var cur strings.Builder
 	inBody := false
@@ -198,7 +221,7 @@ func MigrateWith(ctx context.Context, d Dialect, s Session, o MigrateOptions) ([
 			continue
 		}
 		err := s.InTx(ctx, func(q Querier) error {
-			for _, stmt := range splitStatements(m.SQL) {
+			for _, stmt := range SplitStatements(m.SQL) {
 				if inboxDone[m.Version] && isInboxStatement(stmt) {
 					continue
 				}
@@ -254,7 +277,7 @@ func InboxMigrations(d Dialect) ([]Migration, error) {
 	var out []Migration
 	for _, m := range ms {
 		var stmts []string
-		for _, stmt := range splitStatements(m.SQL) {
+		for _, stmt := range SplitStatements(m.SQL) {
 			if isInboxStatement(stmt) {
 				stmts = append(stmts, stmt+";")
 			}
@@ -320,7 +343,7 @@ func MigrateInbox(ctx context.Context, d Dialect, s Session) ([]int, error) {
 			continue
 		}
 		err := s.InTx(ctx, func(q Querier) error {
-			for _, stmt := range splitStatements(m.SQL) {
+			for _, stmt := range SplitStatements(m.SQL) {
 				if _, err := q.Exec(ctx, stmt); err != nil {
 					return fmt.Errorf("migration %s: %w", m.Name, err)
 				}

@@ -105,6 +105,28 @@ func (d *DB) Count(t testing.TB, q string, args ...any) int {
 	return n
 }
 
+// Strings runs q and returns its one text column, row by row.
+func (d *DB) Strings(t testing.TB, q string, args ...any) []string {
+	t.Helper()
+	rows, err := d.SQL.QueryContext(context.Background(), q, args...)
+	if err != nil {
+		t.Fatalf("query %q: %v", q, err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatalf("query %q: %v", q, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("query %q: %v", q, err)
+	}
+	return out
+}
+
 // Dialects lists the dialects the conformance tests run on.
 var Dialects = []store.Dialect{store.Postgres, store.MySQL, store.SQLite}
 

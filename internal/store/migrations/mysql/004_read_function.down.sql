@@ -1,0 +1,1 @@
+-- Version 4 added nothing on this database: nothing to undo.

@@ -1,0 +1,2 @@
+-- Undoes version 4: the relay's read function.
+DROP FUNCTION IF EXISTS outbox_read(int[], int);

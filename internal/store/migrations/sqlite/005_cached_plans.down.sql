@@ -1,0 +1,1 @@
+-- Version 5 added nothing on this database: nothing to undo.
