@@ -1,7 +1,8 @@
 // Package outboxsql is the outbox driver for database/sql: PostgreSQL
 // (through pgx's stdlib driver), MySQL/MariaDB (go-sql-driver/mysql) and
-// SQLite (modernc.org/sqlite). Enqueue takes a *sql.Tx, so GORM, sqlx and
-// ent users pass the transaction they already have.
+// SQLite (modernc.org/sqlite). Enqueue takes a *sql.Tx: sqlx and bun users
+// pass the one inside their transaction; Adapt makes a driver whose
+// Enqueue takes an ORM's own transaction type, such as GORM's *gorm.DB.
 //
 //	db, err := sql.Open("mysql", "user:pass@tcp(host:3306)/app?parseTime=true")
 //	drv, err := outboxsql.New(db, nil) // the dialect follows db's driver

@@ -7,16 +7,10 @@ import (
 	"github.com/txoutbox/outbox/driver"
 )
 
-// runner is what *sql.DB, *sql.Conn and *sql.Tx share.
-type runner interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 // executor is a driver.Executor over a *sql.DB, *sql.Conn or *sql.Tx whose
 // errors pass through its dialect's translate.
 type executor struct {
-	r         runner
+	r         Conn
 	translate func(error) error
 }
 

@@ -1,6 +1,7 @@
-// Package tooltest checks the files `outbox migrate sql --format` writes
-// with the migration tools themselves (goose, golang-migrate, and atlas's
-// checksum and statement splitter), against the real databases. It is a
-// module of its own so that those tools never become dependencies of the
-// outbox module.
+// Package tooltest checks the outbox with the third-party tools teams use
+// beside it, against the real databases: the files `outbox migrate sql
+// --format` writes, applied by goose and golang-migrate and read by atlas's
+// checksum and statement splitter; and the ORM recipes of the README
+// (GORM through outboxsql.Adapt, sqlx, bun). It is a module of its own so
+// that none of those tools becomes a dependency of the outbox module.
 package tooltest
