@@ -11,6 +11,7 @@ services: ## start the local services the tests need, if they are not running
 
 test: services ## run every test against the real local services, with the race detector and the failpoints (-tags outbox_failpoints)
 	@scripts/chromium.sh >/dev/null || true
+	@scripts/languages.sh || true # php and the JDBC drivers for the producers in examples/
 	CI=$${CI:-true} $(GO) test -race -count=1 -timeout 30m -tags outbox_failpoints $(PKGS)
 	$(GO) test -count=1 ./internal/failpoint/ # without the tag: failpoints compiled out
 	cd internal/tooltest && CI=$${CI:-true} $(GO) test -count=1 -timeout 10m ./... # migration tools, a module of its own

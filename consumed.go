@@ -22,7 +22,11 @@ var ErrNotSent = errors.New("message not sent")
 // Consumers that can reach the producer's database call it directly;
 // others use the relay's admin API (POST /api/v1/messages/{id}/consumed).
 func MarkConsumed[TTx any](ctx context.Context, driver Driver[TTx], messageID string) error {
-	before, err := backendOf(driver).Store.MarkConsumed(ctx, strings.ToLower(messageID))
+	b, err := backendOf("MarkConsumed", driver)
+	if err != nil {
+		return err
+	}
+	before, err := b.Store.MarkConsumed(ctx, strings.ToLower(messageID))
 	switch {
 	case err != nil:
 		return fmt.Errorf("outbox: mark consumed %s: %w", messageID, err)

@@ -1,6 +1,9 @@
 package outbox
 
 import (
+	"fmt"
+	"reflect"
+
 	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -12,5 +15,11 @@ import (
 // documents the contract for anyone writing another.
 type Driver[TTx any] = driver.Driver[TTx]
 
-// backendOf builds what the engine runs on from d.
-func backendOf[TTx any](d Driver[TTx]) *store.Backend { return store.NewBackend(d) }
+// backendOf builds what the engine runs on from d, refusing a nil driver
+// (a nil interface, or a nil pointer in one) with an error that op names.
+func backendOf[TTx any](op string, d Driver[TTx]) (*store.Backend, error) {
+	if v := reflect.ValueOf(d); !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+		return nil, fmt.Errorf("outbox: %s: nil driver", op)
+	}
+	return store.NewBackend(d), nil
+}

@@ -34,7 +34,10 @@ func (o *MigrateOpts) store() store.MigrateOptions {
 // schema is current. It is safe to run from several processes at once.
 // The outbox never creates tables implicitly.
 func Migrate[TTx any](ctx context.Context, driver Driver[TTx], opts *MigrateOpts) ([]int, error) {
-	b := backendOf(driver)
+	b, err := backendOf("Migrate", driver)
+	if err != nil {
+		return nil, err
+	}
 	s, err := b.Session(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: migrate: %w", err)

@@ -74,7 +74,11 @@ func NewProducer[TTx any](driver Driver[TTx], cfg *Config) (*Producer[TTx], erro
 	if c.NotifyInterval == 0 {
 		c.NotifyInterval = DefaultNotifyInterval
 	}
-	return &Producer[TTx]{driver: driver, backend: backendOf(driver), cfg: c}, nil
+	b, err := backendOf("NewProducer", driver)
+	if err != nil {
+		return nil, err
+	}
+	return &Producer[TTx]{driver: driver, backend: b, cfg: c}, nil
 }
 
 // Enqueue writes msg in tx and returns its message id. The message becomes

@@ -37,7 +37,11 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 		return nil, err
 	}
 	c.setDefaults()
-	e, err := relay.New(backendOf(driver), c.engine())
+	b, err := backendOf("NewRelay", driver)
+	if err != nil {
+		return nil, err
+	}
+	e, err := relay.New(b, c.engine())
 	if err != nil {
 		return nil, err
 	}

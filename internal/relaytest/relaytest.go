@@ -48,14 +48,20 @@ func Config(p outbox.Publisher) *outbox.RelayConfig {
 	}
 }
 
-// Start builds a relay over db's pgx driver with cfg (a nil Logger
-// becomes Logger) and runs it as Run does.
+// Start builds a relay over db (its pgx driver on PostgreSQL) with cfg (a
+// nil Logger becomes Logger) and runs it as Run does.
 func Start(t testing.TB, db *testdb.DB, cfg *outbox.RelayConfig) (stop func()) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = Logger()
 	}
-	r, err := outbox.NewRelay(db.PGX, cfg)
+	var r *outbox.Relay
+	var err error
+	if db.PGX != nil {
+		r, err = outbox.NewRelay(db.PGX, cfg)
+	} else {
+		r, err = outbox.NewRelay(db.Std, cfg)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +120,7 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // or "dead").
 func Count(t testing.TB, db *testdb.DB, status string) int {
 	t.Helper()
-	return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = $1", status)
+	return db.Count(t, testdb.Placeholder(db.Dialect, "SELECT count(*) FROM outbox_messages WHERE status = ?"), status)
 }
 
 // SentIDs are the message ids of the rows of db's outbox marked sent, so
