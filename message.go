@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -59,45 +60,6 @@ type Message struct {
 	MaxAttempts int
 }
 
-// maxFieldLen is the longest topic and business key.
-const maxFieldLen = 255
-
-// validTopic reports whether t is dot-separated non-empty segments of
-// [A-Za-z0-9_:-].
-func validTopic(t string) bool {
-	if t == "" || len(t) > maxFieldLen {
-		return false
-	}
-	seg := 0
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		switch {
-		case c == '.':
-			if seg == 0 {
-				return false
-			}
-			seg = 0
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == ':':
-			seg++
-		default:
-			return false
-		}
-	}
-	return seg > 0
-}
-
-func validHeaderName(n string) bool {
-	if n == "" || len(n) > 255 {
-		return false
-	}
-	for i := 0; i < len(n); i++ {
-		if c := n[i]; c <= ' ' || c >= 0x7f || c == ':' {
-			return false
-		}
-	}
-	return true
-}
-
 // isJSONType reports whether a content type denotes JSON.
 func isJSONType(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
@@ -114,18 +76,15 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 	bad := func(field string, err error, detail string) (store.NewMessage, error) {
 		return store.NewMessage{}, &ValidationError{Index: i, Field: field, Err: err, Detail: detail}
 	}
-	if !validTopic(m.Topic) {
-		detail := "want dot-separated segments of letters, digits, '_', '-', ':' (1-255 chars)"
+	if !msgcheck.Topic(m.Topic) {
+		detail := msgcheck.TopicRule
 		if m.Topic == "" {
 			detail = "topic is required"
 		}
 		return bad("Topic", ErrInvalidTopic, detail)
 	}
-	if len(m.Key) > maxFieldLen {
-		return bad("Key", ErrInvalidKey, "longer than 255 bytes")
-	}
-	if !utf8.ValidString(m.Key) || strings.ContainsRune(m.Key, 0) {
-		return bad("Key", ErrInvalidKey, "not UTF-8 text")
+	if detail := msgcheck.KeyError(m.Key); detail != "" {
+		return bad("Key", ErrInvalidKey, detail)
 	}
 	if len(m.Payload) > maxPayload {
 		return bad("Payload", ErrPayloadTooLarge, strconv.Itoa(len(m.Payload))+" bytes, limit "+strconv.Itoa(maxPayload))
@@ -160,10 +119,10 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 	headers := make(map[string]string, len(m.Headers)+2)
 	for k, v := range m.Headers {
 		lk := strings.ToLower(k)
-		if !validHeaderName(lk) {
+		if !msgcheck.HeaderName(lk) {
 			return bad("Headers", ErrInvalidHeader, "bad name "+strconv.Quote(k))
 		}
-		if strings.HasPrefix(lk, "outbox-") || lk == HeaderContentType || lk == HeaderTransferEncode {
+		if msgcheck.Reserved(lk) || lk == HeaderContentType || lk == HeaderTransferEncode {
 			return bad("Headers", ErrInvalidHeader, "reserved name "+strconv.Quote(k))
 		}
 		if !utf8.ValidString(v) {

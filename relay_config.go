@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/relay"
 )
 
@@ -146,7 +147,7 @@ func (c *RelayConfig) validate() error {
 		if r.Publisher == nil {
 			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): nil Publisher", i, r.Pattern)
 		}
-		if r.Destination != "" && !validTopic(r.Destination) {
+		if r.Destination != "" && !msgcheck.Topic(r.Destination) {
 			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): invalid Destination %q", i, r.Pattern, r.Destination)
 		}
 		if r.Retry != nil {

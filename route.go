@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/relay"
 )
 
@@ -49,7 +50,7 @@ func ValidatePattern(p string) error {
 			if i != len(segs)-1 {
 				return fmt.Errorf("%w %q: '>' must be the last segment", errBadPattern, p)
 			}
-		case !validTopic(s):
+		case !msgcheck.Topic(s):
 			return fmt.Errorf("%w %q: segment %q", errBadPattern, p, s)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/txoutbox/outbox/internal/failpoint"
+	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -145,6 +147,12 @@ func (r *Relay) prepare(row *store.Row) *item {
 		it.out = store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}
 		return it
 	}
+	if why := msgcheck.TopicError(row.Topic); why != "" {
+		return dead(why)
+	}
+	if why := msgcheck.KeyError(row.Key); why != "" {
+		return dead("invalid business key: " + why)
+	}
 	it.route = r.router.lookup(row.Topic)
 	if it.route == nil {
 		return dead("no route for topic " + strconv.Quote(row.Topic))
@@ -154,6 +162,9 @@ func (r *Relay) prepare(row *store.Row) *item {
 		if err := json.Unmarshal([]byte(row.Headers), &headers); err != nil {
 			return dead("headers are not a JSON object of strings: " + oneLine(err.Error()))
 		}
+	}
+	if why := headerError(headers); why != "" {
+		return dead(why)
 	}
 	payload := []byte(row.Payload)
 	if headers[HeaderTransferEncode] == "base64" {
@@ -189,6 +200,21 @@ func (r *Relay) prepare(row *store.Row) *item {
 		CreatedAt:   row.CreatedAt,
 	}
 	return it
+}
+
+// headerError says why a row's headers cannot be published ("" when they
+// can): the producer's rules, applied again to rows written with plain SQL.
+func headerError(headers map[string]string) string {
+	for k := range headers {
+		lk := strings.ToLower(k)
+		switch {
+		case !msgcheck.HeaderName(lk):
+			return "invalid header name " + msgcheck.Quote(k)
+		case msgcheck.Reserved(lk):
+			return "header " + msgcheck.Quote(k) + " is reserved: names starting with " + strconv.Quote(msgcheck.ReservedPrefix) + " are set by the relay"
+		}
+	}
+	return ""
 }
 
 // check asks the route's Checker about messages whose last attempt may

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -35,6 +37,10 @@ const maxTopicSeries = 256
 // otherTopic is the topic label of topics beyond maxTopicSeries. It is not
 // a valid topic, so it cannot clash with one.
 const otherTopic = "(other)"
+
+// invalidTopic is the topic label of rows whose topic is not a valid
+// topic (written with plain SQL; they go dead without being published).
+const invalidTopic = "(invalid)"
 
 // noRoute is the route label of messages no route matches.
 const noRoute = "(none)"
@@ -134,8 +140,8 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C, errs *[]er
 // route prepares the per-route children: the circuit gauge starts at 0 so
 // the series exists before the first outage.
 func (m *relayMetrics) route(rs *routeState) {
-	rs.publishDur = m.publishDur.WithLabelValues(rs.name)
-	rs.breaker.circuit = m.circuit.WithLabelValues(rs.name)
+	rs.publishDur = m.publishDur.WithLabelValues(labelValue(rs.name))
+	rs.breaker.circuit = m.circuit.WithLabelValues(labelValue(rs.name))
 	rs.breaker.circuit.Add(0)
 }
 
@@ -145,6 +151,9 @@ func (m *relayMetrics) topic(rs *routeState, topic string) *topicMetrics {
 	route := noRoute
 	if rs != nil {
 		route = rs.name
+	}
+	if !msgcheck.Topic(topic) {
+		topic = invalidTopic
 	}
 	m.mu.RLock()
 	tm := m.topics[topic]
@@ -173,6 +182,7 @@ func (m *relayMetrics) topic(rs *routeState, topic string) *topicMetrics {
 }
 
 func (m *relayMetrics) newTopic(route, topic string) *topicMetrics {
+	route, topic = labelValue(route), labelValue(topic)
 	return &topicMetrics{
 		sent:      m.published.WithLabelValues(route, topic, resultSent),
 		retry:     m.published.WithLabelValues(route, topic, resultRetry),
@@ -181,6 +191,11 @@ func (m *relayMetrics) newTopic(route, topic string) *topicMetrics {
 		deadTotal: m.dead.WithLabelValues(route, topic),
 	}
 }
+
+// labelValue makes s fit for a Prometheus label value, which must be valid
+// UTF-8 (WithLabelValues panics otherwise): every label value the relay
+// reports passes through it.
+func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // dbClock estimates the database's clock from a sample of it and the local
 // monotonic clock, so that latencies measured against created_at do not

@@ -28,3 +28,18 @@ func TestMetricsTopicCap(t *testing.T) {
 		t.Fatalf("(other) sent = %v", v)
 	}
 }
+
+// TestMetricsLabelsAreUTF8: a topic or route name that is not valid UTF-8
+// gets a valid label instead of making WithLabelValues panic.
+func TestMetricsLabelsAreUTF8(t *testing.T) {
+	m, err := newRelayMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &routeState{name: "r\xff"}
+	m.route(rs)
+	m.topic(rs, "order.\xff\xfe").dead.Inc()
+	if v := testutil.ToFloat64(m.published.WithLabelValues("r\uFFFD", invalidTopic, resultDead)); v != 1 {
+		t.Fatalf("dead count of the invalid topic = %v, want 1", v)
+	}
+}
