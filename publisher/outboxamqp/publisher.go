@@ -387,10 +387,21 @@ func (p *Publisher) check(env *outbox.Envelope) error {
 	return nil
 }
 
+// senderSelected reports whether a header name is one of RabbitMQ's
+// sender-selected distribution headers (CC, BCC), which route a message to
+// further routing keys: routing comes from the route, never from message
+// data, so they are not sent.
+func senderSelected(name string) bool {
+	return strings.EqualFold(name, "cc") || strings.EqualFold(name, "bcc")
+}
+
 // message renders an envelope as an AMQP publishing.
 func (p *Publisher) message(env *outbox.Envelope) amqp.Publishing {
 	h := make(amqp.Table, len(env.Headers))
 	for k, v := range env.Headers {
+		if senderSelected(k) {
+			continue
+		}
 		h[k] = v
 	}
 	ts := env.CreatedAt

@@ -76,3 +76,19 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// TestSenderSelectedHeadersNotSent: CC and BCC from message data would
+// route the message to further routing keys; they never reach the wire.
+func TestSenderSelectedHeadersNotSent(t *testing.T) {
+	p := &Publisher{}
+	m := p.message(&outbox.Envelope{ID: "id", Headers: map[string]string{"CC": "admin.cmd", "bcc": "x", "x-tenant": "t"}})
+	if _, ok := m.Headers["CC"]; ok {
+		t.Error("CC was sent")
+	}
+	if _, ok := m.Headers["bcc"]; ok {
+		t.Error("bcc was sent")
+	}
+	if m.Headers["x-tenant"] != "t" {
+		t.Errorf("x-tenant = %v", m.Headers["x-tenant"])
+	}
+}

@@ -3,7 +3,9 @@
 //
 // The request body is the payload, byte for byte. The message's headers
 // travel as HTTP headers (outbox-topic, outbox-business-key, content-type,
-// traceparent and the producer's own), plus:
+// traceparent and the producer's own) except credentials, hop-by-hop and
+// proxy headers, which are never taken from message data (see
+// FromMessage), plus:
 //
 //	webhook-id: <message id>            the same on every attempt
 //	webhook-timestamp: <unix seconds>   fresh on every attempt
@@ -243,6 +245,9 @@ func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
 		if !validHeaderName(k) || !validHeaderValue(v) {
 			return outbox.Permanent(fmt.Errorf("POST %s: message header %q cannot be sent over HTTP", p.redacted, k))
 		}
+		if !FromMessage(k) {
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	for k, v := range p.headers {
@@ -405,6 +410,45 @@ func snippet(b []byte) string {
 		return r
 	}, s)
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// notFromMessage are the HTTP headers a message's headers never set:
+// credentials (a message built from an inbound request must not hand its
+// caller's credentials to the receiver, nor replace the endpoint's own
+// basic authentication), hop-by-hop headers, and those describing the
+// connection or the client, which belong to the transport.
+var notFromMessage = map[string]bool{
+	"Authorization":       true,
+	"Proxy-Authorization": true,
+	"Proxy-Authenticate":  true,
+	"Cookie":              true,
+	"Set-Cookie":          true,
+	"Connection":          true,
+	"Proxy-Connection":    true,
+	"Keep-Alive":          true,
+	"Te":                  true,
+	"Trailer":             true,
+	"Transfer-Encoding":   true,
+	"Upgrade":             true,
+	"Expect":              true,
+	"Host":                true,
+	"Forwarded":           true,
+	"Content-Length":      true,
+	"Via":                 true,
+	"X-Real-Ip":           true,
+}
+
+// FromMessage reports whether a message header named name becomes an HTTP
+// header of the request. It does not for credentials (Authorization,
+// Proxy-Authorization, Cookie, Set-Cookie), hop-by-hop headers
+// (Connection, Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade),
+// Host, Content-Length, Expect, Via, Forwarded, X-Real-IP and X-Forwarded-*:
+// those are dropped from the request, the rest of the message still goes.
+// Config.Headers, the signature headers and User-Agent are the route's
+// own and win over a message header of the same name.
+func FromMessage(name string) bool {
+	c := http.CanonicalHeaderKey(name)
+	return !notFromMessage[c] && !strings.HasPrefix(c, "X-Forwarded-")
 }
 
 // validHeaderName reports whether n is an HTTP token.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -593,6 +594,50 @@ func TestHeadersDelivered(t *testing.T) {
 	} {
 		if got := h.Values(name); len(got) != 1 || got[0] != want {
 			t.Errorf("header %s = %q, want [%q]", name, got, want)
+		}
+	}
+}
+
+// TestCredentialAndHopByHopHeadersNotFromMessage: message headers never
+// set credentials, hop-by-hop or proxy headers on the request; the URL's
+// basic authentication stays, and the rest of the message goes through.
+func TestCredentialAndHopByHopHeadersNotFromMessage(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t, http.StatusOK)
+	u, _ := url.Parse(rec.srv.URL)
+	u.User = url.UserPassword("route-user", "route-pass")
+	p := newPublisher(t, u.String(), nil)
+	env := envelope("0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4f", `{"a":1}`)
+	for _, name := range []string{"Authorization", "proxy-authorization", "Cookie", "Set-Cookie", "Connection",
+		"Keep-Alive", "TE", "Trailer", "Upgrade", "Host", "X-Forwarded-For", "x-forwarded-host", "Forwarded", "Via", "X-Real-IP", "Expect"} {
+		env.Headers[name] = "spoofed-" + strings.ToLower(name)
+	}
+	env.Headers["x-user-header"] = "kept"
+	if err := publishOne(t, p, env); err != nil {
+		t.Fatal(err)
+	}
+	req := rec.requests()[0]
+	for name, vals := range req.header {
+		for _, v := range vals {
+			if strings.Contains(v, "spoofed") {
+				t.Errorf("header %s: %q came from the message", name, v)
+			}
+		}
+	}
+	if got := req.header.Get("X-User-Header"); got != "kept" {
+		t.Errorf("x-user-header = %q, want kept", got)
+	}
+	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("route-user:route-pass"))
+	if got := req.header.Get("Authorization"); got != want {
+		t.Errorf("Authorization = %q, want the URL's basic authentication", got)
+	}
+}
+
+// TestFromMessage: the header names a message may set on a request.
+func TestFromMessage(t *testing.T) {
+	for name, want := range map[string]bool{"authorization": false, "X-FORWARDED-PROTO": false, "cookie": false, "x-user-header": true, "traceparent": true} {
+		if got := outboxwebhook.FromMessage(name); got != want {
+			t.Errorf("FromMessage(%q) = %v, want %v", name, got, want)
 		}
 	}
 }
