@@ -19,7 +19,10 @@
 // configured; tokens are compared in constant time and never accepted from
 // the query string. With no token configured, reads are open and every
 // change is refused with 403. /healthz, /readyz, /metrics and the page's
-// static files need no token.
+// static files need no token. A request whose Host header is not a
+// loopback name, the address it came in on, or one of Config.AllowedHosts
+// is answered 421 (DNS rebinding). Config.MetricsOnly serves /metrics,
+// /healthz and /readyz alone, for scrapers.
 //
 // # Audit
 //
@@ -36,7 +39,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -93,6 +98,18 @@ type Config struct {
 	// Logger receives one record per change and per failed request.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// MetricsOnly makes the server answer /metrics, /healthz and /readyz
+	// and nothing else (404): no API, no payloads, no web page, so it may
+	// face scrapers on other hosts without a token. The Host check does
+	// not apply. Defaults to false: the whole admin surface.
+	MetricsOnly bool
+	// AllowedHosts are further names (or addresses) the Host header of a
+	// request may carry; "*" allows any. Requests are answered 421 unless
+	// their Host is localhost, 127.0.0.1, [::1], the address the
+	// connection came in on, or one of these, so that a web page in an
+	// operator's browser cannot reach the API through DNS rebinding.
+	// Defaults to none.
+	AllowedHosts []string
 	// HistoryInterval is how often Run samples the counts behind
 	// /api/v1/stats/history; the last HistoryWindow of samples is kept
 	// (at most MaxHistorySamples). Defaults to DefaultHistoryInterval.
@@ -110,6 +127,8 @@ type Server struct {
 	mux         *http.ServeMux
 	hist        *history
 	running     atomic.Bool
+	hosts       map[string]bool // lower case; "*" allows any
+	metricsOnly bool
 }
 
 type tokenHash struct {
@@ -149,6 +168,11 @@ func New[TTx any](d outbox.Driver[TTx], cfg *Config) (*Server, error) {
 		interval = DefaultHistoryInterval
 	}
 	s.hist = newHistory(interval, cfg.Delivered)
+	s.metricsOnly = cfg.MetricsOnly
+	s.hosts = map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
+	for _, h := range cfg.AllowedHosts {
+		s.hosts[strings.ToLower(strings.Trim(strings.TrimSpace(h), "[]"))] = true
+	}
 	s.routes()
 	return s, nil
 }
@@ -184,6 +208,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
+	if !s.hostAllowed(r) {
+		writeError(w, http.StatusMisdirectedRequest, "this server does not answer for host "+strconv.Quote(r.Host)+"; allow the name with --admin-allow-host")
+		return
+	}
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	}
@@ -199,6 +227,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// hostAllowed reports whether the request's Host header names this
+// server: a loopback name, the local address the connection came in on, or
+// one of Config.AllowedHosts.
+func (s *Server) hostAllowed(r *http.Request) bool {
+	if s.hosts["*"] || s.metricsOnly {
+		return true
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	if s.hosts[host] {
+		return true
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if h, _, err := net.SplitHostPort(la.String()); err == nil {
+			if ip := net.ParseIP(h); ip != nil && ip.Equal(net.ParseIP(host)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // noRoute answers an /api/ request no route matched: 405 when the path
@@ -226,6 +279,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok\n") })
 	m.HandleFunc("GET /readyz", s.readyz)
 	m.HandleFunc("GET /metrics", s.metrics)
+	if s.metricsOnly {
+		return
+	}
 
 	m.HandleFunc("GET /api/v1/stats", s.api(false, nil, s.stats))
 	m.HandleFunc("GET /api/v1/stats/history", s.api(false, nil, s.history))

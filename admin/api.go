@@ -65,6 +65,10 @@ func (s *Server) api(mutation bool, params []string, fn apiFunc) http.HandlerFun
 				writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter %q is given %d times", k, len(q[k])))
 				return
 			}
+			if v := q[k][0]; !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter %q is not UTF-8 text", k))
+				return
+			}
 		}
 		fn(w, r, actor)
 	}
