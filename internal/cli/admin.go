@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,16 +32,60 @@ const defaultAdminAddr = "127.0.0.1:8081"
 // the process stops.
 const adminShutdownTimeout = 5 * time.Second
 
+// Timeouts of the admin and metrics servers: a client that sends its
+// request slowly, or reads the answer slowly, cannot hold a connection
+// for longer.
+var (
+	adminReadTimeout  = 15 * time.Second
+	adminWriteTimeout = time.Minute
+)
+
+// minTokenLen is the shortest admin token that does not draw a warning.
+const minTokenLen = 16
+
+// adminFlags are the flags of the admin surface, shared by 'outbox relay'
+// and 'outbox admin'.
+type adminFlags struct {
+	addr         string
+	insecureOpen bool
+	allowHosts   listFlag
+}
+
+func (f *adminFlags) register(fs *flag.FlagSet, addrUsage string) {
+	fs.StringVar(&f.addr, "admin", "", addrUsage)
+	fs.BoolVar(&f.insecureOpen, "admin-insecure-open", false, "let --admin listen beyond loopback without a token, serving reads (payloads included) to anyone who reaches it")
+	fs.Var(&f.allowHosts, "admin-allow-host", "`NAME` the admin server also answers for in the Host header, besides loopback names and its own address (repeatable; * for any)")
+}
+
 // adminSettings is the resolved admin surface configuration.
 type adminSettings struct {
 	addr   string // host:port to listen on; "" when the admin surface is off
 	tokens []admin.Token
+	hosts  []string // further names the Host header may carry
 }
 
 // resolveAdmin reads the admin address (--admin, OUTBOX_ADMIN_ADDR, the
-// config's admin, else def) and the tokens (OUTBOX_ADMIN_TOKEN, named
-// "admin", and the config's admin_tokens).
-func resolveAdmin(r *resolver, cmd, flagVal, def string) (adminSettings, error) {
+// config's admin, else def), the tokens (OUTBOX_ADMIN_TOKEN, named
+// "admin", and the config's admin_tokens) and the allowed hosts, and
+// refuses an address beyond loopback without a token unless the operator
+// asked for it (--admin-insecure-open or admin_insecure_open).
+func resolveAdmin(r *resolver, cmd string, f *adminFlags, def string) (adminSettings, error) {
+	s, err := resolveAdminAddr(r, cmd, f.addr, def)
+	if err != nil {
+		return s, err
+	}
+	if s.addr != "" && len(s.tokens) == 0 && !isLoopback(s.addr) && !f.insecureOpen && !r.cfg.AdminInsecureOpen {
+		return s, usagef("%s: the admin server on %s would be reachable beyond loopback with no token, serving messages to anyone: set OUTBOX_ADMIN_TOKEN (or admin_tokens), or pass --admin-insecure-open", cmd, s.addr)
+	}
+	s.hosts = append(append(s.hosts, r.cfg.AdminAllowedHosts...), f.allowHosts...)
+	if host, _, err := net.SplitHostPort(s.addr); err == nil && host != "" && net.ParseIP(host) == nil {
+		s.hosts = append(s.hosts, host) // the name it was told to listen on
+	}
+	return s, nil
+}
+
+// resolveAdminAddr reads the admin address and the tokens.
+func resolveAdminAddr(r *resolver, cmd, flagVal, def string) (adminSettings, error) {
 	var s adminSettings
 	raw, source := flagVal, "--admin"
 	switch {
@@ -141,27 +186,39 @@ type adminListener struct {
 	ln     net.Listener
 	http   *http.Server
 	logger *slog.Logger
+	// metricsOnly: the metrics listener, which keeps no history.
+	metricsOnly bool
 }
 
-// listenAdmin binds addr, so a taken port fails before anything starts.
-func listenAdmin(ctx context.Context, addr string, srv *admin.Server, tokens int, logger *slog.Logger) (*adminListener, error) {
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+// listenAdmin binds the admin address, so a taken port fails before
+// anything starts.
+func listenAdmin(ctx context.Context, s adminSettings, srv *admin.Server, logger *slog.Logger) (*adminListener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.addr)
 	if err != nil {
-		return nil, fmt.Errorf("admin: listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("admin: listen on %s: %w", s.addr, err)
 	}
-	if tokens == 0 && !isLoopback(addr) {
+	if len(s.tokens) == 0 && !isLoopback(s.addr) {
 		logger.Warn("outbox admin: listening beyond loopback without a token: anyone who reaches it can read messages (changes stay refused); set OUTBOX_ADMIN_TOKEN", "addr", ln.Addr().String())
 	}
-	logger.Info("outbox admin: listening", "addr", ln.Addr().String(), "tokens", tokens)
-	return &adminListener{
-		srv: srv, ln: ln, logger: logger,
-		http: &http.Server{
-			Handler:           srv,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
-		},
-	}, nil
+	for _, t := range s.tokens {
+		if len(t.Secret) < minTokenLen {
+			logger.Warn("outbox admin: a token is shorter than 16 characters and easy to guess; use a long random one (e.g. openssl rand -hex 32)", "token", t.Name)
+		}
+	}
+	logger.Info("outbox admin: listening", "addr", ln.Addr().String(), "tokens", len(s.tokens))
+	return &adminListener{srv: srv, ln: ln, logger: logger, http: newHTTPServer(srv, logger)}, nil
+}
+
+// newHTTPServer serves h with the admin surface's timeouts.
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       adminReadTimeout,
+		WriteTimeout:      adminWriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
 }
 
 // serve runs the admin surface (and its history sampler) until ctx is
@@ -178,7 +235,9 @@ func (a *adminListener) serve(ctx context.Context, failed func(error)) (wait fun
 	}()
 	go func() {
 		defer close(sampled)
-		_ = a.srv.Run(ctx)
+		if !a.metricsOnly {
+			_ = a.srv.Run(ctx)
+		}
 	}()
 	return func() {
 		<-ctx.Done()
@@ -190,8 +249,84 @@ func (a *adminListener) serve(ctx context.Context, failed func(error)) (wait fun
 			_ = a.http.Close()
 		}
 		<-served
+		if a.metricsOnly {
+			a.logger.Info("outbox metrics: stopped")
+			return
+		}
 		a.logger.Info("outbox admin: stopped")
 	}
+}
+
+// resolveMetricsAddr reads the metrics listener's address: --metrics,
+// OUTBOX_METRICS_ADDR, the config's metrics; "" when it is off.
+func resolveMetricsAddr(r *resolver, flagVal string) (string, error) {
+	raw, source := flagVal, "--metrics"
+	switch {
+	case r.set["metrics"]:
+	case r.env("OUTBOX_METRICS_ADDR") != "":
+		raw, source = r.env("OUTBOX_METRICS_ADDR"), "OUTBOX_METRICS_ADDR"
+	case r.cfg.Metrics != "":
+		raw, source = r.cfg.Metrics, r.cfg.field("metrics")
+	default:
+		return "", nil
+	}
+	addr, err := parseAdminAddr(raw)
+	if err != nil {
+		return "", usagef("relay: %s %q: %v", source, raw, err)
+	}
+	return addr, nil
+}
+
+// relaySurfaces are the HTTP surfaces of a relay: the admin server and the
+// metrics listener, each off when its address is "".
+type relaySurfaces struct {
+	admin     adminSettings
+	metrics   string
+	registry  *prometheus.Registry
+	delivered *atomic.Int64
+	running   *atomic.Bool // /readyz answers 503 while false
+}
+
+// listenSurfaces binds the relay's admin server and metrics listener.
+func (e *env) listenSurfaces(db *dburl.DB, s *relaySurfaces, logger *slog.Logger) ([]*adminListener, error) {
+	ready := func(context.Context) error {
+		if !s.running.Load() {
+			return errors.New("the relay is not running")
+		}
+		return nil
+	}
+	var lns []*adminListener
+	if s.admin.addr != "" {
+		warnAuditTable(e.ctx, db.Backend().Store, logger)
+		srv, err := newAdminServer(db, &admin.Config{
+			Tokens: s.admin.tokens, AllowedHosts: s.admin.hosts, Gatherer: s.registry,
+			Delivered: s.delivered.Load, Logger: logger, Ready: ready,
+		})
+		if err != nil {
+			return nil, err
+		}
+		ln, err := listenAdmin(e.ctx, s.admin, srv, logger)
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+	}
+	if s.metrics != "" {
+		srv, err := newAdminServer(db, &admin.Config{MetricsOnly: true, Gatherer: s.registry, Logger: logger, Ready: ready})
+		if err != nil {
+			return nil, err
+		}
+		ln, err := (&net.ListenConfig{}).Listen(e.ctx, "tcp", s.metrics)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.ln.Close()
+			}
+			return nil, fmt.Errorf("metrics: listen on %s: %w", s.metrics, err)
+		}
+		logger.Info("outbox metrics: listening", "addr", ln.Addr().String())
+		lns = append(lns, &adminListener{srv: srv, ln: ln, logger: logger, http: newHTTPServer(srv, logger), metricsOnly: true})
+	}
+	return lns, nil
 }
 
 // warnAuditTable logs when the database lacks outbox_audit (migration 2),
@@ -216,11 +351,15 @@ elsewhere. It listens on --admin, else OUTBOX_ADMIN_ADDR, else the config's
 
 Tokens: OUTBOX_ADMIN_TOKEN (named "admin" in the audit log) and the
 config's "admin_tokens" (name: token). Without a token, reads are open and
-changes are refused.`,
+changes are refused; an address beyond loopback without a token refuses
+to start unless --admin-insecure-open is given. Requests whose Host header
+is not a loopback name, the listen address or an --admin-allow-host name
+are answered 421.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
-			addr := fs.String("admin", "", "listen `ADDR`: HOST:PORT or :PORT for 127.0.0.1 (default $OUTBOX_ADMIN_ADDR, else "+defaultAdminAddr+")")
+			var af adminFlags
+			af.register(fs, "listen `ADDR`: HOST:PORT or :PORT for 127.0.0.1 (default $OUTBOX_ADMIN_ADDR, else "+defaultAdminAddr+")")
 			var lf relayFlags
 			fs.StringVar(&lf.logLevel, "log-level", "", "`LEVEL`: debug, info, warn or error (default $OUTBOX_LOG_LEVEL, else info)")
 			fs.StringVar(&lf.logFormat, "log-format", "", "`FORMAT`: text or json (default $OUTBOX_LOG_FORMAT, else text)")
@@ -228,14 +367,14 @@ changes are refused.`,
 				if err := noArgs("admin", pos); err != nil {
 					return err
 				}
-				return e.adminOnly(fs, df, *addr, &lf)
+				return e.adminOnly(fs, df, &af, &lf)
 			}
 		},
 	}
 }
 
 // adminOnly serves the admin surface until a signal arrives.
-func (e *env) adminOnly(fs *flag.FlagSet, df dbFlags, addrFlag string, lf *relayFlags) error {
+func (e *env) adminOnly(fs *flag.FlagSet, df dbFlags, af *adminFlags, lf *relayFlags) error {
 	cfg, err := e.loadConfig(df.config)
 	if err != nil {
 		return err
@@ -245,7 +384,7 @@ func (e *env) adminOnly(fs *flag.FlagSet, df dbFlags, addrFlag string, lf *relay
 	if err != nil {
 		return err
 	}
-	settings, err := resolveAdmin(r, "admin", addrFlag, defaultAdminAddr)
+	settings, err := resolveAdmin(r, "admin", af, defaultAdminAddr)
 	if err != nil {
 		return err
 	}
@@ -255,11 +394,11 @@ func (e *env) adminOnly(fs *flag.FlagSet, df dbFlags, addrFlag string, lf *relay
 	}
 	defer db.Close()
 	warnAuditTable(e.ctx, db.Backend().Store, logger)
-	srv, err := newAdminServer(db, &admin.Config{Tokens: settings.tokens, Gatherer: metricsRegistry(), Logger: logger})
+	srv, err := newAdminServer(db, &admin.Config{Tokens: settings.tokens, AllowedHosts: settings.hosts, Gatherer: metricsRegistry(), Logger: logger})
 	if err != nil {
 		return err
 	}
-	ln, err := listenAdmin(e.ctx, settings.addr, srv, len(settings.tokens), logger)
+	ln, err := listenAdmin(e.ctx, settings, srv, logger)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,12 @@ type fileConfig struct {
 	// names to tokens.
 	Admin       string            `yaml:"admin"`
 	AdminTokens map[string]string `yaml:"admin_tokens"`
+	// AdminInsecureOpen and AdminAllowedHosts back --admin-insecure-open
+	// and --admin-allow-host.
+	AdminInsecureOpen bool     `yaml:"admin_insecure_open"`
+	AdminAllowedHosts []string `yaml:"admin_allowed_hosts"`
+	// Metrics is the metrics-only HTTP address (--metrics).
+	Metrics string `yaml:"metrics"`
 	// Retention and Alerts back the relay's --retention-* and --alert-*
 	// flags.
 	Retention retentionConfig `yaml:"retention"`

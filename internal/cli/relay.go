@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/admin"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
@@ -44,7 +43,12 @@ the config's "webhook_secret".
 --admin ADDR (or OUTBOX_ADMIN_ADDR, or the config's "admin") also serves the
 admin HTTP API, /metrics, /healthz, /readyz and the web page (docs/admin.md);
 a bare port (":8081") listens on 127.0.0.1 only. Tokens: OUTBOX_ADMIN_TOKEN
-(named "admin" in the audit log) and the config's "admin_tokens".`,
+(named "admin" in the audit log) and the config's "admin_tokens". Beyond
+loopback it needs a token, or --admin-insecure-open.
+
+--metrics ADDR (or OUTBOX_METRICS_ADDR, or the config's "metrics") serves
+only /metrics, /healthz and /readyz, for scrapers: no API and no payloads,
+so it may listen on any address without a token.`,
 		setup: relaySetup,
 	}
 }
@@ -67,7 +71,8 @@ type relayFlags struct {
 	retrySchedule   string
 	logLevel        string
 	logFormat       string
-	admin           string
+	admin           adminFlags
+	metrics         string
 	observe         observeFlags
 	retention       retentionFlags
 }
@@ -101,7 +106,8 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.StringVar(&f.retrySchedule, "retry-schedule", "", "fixed backoff `LIST` instead of exponential, e.g. 10s,30s,1m (the last repeats)")
 	fs.StringVar(&f.logLevel, "log-level", "", "`LEVEL`: debug, info, warn or error (default $OUTBOX_LOG_LEVEL, else info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "`FORMAT`: text or json (default $OUTBOX_LOG_FORMAT, else text)")
-	fs.StringVar(&f.admin, "admin", "", "serve the admin API, metrics and web page on `ADDR`: HOST:PORT, or :PORT for 127.0.0.1 (default $OUTBOX_ADMIN_ADDR; off when unset)")
+	f.admin.register(fs, "serve the admin API, metrics and web page on `ADDR`: HOST:PORT, or :PORT for 127.0.0.1 (default $OUTBOX_ADMIN_ADDR; off when unset)")
+	fs.StringVar(&f.metrics, "metrics", "", "serve only /metrics, /healthz and /readyz on `ADDR`, for scrapers: HOST:PORT, or :PORT for 127.0.0.1 (default $OUTBOX_METRICS_ADDR; off when unset)")
 	f.observe.register(fs)
 	f.retention.register(fs)
 	return f
@@ -206,7 +212,11 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err := f.retention.apply(rc); err != nil {
 		return err
 	}
-	adminCfg, err := resolveAdmin(r, "relay", f.admin, "")
+	adminCfg, err := resolveAdmin(r, "relay", &f.admin, "")
+	if err != nil {
+		return err
+	}
+	metricsAddr, err := resolveMetricsAddr(r, f.metrics)
 	if err != nil {
 		return err
 	}
@@ -226,12 +236,12 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 		return err
 	}
 	defer db.Close()
-	// With the admin surface on, the relay's metrics and the Go and
-	// process collectors go to the registry /metrics serves, and the
-	// relay's deliveries feed the history's rate.
+	// With the admin surface or the metrics listener on, the relay's
+	// metrics and the Go and process collectors go to the registry
+	// /metrics serves, and the relay's deliveries feed the history's rate.
 	var registry *prometheus.Registry
 	var delivered atomic.Int64
-	if adminCfg.addr != "" {
+	if adminCfg.addr != "" || metricsAddr != "" {
 		registry = metricsRegistry()
 		rc.Metrics = registry
 		rc.OnBatch = func(b outbox.BatchReport) { delivered.Add(int64(b.Sent)) }
@@ -249,34 +259,17 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	// The relay counts as running from just before Run until shutdown
 	// begins; /readyz answers 503 outside that.
 	var running atomic.Bool
-	var ln *adminListener
-	if adminCfg.addr != "" {
-		warnAuditTable(e.ctx, db.Backend().Store, logger)
-		srv, err := newAdminServer(db, &admin.Config{
-			Tokens:    adminCfg.tokens,
-			Gatherer:  registry,
-			Delivered: delivered.Load,
-			Logger:    logger,
-			Ready: func(context.Context) error {
-				if !running.Load() {
-					return errors.New("the relay is not running")
-				}
-				return nil
-			},
-		})
-		if err != nil {
-			return err
-		}
-		if ln, err = listenAdmin(e.ctx, adminCfg.addr, srv, len(adminCfg.tokens), logger); err != nil {
-			return err
-		}
+	surfaces := relaySurfaces{admin: adminCfg, metrics: metricsAddr, registry: registry, delivered: &delivered, running: &running}
+	lns, err := e.listenSurfaces(db, &surfaces, logger)
+	if err != nil {
+		return err
 	}
 
 	for _, s := range specs {
 		logger.Info("outbox relay: route", "pattern", s.pattern, "to", outboxurl.Redact(s.url), "from", s.source)
 	}
 
-	return e.runRelay(relay, ln, &running)
+	return e.runRelay(relay, lns, &running)
 }
 
 // flagsFromConfig sets the retention, alert and metrics flags that neither
@@ -526,7 +519,7 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig) (func(), err
 // one, outliving the relay so /readyz and /metrics stay up while it
 // finishes its batch. running is true from just before Run until shutdown
 // begins.
-func (e *env) runRelay(relay *outbox.Relay, ln *adminListener, running *atomic.Bool) error {
+func (e *env) runRelay(relay *outbox.Relay, lns []*adminListener, running *atomic.Bool) error {
 	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// After the first signal, restore the default handling so a second
@@ -538,9 +531,10 @@ func (e *env) runRelay(relay *outbox.Relay, ln *adminListener, running *atomic.B
 	running.Store(true)
 	stopReady := context.AfterFunc(ctx, func() { running.Store(false) })
 	defer stopReady()
-	if ln != nil {
-		// The admin surface stops after the relay, so /readyz and
-		// /metrics stay up while the relay finishes its batch.
+	for _, ln := range lns {
+		// The admin surface and the metrics listener stop after the
+		// relay, so /readyz and /metrics stay up while it finishes its
+		// batch.
 		adminCtx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
 		wait := ln.serve(adminCtx, cancel)
 		defer func() {
