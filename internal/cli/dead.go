@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -89,17 +88,16 @@ func (e *env) printDead(msgs []store.Message, more bool) {
 		fmt.Fprintln(e.stdout, "no dead messages")
 		return
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MESSAGE ID\tTOPIC\tKEY\tATTEMPTS\tCREATED\tLAST ERROR")
+	t := newTable(e.stdout, "MESSAGE ID", "TOPIC", "KEY", "ATTEMPTS", "CREATED", "LAST ERROR")
 	for _, m := range msgs {
 		key := m.Key
 		if key == "" {
 			key = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", m.MessageID, m.Topic, truncate(key, 40),
-			m.Attempts, m.MaxAttempts, m.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"), truncate(m.LastError, 100))
+		t.row(m.MessageID, m.Topic, truncate(key, 40), fmt.Sprintf("%d/%d", m.Attempts, m.MaxAttempts),
+			m.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"), truncate(m.LastError, 100))
 	}
-	_ = tw.Flush()
+	t.flush()
 	if more {
 		fmt.Fprintf(e.stdout, "(first %d shown; raise --limit to see more)\n", len(msgs))
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 )
 
 const helpIntro = `outbox delivers the messages of a transactional outbox table to brokers
@@ -55,13 +54,13 @@ func (e *env) help(args []string) error {
 	}
 	if summary, ok := groups[args[0]]; ok {
 		fmt.Fprintf(e.stdout, "outbox %s: %s\n\nCommands:\n", args[0], summary)
-		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		t := newTable(e.stdout)
 		for _, c := range commands {
 			if strings.HasPrefix(c.name, args[0]+" ") {
-				fmt.Fprintf(tw, "  outbox %s\t%s\n", c.name, c.summary)
+				t.row("  outbox "+c.name, c.summary)
 			}
 		}
-		_ = tw.Flush()
+		t.flush()
 		fmt.Fprintf(e.stdout, "\nRun 'outbox help %s <subcommand>' for its flags.\n", args[0])
 		return nil
 	}
@@ -85,16 +84,16 @@ func (e *env) printHelpOf(c *command) error {
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, helpIntro)
 	fmt.Fprint(w, "\nCommands:\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	t := newTable(w)
 	for _, c := range commands {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+		t.row("  "+c.name, c.summary)
 	}
 	for _, n := range extraNames() {
 		x, _ := lookupExtra(n)
-		fmt.Fprintf(tw, "  %s\t%s\n", n, x.summary)
+		t.row("  "+n, x.summary)
 	}
-	fmt.Fprintf(tw, "  %s\t%s\n", "help", "this text, or a command's flags")
-	_ = tw.Flush()
+	t.row("  help", "this text, or a command's flags")
+	t.flush()
 	fmt.Fprint(w, "\n", helpOutro)
 }
 

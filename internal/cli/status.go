@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/txoutbox/outbox/internal/dburl"
@@ -185,12 +185,11 @@ func printStatus(w io.Writer, st store.Stats) {
 		return
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "TOPIC\tSTATUS\tMESSAGES\n")
+	t := newTable(w, "TOPIC", "STATUS", "MESSAGES")
 	for _, tc := range st.ByTopic {
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", tc.Topic, tc.Status, tc.Count)
+		t.row(tc.Topic, tc.Status, strconv.FormatInt(tc.Count, 10))
 	}
-	_ = tw.Flush()
+	t.flush()
 }
 
 // roundAge keeps an age readable: milliseconds under a minute, seconds
