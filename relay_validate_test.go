@@ -2,6 +2,9 @@ package outbox_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 )
 
 // badRow is a row a foreign producer writes and why the relay refuses it.
@@ -86,6 +90,44 @@ func TestRelayRevalidatesPlainSQLRows(t *testing.T) {
 		}
 		if _, err := reg.Gather(); err != nil {
 			t.Fatalf("metrics do not gather: %v", err)
+		}
+	})
+}
+
+// TestRelayScrubsLastError: a receiver that quotes credentials in its
+// answer does not get them stored in last_error.
+func TestRelayScrubsLastError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":"rejected","token":"tok-9f8e7d6c","echo":"Authorization: Bearer sk-live-41a2b3c4d5"}`)
+	}))
+	t.Cleanup(srv.Close)
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
+		pub, err := outboxwebhook.New(srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pub.Close()
+		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "order.*", Publisher: pub}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := h.Enqueue(context.Background(), msgs(1, "order.created", nil), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		relaytest.Run(t, r)
+		relaytest.WaitFor(t, time.Minute, "the message dead", func() bool {
+			return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'") == 1
+		})
+		got := listOne(t, h, ids[0]).LastError
+		if !strings.Contains(got, "400") || !strings.Contains(got, "rejected") {
+			t.Errorf("last_error %q lacks the status and the reason", got)
+		}
+		for _, secret := range []string{"tok-9f8e7d6c", "sk-live-41a2b3c4d5"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("last_error %q keeps a credential", got)
+			}
 		}
 	})
 }

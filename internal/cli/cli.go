@@ -316,6 +316,7 @@ func (e *env) runCommand(c *command, args []string) error {
 	if err != nil {
 		return usagef("%s: %s; run 'outbox help %s'", c.name, flagError(err), c.name)
 	}
+	e.warnSecretFlags(fs)
 	return run(e, pos)
 }
 

@@ -65,7 +65,12 @@ func (r result) failed(t *testing.T, code int, want ...string) {
 	if r.code != code {
 		t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, code, r.stdout, r.stderr)
 	}
-	if !strings.HasPrefix(r.stderr, "outbox: ") || !strings.HasSuffix(r.stderr, "\n") || strings.Count(r.stderr, "\n") != 1 {
+	// Warnings (a password given as a flag) may come before the error.
+	errLine := r.stderr
+	for strings.HasPrefix(errLine, "outbox: warning: ") && strings.Count(errLine, "\n") > 1 {
+		_, errLine, _ = strings.Cut(errLine, "\n")
+	}
+	if !strings.HasPrefix(errLine, "outbox: ") || !strings.HasSuffix(errLine, "\n") || strings.Count(errLine, "\n") != 1 {
 		t.Errorf("stderr is not one \"outbox: \" line: %q", r.stderr)
 	}
 	for _, w := range want {

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
+	"strings"
 
 	"github.com/txoutbox/outbox/internal/dburl"
+	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -21,14 +22,49 @@ func (f *dbFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "YAML config `FILE` (default $OUTBOX_CONFIG)")
 }
 
-// passwordOf returns the password in a URL, "" when none.
-func passwordOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return ""
+// passwordOf returns the password in a URL or connection string, "" when
+// none.
+func passwordOf(raw string) string { return redact.Password(raw) }
+
+// secretFlags are the flags whose values may carry a password, and where
+// the value can come from instead, out of sight of other users.
+var secretFlags = []struct{ name, instead string }{
+	{"db", "OUTBOX_DATABASE_URL or the config file's database"},
+	{"to", "OUTBOX_TO or the config file's to"},
+	{"route", "the config file's routes"},
+	{"alert-webhook", "OUTBOX_ALERT_WEBHOOK"},
+}
+
+// warnSecretFlags warns once when a flag given on the command line holds
+// a password: the command line is visible to every user of the machine
+// (ps, /proc). The password itself is recorded as a secret, never printed.
+func (e *env) warnSecretFlags(fs *flag.FlagSet) {
+	set := setFlags(fs)
+	warned := false
+	for _, sf := range secretFlags {
+		f := fs.Lookup(sf.name)
+		if f == nil || !set[sf.name] {
+			continue
+		}
+		vals := []string{f.Value.String()}
+		if l, ok := f.Value.(*listFlag); ok {
+			vals = *l
+		}
+		for _, v := range vals {
+			if sf.name == "route" {
+				_, v, _ = strings.Cut(v, "=")
+			}
+			pw := passwordOf(v)
+			if pw == "" {
+				continue
+			}
+			e.addSecret(pw)
+			if !warned {
+				warned = true
+				fmt.Fprintf(e.stderr, "outbox: warning: --%s holds a password, which any user of this machine can read from the process list; give it in %s instead\n", sf.name, sf.instead)
+			}
+		}
 	}
-	p, _ := u.User.Password()
-	return p
 }
 
 // databaseURL resolves the database URL: --db, then OUTBOX_DATABASE_URL,

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,13 +105,11 @@ func Parse(raw string) (store.Dialect, string, error) {
 			return "", "", fmt.Errorf("%w %q: no database name", ErrBadURL, Redact(raw))
 		}
 		cfg.ParseTime = true
-		for k, vs := range u.Query() {
-			if cfg.Params == nil {
-				cfg.Params = map[string]string{}
-			}
-			cfg.Params[k] = vs[0]
+		dsn, err := mysqlParams(cfg.FormatDSN(), u.Query())
+		if err != nil {
+			return "", "", fmt.Errorf("%w %q: %v", ErrBadURL, Redact(raw), err)
 		}
-		return store.MySQL, cfg.FormatDSN(), nil
+		return store.MySQL, dsn, nil
 	case "sqlite", "sqlite3", "file":
 		path := rest
 		if q := strings.IndexByte(path, '?'); q >= 0 {
@@ -121,6 +121,54 @@ func Parse(raw string) (store.Dialect, string, error) {
 		return store.SQLite, "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate", nil
 	}
 	return "", "", fmt.Errorf("%w %q: unknown scheme %q (want postgres, mysql or sqlite)", ErrBadURL, Redact(raw), scheme)
+}
+
+// MySQLParams are the query parameters a mysql:// URL may carry, with the
+// values each takes ("" for any). The driver would run any other name as
+// "SET name=value" on every connection, or act on it (allowAllFiles
+// enables LOAD DATA LOCAL INFILE of any file), so the rest are refused.
+var MySQLParams = map[string][]string{
+	"tls":              {"true", "false", "preferred"},
+	"timeout":          nil,
+	"readTimeout":      nil,
+	"writeTimeout":     nil,
+	"charset":          nil,
+	"collation":        nil,
+	"loc":              nil,
+	"maxAllowedPacket": nil,
+	"rejectReadOnly":   {"true", "false"},
+}
+
+// mysqlParams adds the URL's query parameters to a driver DSN that has
+// none but parseTime, refusing names outside MySQLParams.
+func mysqlParams(dsn string, q url.Values) (string, error) {
+	names := make([]string, 0, len(q))
+	for k := range q {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		allowed, ok := MySQLParams[k]
+		if !ok {
+			return "", fmt.Errorf("query parameter %q is not allowed (allowed: %s)", k, strings.Join(slices.Sorted(maps.Keys(MySQLParams)), ", "))
+		}
+		v := q.Get(k)
+		if allowed != nil && !slices.Contains(allowed, v) {
+			return "", fmt.Errorf("query parameter %s=%q: want %s", k, v, strings.Join(allowed, ", "))
+		}
+		if len(q[k]) > 1 {
+			return "", fmt.Errorf("query parameter %q is given %d times", k, len(q[k]))
+		}
+		sep := "&"
+		if !strings.Contains(dsn, "?") {
+			sep = "?"
+		}
+		dsn += sep + k + "=" + url.QueryEscape(v)
+	}
+	if _, err := mysql.ParseDSN(dsn); err != nil {
+		return "", err
+	}
+	return dsn, nil
 }
 
 // redactErr strips the URL from a driver error that echoes it.

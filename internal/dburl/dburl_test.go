@@ -41,7 +41,9 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
-	for _, raw := range []string{"", "db:5432", "oracle://x/y", "mysql://u:secret@db", "sqlite://", "sqlite:///", "postgres://u:secret@db:notaport/x"} {
+	for _, raw := range []string{"", "db:5432", "oracle://x/y", "mysql://u:secret@db", "sqlite://", "sqlite:///", "postgres://u:secret@db:notaport/x",
+		"app:secret@db/app", "host=db user=app password=secret", "host=db password='sec ret'", "root:secret@tcp(db:3306)/x",
+		"mysql://u:secret@db/x?password=secret", "mysql://u:secret@db/x?tls=skip-verify"} {
 		_, _, err := dburl.Parse(raw)
 		if !errors.Is(err, dburl.ErrBadURL) {
 			t.Errorf("%q: got %v, want ErrBadURL", raw, err)
@@ -53,6 +55,31 @@ func TestParseRejects(t *testing.T) {
 		if strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: error is not one line", raw)
 		}
+	}
+}
+
+// TestMySQLParamsAllowList: a mysql:// URL takes the parameters of
+// MySQLParams only; any other is refused naming it, since the driver
+// would run it as SET or act on it (allowAllFiles: LOAD DATA LOCAL).
+func TestMySQLParamsAllowList(t *testing.T) {
+	for raw, name := range map[string]string{
+		"mysql://u@db/x?password=x":                  `"password"`,
+		"mysql://u@db/x?allowAllFiles=true":          `"allowAllFiles"`,
+		"mysql://u@db/x?tls=true&sql_mode=ANSI":      `"sql_mode"`,
+		"mysql://u@db/x?interpolateParams=true":      `"interpolateParams"`,
+		"mysql://u@db/x?timeout=5s&timeout=6s":       `"timeout" is given 2 times`,
+		"mysql://u@db/x?rejectReadOnly=maybe":        `rejectReadOnly="maybe"`,
+		"mysql://u@db/x?allowCleartextPasswords=1":   `"allowCleartextPasswords"`,
+		"mysql://u@db/x?multiStatements=true&tls=no": `"multiStatements"`,
+	} {
+		_, _, err := dburl.Parse(raw)
+		if !errors.Is(err, dburl.ErrBadURL) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: got %v, want ErrBadURL naming %s", raw, err, name)
+		}
+	}
+	_, dsn, err := dburl.Parse("mysql://u@db/x?tls=true&timeout=5s&charset=utf8mb4&loc=UTC")
+	if err != nil || !strings.Contains(dsn, "tls=true") || !strings.Contains(dsn, "timeout=5s") || !strings.Contains(dsn, "charset=utf8mb4") {
+		t.Errorf("allowed parameters: %q, %v", dsn, err)
 	}
 }
 
