@@ -2,7 +2,6 @@ package admin_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -11,23 +10,8 @@ import (
 	"github.com/txoutbox/outbox/admin"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testhttp"
 )
-
-// callHost is call with the request's Host header set to host.
-func callHost(t *testing.T, ts *httptest.Server, path, host string) int {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", ts.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = host
-	res, err := ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = res.Body.Close()
-	return res.StatusCode
-}
 
 // TestHostCheck: a Host header that is not a loopback name, the address
 // the connection came in on or an allowed name is answered 421, so a page
@@ -48,13 +32,13 @@ func TestHostCheck(t *testing.T) {
 		"relay.internal" + port:   http.StatusOK,
 	} {
 		for _, path := range []string{"/api/v1/stats", "/"} {
-			if got := callHost(t, ts, path, host); got != want {
+			if got := testhttp.StatusWithHost(t, ts.URL+path, host); got != want {
 				t.Errorf("GET %s with Host %q: %d, want %d", path, host, got, want)
 			}
 		}
 	}
 	open := newAdmin(t, db, &admin.Config{AllowedHosts: []string{"*"}})
-	if got := callHost(t, open, "/api/v1/stats", "anything.example"); got != http.StatusOK {
+	if got := testhttp.StatusWithHost(t, open.URL+"/api/v1/stats", "anything.example"); got != http.StatusOK {
 		t.Errorf(`AllowedHosts "*": %d, want 200`, got)
 	}
 }
@@ -70,7 +54,7 @@ func TestMetricsOnly(t *testing.T) {
 		"/metrics": 200, "/healthz": 200, "/readyz": 200,
 		"/": 404, "/api/v1/stats": 404, "/api/v1/messages": 404, "/app.js": 404,
 	} {
-		if got := callHost(t, ts, path, "prometheus.example:9090"); got != want {
+		if got := testhttp.StatusWithHost(t, ts.URL+path, "prometheus.example:9090"); got != want {
 			t.Errorf("GET %s: %d, want %d", path, got, want)
 		}
 	}

@@ -87,23 +87,11 @@ func resolveAdmin(r *resolver, cmd string, f *adminFlags, def string) (adminSett
 // resolveAdminAddr reads the admin address and the tokens.
 func resolveAdminAddr(r *resolver, cmd, flagVal, def string) (adminSettings, error) {
 	var s adminSettings
-	raw, source := flagVal, "--admin"
-	switch {
-	case r.set["admin"]:
-	case r.env("OUTBOX_ADMIN_ADDR") != "":
-		raw, source = r.env("OUTBOX_ADMIN_ADDR"), "OUTBOX_ADMIN_ADDR"
-	case r.cfg.Admin != "":
-		raw, source = r.cfg.Admin, r.cfg.field("admin")
-	default:
-		raw = def
+	addr, err := resolveAddr(r, cmd, "admin", flagVal, "OUTBOX_ADMIN_ADDR", r.cfg.Admin, def)
+	if err != nil {
+		return s, err
 	}
-	if raw != "" || r.set["admin"] {
-		addr, err := parseAdminAddr(raw)
-		if err != nil {
-			return s, usagef("%s: %s %q: %v", cmd, source, raw, err)
-		}
-		s.addr = addr
-	}
+	s.addr = addr
 	if tok := r.env("OUTBOX_ADMIN_TOKEN"); tok != "" {
 		r.e.addSecret(tok)
 		s.tokens = append(s.tokens, admin.Token{Name: "admin", Secret: tok})
@@ -257,22 +245,26 @@ func (a *adminListener) serve(ctx context.Context, failed func(error)) (wait fun
 	}
 }
 
-// resolveMetricsAddr reads the metrics listener's address: --metrics,
-// OUTBOX_METRICS_ADDR, the config's metrics; "" when it is off.
-func resolveMetricsAddr(r *resolver, flagVal string) (string, error) {
-	raw, source := flagVal, "--metrics"
+// resolveAddr reads a listen address from --name, else the variable env,
+// else the config file's key name (cfgVal), else def; "" when the
+// listener is off.
+func resolveAddr(r *resolver, cmd, name, flagVal, env, cfgVal, def string) (string, error) {
+	raw, source := flagVal, "--"+name
 	switch {
-	case r.set["metrics"]:
-	case r.env("OUTBOX_METRICS_ADDR") != "":
-		raw, source = r.env("OUTBOX_METRICS_ADDR"), "OUTBOX_METRICS_ADDR"
-	case r.cfg.Metrics != "":
-		raw, source = r.cfg.Metrics, r.cfg.field("metrics")
+	case r.set[name]:
+	case r.env(env) != "":
+		raw, source = r.env(env), env
+	case cfgVal != "":
+		raw, source = cfgVal, r.cfg.field(name)
 	default:
+		raw = def
+	}
+	if raw == "" && !r.set[name] {
 		return "", nil
 	}
 	addr, err := parseAdminAddr(raw)
 	if err != nil {
-		return "", usagef("relay: %s %q: %v", source, raw, err)
+		return "", usagef("%s: %s %q: %v", cmd, source, raw, err)
 	}
 	return addr, nil
 }

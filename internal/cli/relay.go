@@ -216,7 +216,7 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err != nil {
 		return err
 	}
-	metricsAddr, err := resolveMetricsAddr(r, f.metrics)
+	metricsAddr, err := resolveAddr(r, "relay", "metrics", f.metrics, "OUTBOX_METRICS_ADDR", cfg.Metrics, "")
 	if err != nil {
 		return err
 	}

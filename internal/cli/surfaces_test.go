@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,23 +11,8 @@ import (
 
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testhttp"
 )
-
-// getHost GETs url with the Host header set to host.
-func getHost(t *testing.T, url, host string) int {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = host
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = res.Body.Close()
-	return res.StatusCode
-}
 
 // TestAdminBeyondLoopbackNeedsToken: an admin server reachable beyond
 // loopback without a token refuses to start (exit 2), reads included,
@@ -81,7 +65,7 @@ func TestAdminHostCheck(t *testing.T) {
 	db := testdb.New(t, store.SQLite)
 	addr, _, _ := startCLI(t, dbVars(db), "admin", "--admin", "127.0.0.1:0", "--admin-allow-host", "ops.example")
 	for host, want := range map[string]int{"rebound.example": 421, "ops.example": 200, addr: 200, "localhost": 200} {
-		if got := getHost(t, "http://"+addr+"/api/v1/stats", host); got != want {
+		if got := testhttp.StatusWithHost(t, "http://"+addr+"/api/v1/stats", host); got != want {
 			t.Errorf("Host %q: %d, want %d", host, got, want)
 		}
 	}
@@ -138,13 +122,13 @@ func TestRelayMetricsListener(t *testing.T) {
 		}
 		return m != nil
 	})
-	waitFor(t, "/readyz 200", func() bool { return getHost(t, base+"/readyz", "prometheus.example") == 200 })
+	waitFor(t, "/readyz 200", func() bool { return testhttp.StatusWithHost(t, base+"/readyz", "prometheus.example") == 200 })
 	code, body := get(t, base+"/metrics", "")
 	if code != 200 || !strings.Contains(body, "outbox_pending_messages") || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("metrics: %d\n%.300s", code, body)
 	}
 	for path, want := range map[string]int{"/healthz": 200, "/metrics": 200, "/": 404, "/api/v1/stats": 404, "/api/v1/messages": 404} {
-		if got := getHost(t, base+path, "prometheus.example:9090"); got != want {
+		if got := testhttp.StatusWithHost(t, base+path, "prometheus.example:9090"); got != want {
 			t.Errorf("GET %s: %d, want %d", path, got, want)
 		}
 	}

@@ -128,14 +128,15 @@ func Password(raw string) string {
 		return u.Query().Get("password")
 	}
 	if keywordValue.MatchString(raw) {
-		for _, m := range passwordValue.FindAllStringSubmatch(raw, -1) {
-			v := m[1]
-			if strings.HasPrefix(v, "'") {
-				v = strings.ReplaceAll(strings.Trim(v, "'"), `\'`, "'")
-			}
-			return v
+		m := passwordValue.FindStringSubmatch(raw)
+		if m == nil {
+			return ""
 		}
-		return ""
+		v := m[1]
+		if strings.HasPrefix(v, "'") {
+			v = strings.ReplaceAll(strings.Trim(v, "'"), `\'`, "'")
+		}
+		return v
 	}
 	at := strings.LastIndexByte(raw, '@')
 	if at < 0 {

@@ -8,13 +8,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func TestMetricsTopicCap(t *testing.T) {
+// testMetrics is a fresh set of metrics with one route named route.
+func testMetrics(t *testing.T, route string) (*relayMetrics, *routeState) {
+	t.Helper()
 	m, err := newRelayMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := &routeState{name: "r"}
+	rs := &routeState{name: route}
 	m.route(rs)
+	return m, rs
+}
+
+func TestMetricsTopicCap(t *testing.T) {
+	m, rs := testMetrics(t, "r")
 	first := m.topic(rs, "t.0")
 	for i := 1; i < maxTopicSeries; i++ {
 		m.topic(rs, "t."+strconv.Itoa(i))
@@ -32,12 +39,7 @@ func TestMetricsTopicCap(t *testing.T) {
 // TestMetricsLabelsAreUTF8: a topic or route name that is not valid UTF-8
 // gets a valid label instead of making WithLabelValues panic.
 func TestMetricsLabelsAreUTF8(t *testing.T) {
-	m, err := newRelayMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := &routeState{name: "r\xff"}
-	m.route(rs)
+	m, rs := testMetrics(t, "r\xff")
 	m.topic(rs, "order.\xff\xfe").dead.Inc()
 	if v := testutil.ToFloat64(m.published.WithLabelValues("r\uFFFD", invalidTopic, resultDead)); v != 1 {
 		t.Fatalf("dead count of the invalid topic = %v, want 1", v)
