@@ -37,7 +37,7 @@ const adminShutdownTimeout = 5 * time.Second
 // for longer.
 var (
 	adminReadTimeout  = 15 * time.Second
-	adminWriteTimeout = time.Minute
+	adminWriteTimeout = 5 * time.Minute // a bulk change over a large topic may run for minutes
 )
 
 // minTokenLen is the shortest admin token that does not draw a warning.
