@@ -183,7 +183,7 @@ func (r *Relay) prepare(row *store.Row) *item {
 		headers[HeaderBusinessKey] = row.Key
 	}
 	if headers[HeaderContentType] == "" {
-		headers[HeaderContentType] = DefaultContentType
+		headers[HeaderContentType] = sniffContentType(payload)
 	}
 	dest := it.route.Destination
 	if dest == "" {
@@ -200,6 +200,17 @@ func (r *Relay) prepare(row *store.Row) *item {
 		CreatedAt:   row.CreatedAt,
 	}
 	return it
+}
+
+// sniffContentType is the content type of a row that names none, as
+// plain SQL writes them: JSON when the payload is JSON, else text (the
+// payload column holds text; binary bodies are base64 with their own
+// headers). Rows from Producer always name theirs.
+func sniffContentType(payload []byte) string {
+	if json.Valid(payload) {
+		return DefaultContentType
+	}
+	return TextContentType
 }
 
 // headerError says why a row's headers cannot be published ("" when they

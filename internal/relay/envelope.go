@@ -54,6 +54,9 @@ const (
 	HeaderTraceState     = "tracestate"
 	// DefaultContentType is the content type of a message without one.
 	DefaultContentType = "application/json"
+	// TextContentType is the content type of a row written without one
+	// whose payload is not JSON.
+	TextContentType = "text/plain; charset=utf-8"
 )
 
 // Class is how the relay treats a failed publish; outbox.ErrorClass has

@@ -193,3 +193,36 @@ func TestRoundUnavailablePausesRoute(t *testing.T) {
 		t.Fatalf("publisher called %d times, want 2", calls)
 	}
 }
+
+// TestContentTypeOfPlainSQLRows: a row that names no content type (as
+// plain SQL writes them) is published as JSON when its payload is JSON and
+// as text otherwise; a content type the row names is kept as it is.
+func TestContentTypeOfPlainSQLRows(t *testing.T) {
+	rows := []store.Row{
+		row(1, "order.created", "", ""),
+		row(2, "order.created", "", ""),
+		row(3, "order.created", "", `{"content-type":"application/xml"}`),
+		row(4, "order.created", "", `{"content-type":"application/json"}`),
+	}
+	rows[1].Payload = "order 42 shipped"
+	rows[2].Payload = "<order id='42'/>"
+	rows[3].Payload = "not json either" // named JSON: trusted, delivered as named
+	want := map[string]string{"m1": DefaultContentType, "m2": TextContentType, "m3": "application/xml", "m4": DefaultContentType}
+	var mu sync.Mutex
+	got := map[string]string{}
+	pub := publishFunc(func(e *Envelope) error {
+		mu.Lock()
+		got[e.ID] = e.Headers[HeaderContentType]
+		mu.Unlock()
+		return nil
+	})
+	r := newTestRelay(t, &fakeStore{rows: rows}, pub)
+	if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	for id, ct := range want {
+		if got[id] != ct {
+			t.Errorf("%s published with content-type %q, want %q", id, got[id], ct)
+		}
+	}
+}
