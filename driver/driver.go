@@ -92,7 +92,8 @@ type Listener interface {
 	// Listen subscribes a dedicated connection to channel (an SQL
 	// identifier) and blocks, calling wake once subscribed and then for
 	// every signal, until ctx is done or the connection fails; it returns
-	// why it stopped. wake must not block.
+	// why it stopped. wake must not block. A Listen that can tell that
+	// signals never reach its connection returns [ErrNoSignals].
 	Listen(ctx context.Context, channel string, wake func()) error
 	// Notify signals every listener on channel, outside any transaction.
 	Notify(ctx context.Context, channel string) error

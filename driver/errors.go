@@ -16,6 +16,13 @@ var (
 	// failure), MySQL errors 1213 (deadlock) and 1205 (lock wait timeout),
 	// SQLite SQLITE_BUSY_SNAPSHOT.
 	ErrDeadlock = errors.New("deadlock or serialization failure")
+
+	// ErrNoSignals is what a [Listener]'s Listen returns when its
+	// connection subscribed but a signal sent to check it never arrived:
+	// the connection reaches the database through a pooler in
+	// transaction mode (PgBouncer), which hands the server connection
+	// that carries the subscription to other clients. Relays then poll.
+	ErrNoSignals = errors.New("a signal sent to check the listening connection never arrived (a connection pooler in transaction mode?)")
 )
 
 // Mark returns err marked with kind (ErrUniqueViolation or ErrDeadlock):

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the local services the tests need are running, starting any
-# that is not. Usage: scripts/services.sh [postgres] [mariadb] [redis] [rabbitmq] [mosquitto] [nats]
-# With no arguments it checks them all.
+# that is not. Usage: scripts/services.sh [postgres] [mariadb] [redis] [rabbitmq] [mosquitto] [nats] [pgbouncer]
+# With no arguments it checks them all. pgbouncer is a program, not a
+# service: the tests start their own instances of it (internal/testpgbouncer);
+# it is installed from Debian's package when missing.
 set -u
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -25,9 +27,13 @@ port_of() {
   esac
 }
 
-[ $# -gt 0 ] || set -- postgres mariadb redis rabbitmq mosquitto nats
+[ $# -gt 0 ] || set -- postgres mariadb redis rabbitmq mosquitto nats pgbouncer
 failed=0
 for svc in "$@"; do
+  if [ "$svc" = pgbouncer ]; then
+    "$(dirname "$0")/apt-install.sh" pgbouncer pgbouncer || failed=1
+    continue
+  fi
   port=$(port_of "$svc")
   port_open "$port" && continue
   echo "services.sh: $svc is not listening on 127.0.0.1:$port; starting it" >&2

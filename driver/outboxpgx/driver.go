@@ -77,7 +77,10 @@ func (d *Driver) Identity() any { return d.pool }
 func (d *Driver) SupportsListen() bool { return true }
 
 // Listen takes a connection out of the pool for good (it carries the
-// LISTEN, so it is closed rather than handed back) and waits on it.
+// LISTEN, so it is closed rather than handed back) and waits on it. It
+// returns driver.ErrNoSignals when a check signal sent from another pool
+// connection does not arrive within seconds (the pool leads to a pooler
+// in transaction mode).
 func (d *Driver) Listen(ctx context.Context, channel string, wake func()) error {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
@@ -85,7 +88,10 @@ func (d *Driver) Listen(ctx context.Context, channel string, wake func()) error 
 	}
 	conn := c.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	return pg.Listen(ctx, conn, channel, wake)
+	return pg.Listen(ctx, conn, channel, wake, func(ctx context.Context, payload string) error {
+		_, err := d.pool.Exec(ctx, pg.ProbeSQL, channel, payload)
+		return err
+	})
 }
 
 // Notify runs pg_notify on a pool connection.

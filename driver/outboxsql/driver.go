@@ -135,7 +135,10 @@ func (d *Driver) Identity() any { return d.db }
 func (d *Driver) SupportsListen() bool { return d.listen }
 
 // Listen takes a connection of the *sql.DB for good (it carries the
-// LISTEN, so it is discarded rather than reused) and waits on it.
+// LISTEN, so it is discarded rather than reused) and waits on it. It
+// returns driver.ErrNoSignals when a check signal sent from another
+// connection does not arrive within seconds (a pooler in transaction
+// mode).
 func (d *Driver) Listen(ctx context.Context, channel string, wake func()) error {
 	if !d.listen {
 		return errors.New("outboxsql: LISTEN needs PostgreSQL through pgx's stdlib driver")
@@ -153,7 +156,10 @@ func (d *Driver) Listen(ctx context.Context, channel string, wake func()) error 
 		if !ok {
 			return errors.New("outboxsql: not a pgx stdlib connection")
 		}
-		return pg.Listen(ctx, sc.Conn(), channel, wake)
+		return pg.Listen(ctx, sc.Conn(), channel, wake, func(ctx context.Context, payload string) error {
+			_, err := d.db.ExecContext(ctx, pg.ProbeSQL, channel, payload)
+			return err
+		})
 	})
 }
 

@@ -29,7 +29,11 @@ A full 'outbox migrate' on that database later adds the rest.
 With --partitioned (PostgreSQL only), creates outbox_messages partitioned
 by day, so that the relay's retention drops whole days instead of deleting
 rows (docs/retention.md). It applies when the table is created; an existing
-unpartitioned table is left as it is, with an error.`,
+unpartitioned table is left as it is, with an error.
+
+Migrations hold a session-level lock, which a connection pooler in
+transaction mode (PgBouncer) does not keep: through one, migrate refuses
+(exit 2); give it the server's own address.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
@@ -50,6 +54,9 @@ unpartitioned table is left as it is, with an error.`,
 					return err
 				}
 				defer db.Close()
+				if db.Pooler {
+					return usagef("migrate: --db leads to a connection pooler (PgBouncer), where the lock that serialises migrations does not hold: run migrate against the PostgreSQL server itself")
+				}
 				if *inboxOnly {
 					return e.migrateInbox(db)
 				}

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // registers "sqlite"
 
@@ -40,6 +42,12 @@ type DB struct {
 	// PGX is set for PostgreSQL, Std for the others.
 	PGX *outboxpgx.Driver
 	Std *outboxsql.Driver
+	// Pooler is set when the PostgreSQL URL leads to a connection pooler
+	// (PgBouncer) rather than to the server: it refused the startup
+	// parameter jit, which every PostgreSQL server takes. Session state
+	// (LISTEN, session locks, prepared statements) does not survive a
+	// transaction there.
+	Pooler bool
 
 	once    sync.Once
 	backend *store.Backend
@@ -185,22 +193,9 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 	db := &DB{Dialect: d}
 	switch d {
 	case store.Postgres:
-		cfg, err := pgxpool.ParseConfig(dsn)
+		db.Pool, db.Pooler, err = openPostgres(ctx, dsn)
 		if err != nil {
-			return nil, err
-		}
-		if cfg.MaxConns < 8 {
-			cfg.MaxConns = 8
-		}
-		// The relay's read is estimated expensive whenever the statistics
-		// last saw a backlog, and JIT-compiling it then costs more (7–9 ms)
-		// than running it; nothing the outbox runs gains from JIT.
-		if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
-			cfg.ConnConfig.RuntimeParams["jit"] = "off"
-		}
-		db.Pool, err = pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("connect to %s: %s", Redact(raw), redactErr(err, raw))
 		}
 		db.PGX, err = outboxpgx.New(db.Pool, nil)
 		if err != nil {
@@ -239,6 +234,67 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 		return nil, fmt.Errorf("connect to %s: %s", Redact(raw), redactErr(err, raw))
 	}
 	return db, nil
+}
+
+// openPostgres opens a pool over dsn with jit off for its connections
+// (unless dsn sets jit) and checks a connection. A pooler refuses the
+// parameter (PgBouncer: "unsupported startup parameter: jit"); then the
+// pool is opened again without it, and, unless dsn chooses a query mode,
+// with statements described and run unnamed (pgx's cache_describe): a
+// named prepared statement lives on one server connection, which a pooler
+// in transaction mode hands to another client after each transaction.
+// The relay's read and settle functions turn jit off themselves, so
+// nothing the relay runs often depends on the connection's setting.
+func openPostgres(ctx context.Context, dsn string) (pool *pgxpool.Pool, pooler bool, err error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, false, err
+	}
+	if cfg.MaxConns < 8 {
+		cfg.MaxConns = 8
+	}
+	// The relay's read is estimated expensive whenever the statistics
+	// last saw a backlog, and JIT-compiling it then costs more (7–9 ms)
+	// than running it; nothing the outbox runs gains from JIT.
+	_, userJIT := cfg.ConnConfig.RuntimeParams["jit"]
+	if !userJIT {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
+	pool, err = pingedPool(ctx, cfg)
+	if err == nil || userJIT || !RefusedStartupParameter(err) {
+		return pool, false, err
+	}
+	delete(cfg.ConnConfig.RuntimeParams, "jit")
+	if !strings.Contains(dsn, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	}
+	pool, err = pingedPool(ctx, cfg)
+	return pool, err == nil, err
+}
+
+// pingedPool opens a pool over cfg and checks one connection (10 s at
+// most).
+func pingedPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// RefusedStartupParameter reports whether err is a pooler refusing a
+// connection's startup parameter (PgBouncer: "unsupported startup
+// parameter: NAME"; its ignore_startup_parameters lets such parameters
+// through).
+func RefusedStartupParameter(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.Contains(pe.Message, "unsupported startup parameter")
 }
 
 func (db *DB) ping(ctx context.Context) error {

@@ -75,7 +75,13 @@ var Cases = []Case{
 // the test under CI=true) and returns its harness.
 func New(t *testing.T, c Case) *Harness {
 	t.Helper()
-	db := testdb.New(t, c.Dialect)
+	return Over(t, c, testdb.New(t, c.Dialect))
+}
+
+// Over is the harness of driver case c over db, a database the test
+// opened itself (through a pooler, say).
+func Over(t *testing.T, c Case, db *testdb.DB) *Harness {
+	t.Helper()
 	h := &Harness{Name: c.Name, DB: db}
 	if c.PGX {
 		p, err := outbox.NewProducer(db.PGX, nil)

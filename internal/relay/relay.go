@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/failpoint"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -207,24 +208,44 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // listenLoop turns database notifications into wake-ups, reconnecting
-// with backoff.
+// with backoff. A connection that never receives the listener's own
+// check signal (a pooler in transaction mode) is said once, at warning
+// level, and checked again every noSignalsRetry; meanwhile the relay
+// polls.
 func (r *Relay) listenLoop(ctx context.Context) {
 	delay := 100 * time.Millisecond
+	warned := false
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := r.backend.Listen(ctx, r.wakeSelf)
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(start) > time.Minute {
-			delay = 100 * time.Millisecond
+		wait := delay
+		switch {
+		case errors.Is(err, driver.ErrNoSignals):
+			if !warned {
+				r.log.Warn("outbox relay: LISTEN cannot work over this database connection: "+err.Error()+
+					"; the relay polls instead (at most max_poll_interval apart); connect it to the server itself, not to the pooler, for wake-ups",
+					"relay", r.id, "max_poll_interval", r.cfg.MaxPollInterval)
+				warned = true
+			}
+			wait = noSignalsRetry
+		default:
+			if time.Since(start) > time.Minute {
+				delay = 100 * time.Millisecond
+			}
+			r.log.Debug("outbox relay: listen connection lost; polling meanwhile", "relay", r.id, "err", err)
+			delay = min(delay*2, 10*time.Second)
 		}
-		r.log.Debug("outbox relay: listen connection lost; polling meanwhile", "relay", r.id, "err", err)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
-		delay = min(delay*2, 10*time.Second)
 	}
 }
+
+// noSignalsRetry is how long a relay whose listening connection got no
+// signals polls before it checks that connection again.
+const noSignalsRetry = 5 * time.Minute

@@ -45,7 +45,7 @@ func (st *Store) ServerAdvice(ctx context.Context) ([]string, error) {
 		out = append(out, "autovacuum is off for outbox_messages: delivered rows leave dead versions that slow every read; turn it on or VACUUM outbox_messages every few minutes")
 	}
 	if jitOn {
-		out = append(out, "jit is on for the relay's connections: it compiles the relay's read for longer than the read takes; connect with jit=off (e.g. ?jit=off in a pgx URL)")
+		out = append(out, "jit is on for the relay's connections: it compiles the relay's read for longer than the read takes; connect with jit=off (e.g. ?jit=off in a pgx URL) or, through PgBouncer, which refuses that parameter, set it for the relay's role (ALTER ROLE … SET jit = off)")
 	}
 	return out, nil
 }

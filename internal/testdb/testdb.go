@@ -134,14 +134,7 @@ var Dialects = []store.Dialect{store.Postgres, store.MySQL, store.SQLite}
 func New(t testing.TB, d store.Dialect) *DB {
 	t.Helper()
 	db := Empty(t, d)
-	s, err := db.Backend().Session(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := store.Migrate(context.Background(), d, s); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	Migrate(t, db)
 	return db
 }
 
@@ -176,7 +169,15 @@ func postgres(t testing.TB) *DB {
 		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 		admin.Close()
 	})
-	u := withQuery(PostgresURL, "search_path", schema)
+	return PostgresAt(t, withQuery(PostgresURL, "search_path", schema))
+}
+
+// PostgresAt opens the PostgreSQL database at u as a DB (pgx pool, pgx
+// stdlib over it, both drivers), closed at cleanup; it creates nothing.
+func PostgresAt(t testing.TB, u string) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	cfg, err := pgxpool.ParseConfig(u)
 	if err != nil {
 		t.Fatal(err)
@@ -197,6 +198,55 @@ func postgres(t testing.TB) *DB {
 		t.Fatal(err)
 	}
 	return &DB{URL: u, Dialect: store.Postgres, Pool: pool, SQL: sqlDB, Std: std, PGX: pgxDrv}
+}
+
+// PostgresDatabase creates an empty database of the test's own on the
+// PostgreSQL service, dropped at cleanup, and returns its name: for tests
+// that reach it through a pooler, which refuses the search_path startup
+// parameter of the per-test schemas.
+func PostgresDatabase(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgxpool.New(ctx, PostgresURL)
+	if err == nil {
+		err = admin.Ping(ctx)
+	}
+	if err != nil {
+		Unavailable(t, "PostgreSQL at "+dburl.Redact(PostgresURL), err)
+	}
+	name := randomName("t_")
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)")
+		admin.Close()
+	})
+	return name
+}
+
+// WithDatabase is the PostgreSQL URL u with its database name replaced.
+func WithDatabase(u, name string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	p.Path = "/" + name
+	return p.String()
+}
+
+// Migrate applies the outbox migrations to db.
+func Migrate(t testing.TB, db *DB) {
+	t.Helper()
+	s, err := db.Backend().Session(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := store.Migrate(context.Background(), db.Dialect, s); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
 }
 
 func withQuery(raw, k, v string) string {

@@ -4,7 +4,10 @@ package pg
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,14 +35,27 @@ func Translate(err error) error {
 // NotifySQL signals listeners of the channel given as its one argument.
 const NotifySQL = "SELECT pg_notify($1, '')"
 
+// probeTimeout is how long Listen waits for its own check signal. A
+// server delivers it as soon as the notifying statement commits.
+const probeTimeout = 5 * time.Second
+
 // Listen listens on channel over conn and calls wake once listening (so
 // messages committed before LISTEN took effect are read) and for every
 // notification, until ctx is done or the connection fails.
-func Listen(ctx context.Context, conn *pgx.Conn, channel string, wake func()) error {
+//
+// Before that it checks that notifications reach conn at all: notify
+// sends a NOTIFY with a payload of its own on channel from another
+// connection. Through a pooler in transaction mode the LISTEN stays on
+// whichever server connection ran it, which then serves other clients,
+// so the payload never comes back: Listen returns driver.ErrNoSignals.
+func Listen(ctx context.Context, conn *pgx.Conn, channel string, wake func(), notify func(ctx context.Context, payload string) error) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
 	wake()
+	if err := probe(ctx, conn, wake, notify); err != nil {
+		return err
+	}
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
@@ -47,3 +63,33 @@ func Listen(ctx context.Context, conn *pgx.Conn, channel string, wake func()) er
 		wake()
 	}
 }
+
+// probe notifies channel with a random payload through notify and waits
+// up to probeTimeout for it on conn, waking for every other notification
+// meanwhile.
+func probe(ctx context.Context, conn *pgx.Conn, wake func(), notify func(ctx context.Context, payload string) error) error {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	token := "probe-" + hex.EncodeToString(b)
+	if err := notify(ctx, token); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(wctx)
+		if err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil {
+				return driver.ErrNoSignals
+			}
+			return err
+		}
+		wake()
+		if n.Payload == token {
+			return nil
+		}
+	}
+}
+
+// ProbeSQL sends the check signal: channel and payload are its arguments.
+const ProbeSQL = "SELECT pg_notify($1, $2)"

@@ -37,6 +37,13 @@ type writers struct {
 
 func startWriters(t *testing.T, h *harness.Harness, rec *chaos.Recorder, rnd *rand.Rand, n int) *writers {
 	t.Helper()
+	return startKeyedWriters(t, h, rec, rnd, n, "w")
+}
+
+// startKeyedWriters is startWriters with keys named prefix…, so that
+// writers over several harnesses of one database keep keys apart.
+func startKeyedWriters(t *testing.T, h *harness.Harness, rec *chaos.Recorder, rnd *rand.Rand, n int, prefix string) *writers {
+	t.Helper()
 	ws := &writers{}
 	for w := range n {
 		seed := rnd.Uint64()
@@ -48,7 +55,7 @@ func startWriters(t *testing.T, h *harness.Harness, rec *chaos.Recorder, rnd *ra
 				keys := make([]string, 1+pr.IntN(5))
 				msgs := make([]outbox.Message, len(keys))
 				for i := range keys {
-					keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(10))
+					keys[i] = fmt.Sprintf("%s%d-%d", prefix, w, pr.IntN(10))
 					msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
 				}
 				rollback := pr.IntN(10) == 0
