@@ -5,13 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +15,7 @@ import (
 	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testpg"
 )
 
 // writers commits small transactions from n goroutines until stopped, a
@@ -159,15 +153,12 @@ func TestChaosRelayConnectionsKilled(t *testing.T) {
 func TestChaosDatabaseRestart(t *testing.T) {
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
-	pg := startPrivatePostgres(t)
-	saved := testdb.PostgresURL
-	testdb.PostgresURL = pg.url
+	pg := testpg.Start(t)
 	dc := chaosDrivers[0]
-	h := harness.New(t, dc)
-	testdb.PostgresURL = saved
+	h := harnessOn(t, dc, pg.URL())
 
 	restartUnderLoad(t, h, dc, rnd, 2*scale, "database crash-restarted", "restarts (-m immediate)", func() {
-		pg.ctl(t, "restart", "-m", "immediate")
+		pg.Ctl(t, "restart", "-m", "immediate")
 	})
 }
 
@@ -205,87 +196,12 @@ func restartUnderLoad(t *testing.T, h *harness.Harness, dc harness.Case, rnd *ra
 	relay.term(t)
 }
 
-// privatePostgres is a PostgreSQL cluster of the test's own.
-type privatePostgres struct {
-	dir, data, url string
-	ctlPath        string
-	port           int
-	runAs          string
-}
-
-// startPrivatePostgres initialises and starts a cluster in a temporary
-// directory, on a free port, stopped and removed at cleanup. The server
-// refuses to run as root, so it runs as the postgres user then.
-func startPrivatePostgres(t *testing.T) *privatePostgres {
+// harnessOn is harness.New for driver case dc over a fresh schema of the
+// PostgreSQL server at url (a private one) instead of the shared service.
+func harnessOn(t *testing.T, dc harness.Case, url string) *harness.Harness {
 	t.Helper()
-	initdb, err := exec.LookPath("initdb")
-	if err != nil {
-		testdb.Unavailable(t, "initdb (to run a private PostgreSQL)", err)
-	}
-	bin := filepath.Dir(initdb)
-	if resolved, err := filepath.EvalSymlinks(initdb); err == nil {
-		bin = filepath.Dir(resolved)
-	}
-	pg := &privatePostgres{}
-	pg.dir, pg.runAs = serverDir(t, "outbox-chaos-pg-", "postgres", "a private PostgreSQL")
-	pg.data = filepath.Join(pg.dir, "data")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg.port = ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	pg.run(t, filepath.Join(bin, "initdb"), "-D", pg.data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
-	pg.ctlPath = filepath.Join(bin, "pg_ctl")
-	pg.ctl(t, "start")
-	t.Cleanup(func() { pg.ctl(t, "stop", "-m", "immediate") })
-	pg.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", pg.port)
-	return pg
-}
-
-func (pg *privatePostgres) run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	if pg.runAs != "" {
-		args = append([]string{"-u", pg.runAs, "--", name}, args...)
-		name = "runuser"
-	}
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-// ctl runs pg_ctl action on the cluster, waiting for it to finish.
-func (pg *privatePostgres) ctl(t *testing.T, action string, args ...string) {
-	t.Helper()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", pg.port, pg.dir)
-	all := append([]string{action, "-D", pg.data, "-w", "-t", "60", "-l", filepath.Join(pg.dir, "log"), "-o", opts}, args...)
-	pg.run(t, pg.ctlPath, all...)
-}
-
-// serverDir makes a directory for a private database server, removed at
-// cleanup. Run as root, the server must run as the system user account
-// (postgres, mysql; what names the server for the message if there is no
-// such user): the directory is handed to that user, and runAs is account;
-// otherwise runAs is "".
-func serverDir(t *testing.T, prefix, account, what string) (dir, runAs string) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if os.Geteuid() != 0 {
-		return dir, ""
-	}
-	u, err := user.Lookup(account)
-	if err != nil {
-		testdb.Unavailable(t, "a "+account+" user to run "+what+" as", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chown(dir, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	return dir, account
+	saved := testdb.PostgresURL
+	testdb.PostgresURL = url
+	defer func() { testdb.PostgresURL = saved }()
+	return harness.New(t, dc)
 }

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testserver"
 )
 
 // TestChaosMariaDBRestart is TestChaosDatabaseRestart on MariaDB: a
@@ -68,7 +68,9 @@ func startPrivateMariaDB(t *testing.T) *privateMariaDB {
 		testdb.Unavailable(t, "mariadbd (to run a private MariaDB)", err)
 	}
 	my := &privateMariaDB{server: server}
-	my.dir, my.runAs = serverDir(t, "outbox-chaos-mariadb-", "mysql", "a private MariaDB")
+	var account testserver.Account
+	my.dir, account = testserver.Dir(t, "outbox-chaos-mariadb-", "mysql", "a private MariaDB")
+	my.runAs = account.Name
 	my.data = filepath.Join(my.dir, "data")
 	args := []string{"--no-defaults", "--datadir=" + my.data, "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}
 	if my.runAs != "" {
@@ -77,12 +79,7 @@ func startPrivateMariaDB(t *testing.T) *privateMariaDB {
 	if out, err := exec.Command(install, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", install, strings.Join(args, " "), err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	my.port = ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
+	my.port = testserver.FreePort(t)
 	t.Cleanup(func() {
 		if my.cmd != nil {
 			_ = my.cmd.Process.Signal(syscall.SIGKILL)
