@@ -62,8 +62,9 @@ type Account struct {
 }
 
 // Dir makes a directory for a private server, removed at cleanup, owned
-// by the account the server runs as (see Account); what names the server
-// in the message when that account is missing.
+// by the account the server runs as (see Account; "" for a server that
+// runs as root too); what names the server in the message when that
+// account is missing.
 func Dir(t testing.TB, prefix, account, what string) (string, Account) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", prefix)
@@ -71,7 +72,7 @@ func Dir(t testing.TB, prefix, account, what string) (string, Account) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 || account == "" {
 		return dir, Account{}
 	}
 	u, err := user.Lookup(account)

@@ -116,7 +116,8 @@ func failover(t *testing.T, sync bool, kind string) {
 		t.Errorf("a synchronous standby lost %d committed rows", gone)
 	}
 	res := chaosResult{scenario: "primary SIGKILLed, " + kind + " standby promoted", broker: "webhook",
-		faults:    fmt.Sprintf("1 SIGKILL mid-drain, promoted after %.1fs, %d writer errors, %d rows lost by the database", promoted.Sub(killed).Seconds(), ws.failures.Load(), gone),
+		faults: fmt.Sprintf("1 SIGKILL mid-drain, promoted after %.1fs, deliveries again %.1fs after the kill, %d writer errors, %d rows lost by the database",
+			promoted.Sub(killed).Seconds(), resumed.Sub(killed).Seconds(), ws.failures.Load(), gone),
 		recovered: promoted}
 	// A kill cuts short every worker's round, and the settles of the last
 	// moments before it (committed without waiting for the WAL flush, so

@@ -76,8 +76,16 @@ func TestChaosNATSFaults(t *testing.T) {
 
 	h, rec, res := brokerFaults(t, proxy, pub, stream+".events", "NATS JetStream")
 
-	// What the stream holds, in order, is what was delivered.
-	s, err := djs.Stream(ctx, stream)
+	readStream(t, djs, stream, rec)
+	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, time.Minute)
+}
+
+// readStream records in rec every message of stream, in stream order:
+// what the stream holds is what was delivered.
+func readStream(t *testing.T, js jetstream.JetStream, stream string, rec *chaos.Recorder) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +93,7 @@ func TestChaosNATSFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := djs.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,5 +112,4 @@ func TestChaosNATSFaults(t *testing.T) {
 		}
 		read += uint64(got)
 	}
-	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: chaos.Unbounded}, time.Minute)
 }

@@ -56,7 +56,7 @@ func TestChaosPgBouncerKilled(t *testing.T) {
 	delivered := func() int { _, d, _ := rec.Counts(); return d }
 	kills := 2 * scale
 	since := 0
-	var down time.Duration
+	var down, slowest time.Duration
 	for i := range kills {
 		relaytest.WaitFor(t, time.Minute, fmt.Sprintf("deliveries flowing (before kill %d)", i+1), func() bool { return delivered() > since+200 })
 		time.Sleep(time.Duration(300+rnd.IntN(700)) * time.Millisecond)
@@ -66,6 +66,9 @@ func TestChaosPgBouncerKilled(t *testing.T) {
 		time.Sleep(time.Duration(500+rnd.IntN(1000)) * time.Millisecond)
 		b.Restart(t)
 		down += time.Since(start)
+		restarted := time.Now()
+		relaytest.WaitFor(t, time.Minute, fmt.Sprintf("deliveries flowing after restart %d", i+1), func() bool { return delivered() > since+50 })
+		slowest = max(slowest, time.Since(restarted))
 	}
 	relaytest.WaitFor(t, time.Minute, "deliveries flowing after the last restart", func() bool { return delivered() > since+200 })
 	wp.halt()
@@ -76,7 +79,8 @@ func TestChaosPgBouncerKilled(t *testing.T) {
 	default:
 	}
 	res := chaosResult{scenario: "PgBouncer (transaction mode) SIGKILLed and restarted", broker: "webhook",
-		faults: fmt.Sprintf("%d SIGKILL, %.1fs down in all, %d writer errors", kills, down.Seconds(), wp.failures.Load()+ws.failures.Load()), recovered: time.Now()}
+		faults: fmt.Sprintf("%d SIGKILL, %.1fs down in all, deliveries again within %.1fs of each restart, %d writer errors",
+			kills, down.Seconds(), slowest.Seconds(), wp.failures.Load()+ws.failures.Load()), recovered: time.Now()}
 	if c, _, _ := rec.Counts(); c == 0 {
 		t.Fatal("no producer committed through PgBouncer")
 	}

@@ -1,0 +1,152 @@
+// Package testnats runs a NATS JetStream cluster of a test's own: n
+// nats-server processes (Debian's package) routed to each other, each
+// with its own store directory and ports of the tests' range
+// (internal/testserver). They are killed at cleanup.
+package testnats
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txoutbox/outbox/internal/testserver"
+)
+
+// Cluster is a running JetStream cluster.
+type Cluster struct {
+	Nodes []*Node
+}
+
+// Node is one nats-server of a cluster.
+type Node struct {
+	// Name is the server name, as JetStream reports a stream's leader.
+	Name        string
+	Port, Route int
+
+	conf string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start runs an n-node cluster and waits until JetStream answers
+// through it (a meta leader elected).
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	bin := testserver.Binary(t, "nats-server", "scripts/services.sh runs Debian's package", "/usr/sbin")
+	dir, _ := testserver.Dir(t, "outbox-nats-", "", "NATS")
+	c := &Cluster{}
+	for i := range n {
+		c.Nodes = append(c.Nodes, &Node{Name: fmt.Sprintf("n%d", i+1), Port: testserver.FreePort(t), Route: testserver.FreePort(t)})
+	}
+	for _, nd := range c.Nodes {
+		var routes []string
+		for _, o := range c.Nodes {
+			if o != nd {
+				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", o.Route))
+			}
+		}
+		nd.conf = filepath.Join(dir, nd.Name+".conf")
+		conf := fmt.Sprintf(`server_name: %s
+listen: 127.0.0.1:%d
+jetstream { store_dir: %q }
+cluster {
+  name: outbox-test
+  listen: 127.0.0.1:%d
+  routes: [%s]
+}
+`, nd.Name, nd.Port, filepath.Join(dir, nd.Name), nd.Route, strings.Join(routes, ", "))
+		if err := os.WriteFile(nd.conf, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		nd.start(t, bin)
+		t.Cleanup(nd.Kill)
+	}
+	c.waitReady(t)
+	return c
+}
+
+func (nd *Node) start(t testing.TB, bin string) {
+	t.Helper()
+	nd.cmd = exec.Command(bin, "-c", nd.conf)
+	if err := nd.cmd.Start(); err != nil {
+		t.Fatalf("nats-server: %v", err)
+	}
+	nd.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(nd.cmd, nd.done)
+}
+
+// waitReady waits up to a minute until JetStream answers account info.
+func (c *Cluster) waitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var last error
+	for time.Now().Before(deadline) {
+		nc, err := nats.Connect(c.URLs(), nats.Timeout(2*time.Second))
+		if err == nil {
+			js, _ := jetstream.New(nc)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err = js.AccountInfo(ctx)
+			cancel()
+			nc.Close()
+			if err == nil {
+				return
+			}
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("the NATS cluster's JetStream is not ready after a minute: %v", last)
+}
+
+// URLs are every node's client address, comma-separated, as nats.Connect
+// takes them.
+func (c *Cluster) URLs() string {
+	var us []string
+	for _, nd := range c.Nodes {
+		us = append(us, fmt.Sprintf("nats://127.0.0.1:%d", nd.Port))
+	}
+	return strings.Join(us, ",")
+}
+
+// Hosts are every node's host:port, comma-separated, as a nats:// URL of
+// the outbox takes them (nats://h1,h2,h3).
+func (c *Cluster) Hosts() string {
+	var hs []string
+	for _, nd := range c.Nodes {
+		hs = append(hs, fmt.Sprintf("127.0.0.1:%d", nd.Port))
+	}
+	return strings.Join(hs, ",")
+}
+
+// Node is the node named name, nil if none.
+func (c *Cluster) Node(name string) *Node {
+	for _, nd := range c.Nodes {
+		if nd.Name == name {
+			return nd
+		}
+	}
+	return nil
+}
+
+// Kill SIGKILLs the node and waits for it.
+func (nd *Node) Kill() {
+	if nd.cmd == nil || nd.cmd.Process == nil {
+		return
+	}
+	_ = nd.cmd.Process.Kill()
+	<-nd.done
+}
+
+// Restart starts the node again on its ports and store after Kill.
+func (nd *Node) Restart(t testing.TB) {
+	t.Helper()
+	nd.start(t, nd.cmd.Path)
+}
