@@ -41,6 +41,9 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Listener != nil {
+		b.ListenOn(c.Listener)
+	}
 	e, err := relay.New(b, c.engine())
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/relay"
 )
@@ -107,6 +108,13 @@ type RelayConfig struct {
 	// OnBatch, when set, is called after every settled round, from the
 	// workers' goroutines (concurrently when Workers > 1). Keep it fast.
 	OnBatch func(BatchReport)
+	// Listener, when set, is where the relay LISTENs for the producers'
+	// signals instead of over its own driver: a driver over a pool
+	// straight to the PostgreSQL server (outboxpgx.New) when the relay's
+	// own connections go through a pooler in transaction mode
+	// (PgBouncer), where LISTEN cannot work. The relay takes one
+	// connection of it for good. Defaults to nil: the driver's own.
+	Listener driver.Listener
 	// Retention removes (or archives) settled messages once they are old
 	// enough; see RetentionConfig. Defaults to nil: on, with the
 	// RetentionConfig defaults (sent 24 h, dead 14 days).

@@ -3,6 +3,7 @@ package cli
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -50,5 +51,22 @@ func TestThroughPgBouncer(t *testing.T) {
 		if strings.Contains(stderr.String(), bad) {
 			t.Errorf("relay log mentions %q:\n%s", bad, stderr.String())
 		}
+	}
+
+	// --listen-db takes the LISTEN connection straight to the server; it
+	// refuses a URL that leads to the pooler.
+	run(t, via, "relay", "--to", "stdout://", "--listen-db", b.URL(name)).failed(t, ExitUsage, "--listen-db must lead to the PostgreSQL server itself")
+	stdout, stderr = syncbuf.Buffer{}, syncbuf.Buffer{}
+	stop = startRelay(t, via, &stdout, &stderr, "--to", "stdout://", "--lease-ttl", "2s", "--listen-db", direct["OUTBOX_DATABASE_URL"])
+	third := enqueueOK(t, via, "--topic", "order.created", "--key", "o-1", "--payload", `{"n":3}`)
+	waitFor(t, "the third message on stdout", func() bool { return strings.Contains(stdout.String(), third) })
+	// The listener's check takes at most 5 s; a relay that failed it
+	// would have said so by now.
+	time.Sleep(6 * time.Second)
+	if code := stop(); code != 0 {
+		t.Fatalf("relay with --listen-db exited %d\n%s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), warning) {
+		t.Errorf("with --listen-db straight to the server the relay still warns:\n%s", stderr.String())
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/dburl"
+	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
@@ -56,6 +58,7 @@ so it may listen on any address without a token.`,
 // relayFlags holds the relay command's flags.
 type relayFlags struct {
 	db              dbFlags
+	listenDB        string
 	to              string
 	routes          listFlag
 	id              string
@@ -93,6 +96,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	f.db.register(fs)
 	fs.StringVar(&f.to, "to", "", "route of last resort: destination `URL` for topics no other route matches (default $OUTBOX_TO)")
 	fs.Var(&f.routes, "route", "route `PATTERN=URL`, e.g. 'order.*=https://example.com/hooks' (repeatable; first match wins)")
+	fs.StringVar(&f.listenDB, "listen-db", "", "PostgreSQL `URL` of the server itself for the relay's LISTEN connection, when --db leads to a pooler in transaction mode (default $OUTBOX_LISTEN_DATABASE_URL)")
 	fs.StringVar(&f.id, "id", "", "relay instance `ID` in logs and the lease table (default host-pid-random)")
 	fs.IntVar(&f.batchSize, "batch-size", 0, fmt.Sprintf("most messages read per round (default $OUTBOX_BATCH_SIZE, else %d)", outbox.DefaultBatchSize))
 	fs.IntVar(&f.maxPayloadBytes, "max-payload-bytes", 0, fmt.Sprintf("larger payloads go dead instead of being published (default %d)", outbox.DefaultMaxPayloadBytes))
@@ -236,6 +240,11 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 		return err
 	}
 	defer db.Close()
+	closeListen, err := e.listenDB(r, f, db, rc)
+	if err != nil {
+		return err
+	}
+	defer closeListen()
 	// With the admin surface or the metrics listener on, the relay's
 	// metrics and the Go and process collectors go to the registry
 	// /metrics serves, and the relay's deliveries feed the history's rate.
@@ -549,4 +558,29 @@ func (e *env) runRelay(relay *outbox.Relay, lns []*adminListener, running *atomi
 		return err // the admin server failed
 	}
 	return nil
+}
+
+// listenDB opens --listen-db (else OUTBOX_LISTEN_DATABASE_URL), when
+// given, as the relay's LISTEN connection: a URL of the PostgreSQL
+// server itself for a relay whose --db goes through PgBouncer. It
+// returns what closes it.
+func (e *env) listenDB(r *resolver, f *relayFlags, db *dburl.DB, rc *outbox.RelayConfig) (func(), error) {
+	raw := r.text("listen-db", f.listenDB, "OUTBOX_LISTEN_DATABASE_URL", "")
+	if raw == "" {
+		return func() {}, nil
+	}
+	e.addSecret(passwordOf(raw))
+	if db.Dialect != store.Postgres {
+		return nil, usagef("relay: --listen-db needs a PostgreSQL database, not %s", db.Dialect)
+	}
+	ldb, err := e.dial(raw)
+	if err != nil {
+		return nil, fmt.Errorf("relay: --listen-db: %s", errorLine(err))
+	}
+	if ldb.Dialect != store.Postgres || ldb.Pooler {
+		ldb.Close()
+		return nil, usagef("relay: --listen-db must lead to the PostgreSQL server itself, not to a pooler or another database")
+	}
+	rc.Listener = ldb.PGX
+	return ldb.Close, nil
 }

@@ -226,7 +226,7 @@ func (r *Relay) listenLoop(ctx context.Context) {
 		case errors.Is(err, driver.ErrNoSignals):
 			if !warned {
 				r.log.Warn("outbox relay: LISTEN cannot work over this database connection: "+err.Error()+
-					"; the relay polls instead (at most max_poll_interval apart); connect it to the server itself, not to the pooler, for wake-ups",
+					"; the relay polls instead (at most max_poll_interval apart); for wake-ups, give it a LISTEN connection straight to the server (outbox relay --listen-db URL, RelayConfig.Listener)",
 					"relay", r.id, "max_poll_interval", r.cfg.MaxPollInterval)
 				warned = true
 			}

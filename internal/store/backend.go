@@ -37,10 +37,15 @@ func NewBackend[TTx any](d driver.Driver[TTx]) *Backend {
 		b.Local.key = d
 	}
 	if l, ok := d.(driver.Listener); ok && l.SupportsListen() {
-		b.Listen = func(ctx context.Context, wake func()) error { return l.Listen(ctx, NotifyChannel, wake) }
+		b.ListenOn(l)
 		b.Notify = func(ctx context.Context) error { return l.Notify(ctx, NotifyChannel) }
 	}
 	return b
+}
+
+// ListenOn makes b listen for signals over l instead of its own driver.
+func (b *Backend) ListenOn(l driver.Listener) {
+	b.Listen = func(ctx context.Context, wake func()) error { return l.Listen(ctx, NotifyChannel, wake) }
 }
 
 // NotifyChannel is the PostgreSQL LISTEN/NOTIFY channel relays listen on.

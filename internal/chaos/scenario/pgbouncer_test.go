@@ -1,11 +1,16 @@
 package scenario_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
+	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
@@ -86,4 +91,100 @@ func TestChaosPgBouncerKilled(t *testing.T) {
 	}
 	drainAndCheck(t, hp, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 2*time.Minute)
 	relay.term(t)
+}
+
+// TestPgBouncerLatency measures the time from a producer's commit to the
+// publish of its message, at 50 messages a second, with the relay and
+// the producer on pools of their own (as in separate processes: no
+// in-process wake-up), first straight to PostgreSQL (wake-ups by
+// LISTEN/NOTIFY) and then through PgBouncer in transaction mode (LISTEN
+// cannot work there: the relay polls, backing off to MaxPollInterval, 1 s
+// by default, when idle). It reports the figures (the latency note in
+// docs/operations.md) and checks only that every message arrived.
+func TestPgBouncerLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL and PgBouncer")
+	}
+	name := testdb.PostgresDatabase(t)
+	directURL := testdb.WithDatabase(testdb.PostgresURL, name)
+	testdb.Migrate(t, testdb.PostgresAt(t, directURL))
+	b := testpgbouncer.Start(t, "127.0.0.1:5432")
+	for _, c := range []struct{ name, relayURL, listenURL, producerURL string }{
+		{"direct", directURL, "", directURL},
+		{"PgBouncer (transaction mode)", b.URL(name), "", b.URL(name) + pgbouncerMode},
+		{"PgBouncer, LISTEN straight to the server (--listen-db)", b.URL(name), directURL, b.URL(name) + pgbouncerMode},
+	} {
+		lat := commitToPublish(t, c.relayURL, c.listenURL, c.producerURL, 250)
+		slices.Sort(lat)
+		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+		t.Logf("LATENCY | %s | %d messages | p50 %.1f ms | p90 %.1f ms | p99 %.1f ms | max %.1f ms |", c.name, len(lat), q(0.5), q(0.9), q(0.99), q(1))
+	}
+}
+
+// commitToPublish runs a relay over relayURL (opened as `outbox relay`
+// opens --db; listening over listenURL when set, as --listen-db does)
+// and commits n messages one at a time, 20 ms apart, through
+// a producer of its own over producerURL; it returns each message's time
+// from commit to publish.
+func commitToPublish(t *testing.T, relayURL, listenURL, producerURL string, n int) []time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	db, err := dburl.Open(ctx, relayURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mu sync.Mutex
+	committed := map[string]time.Time{}
+	var lat []time.Duration
+	pub := outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if c, ok := committed[env.ID]; ok {
+			lat = append(lat, now.Sub(c))
+			delete(committed, env.ID)
+		}
+		return nil
+	})
+	cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
+	cfg.MaxPollInterval = outbox.DefaultMaxPollInterval
+	if listenURL != "" {
+		ldb, err := dburl.Open(ctx, listenURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ldb.Close()
+		cfg.Listener = ldb.PGX
+	}
+	r, err := outbox.NewRelay(db.PGX, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := relaytest.Run(t, r)
+	defer stop()
+	h := harness.Over(t, harness.Case{Name: "pgx", Dialect: store.Postgres, PGX: true}, testdb.PostgresAt(t, producerURL))
+	for i := range n {
+		// The message is recorded before its commit returns, under the
+		// lock the publisher takes, so that a publish racing the commit's
+		// return still finds it.
+		mu.Lock()
+		ids, err := h.Enqueue(ctx, []outbox.Message{{Topic: "latency.probe", Payload: fmt.Appendf(nil, `{"i":%d}`, i)}}, false)
+		if err == nil {
+			committed[ids[0]] = time.Now()
+		}
+		mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	relaytest.WaitFor(t, time.Minute, "every message published", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(lat) == n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]time.Duration(nil), lat...)
 }
