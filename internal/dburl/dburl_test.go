@@ -6,9 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testpgbouncer"
 )
 
 func TestParse(t *testing.T) {
@@ -132,5 +136,46 @@ func TestOpenTurnsJITOff(t *testing.T) {
 		if err != nil || jit != c.want {
 			t.Errorf("%q: jit = %q, %v; want %q", raw, jit, err, c.want)
 		}
+	}
+}
+
+// TestOpenThroughPgBouncer: PgBouncer (transaction mode, Debian's default
+// configuration otherwise) refuses the jit startup parameter; Open
+// connects again without it, marks the database as behind a pooler and
+// runs statements unnamed, unless the URL chooses a query mode itself.
+// Straight to the server, jit stays off and statements are cached.
+func TestOpenThroughPgBouncer(t *testing.T) {
+	name := testdb.PostgresDatabase(t)
+	b := testpgbouncer.Start(t, "127.0.0.1:5432")
+	ctx := context.Background()
+	cases := []struct {
+		url    string
+		pooler bool
+		mode   pgx.QueryExecMode
+		jit    string
+	}{
+		{testdb.WithDatabase(testdb.PostgresURL, name), false, pgx.QueryExecModeCacheStatement, "off"},
+		{b.URL(name), true, pgx.QueryExecModeCacheDescribe, "on"},
+		{b.URL(name) + "&default_query_exec_mode=simple_protocol", true, pgx.QueryExecModeSimpleProtocol, "on"},
+	}
+	for _, c := range cases {
+		db, err := dburl.Open(ctx, c.url)
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		var jit string
+		for i := range 3 { // several transactions, on whichever server connection
+			if err := db.Pool.QueryRow(ctx, "SELECT current_setting('jit') WHERE $1::int >= 0", i).Scan(&jit); err != nil {
+				t.Fatalf("%s: query %d: %v", c.url, i, err)
+			}
+		}
+		mode := db.Pool.Config().ConnConfig.DefaultQueryExecMode
+		db.Close()
+		if db.Pooler != c.pooler || mode != c.mode || jit != c.jit {
+			t.Errorf("%s: pooler %v, mode %v, jit %s; want %v, %v, %s", c.url, db.Pooler, mode, jit, c.pooler, c.mode, c.jit)
+		}
+	}
+	if !dburl.RefusedStartupParameter(&pgconn.PgError{Severity: "FATAL", Code: "08P01", Message: "unsupported startup parameter: jit"}) {
+		t.Error("PgBouncer's refusal not recognised")
 	}
 }

@@ -152,7 +152,16 @@ func Empty(t testing.TB, d store.Dialect) *DB {
 }
 
 func postgres(t testing.TB) *DB {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	schema := createOwn(t, "CREATE SCHEMA %s", "DROP SCHEMA %s CASCADE")
+	return PostgresAt(t, withQuery(PostgresURL, "search_path", schema))
+}
+
+// createOwn creates an object with a random name on the PostgreSQL
+// service (create and drop are statements with %s for the name), drops
+// it at cleanup and returns its name.
+func createOwn(t testing.TB, create, drop string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin, err := pgxpool.New(ctx, PostgresURL)
 	if err == nil {
@@ -161,15 +170,15 @@ func postgres(t testing.TB) *DB {
 	if err != nil {
 		Unavailable(t, "PostgreSQL at "+dburl.Redact(PostgresURL), err)
 	}
-	schema := randomName("t_")
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+	name := randomName("t_")
+	if _, err := admin.Exec(ctx, fmt.Sprintf(create, name)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		_, _ = admin.Exec(context.Background(), fmt.Sprintf(drop, name))
 		admin.Close()
 	})
-	return PostgresAt(t, withQuery(PostgresURL, "search_path", schema))
+	return name
 }
 
 // PostgresAt opens the PostgreSQL database at u as a DB (pgx pool, pgx
@@ -206,24 +215,7 @@ func PostgresAt(t testing.TB, u string) *DB {
 // parameter of the per-test schemas.
 func PostgresDatabase(t testing.TB) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin, err := pgxpool.New(ctx, PostgresURL)
-	if err == nil {
-		err = admin.Ping(ctx)
-	}
-	if err != nil {
-		Unavailable(t, "PostgreSQL at "+dburl.Redact(PostgresURL), err)
-	}
-	name := randomName("t_")
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)")
-		admin.Close()
-	})
-	return name
+	return createOwn(t, "CREATE DATABASE %s", "DROP DATABASE %s WITH (FORCE)")
 }
 
 // WithDatabase is the PostgreSQL URL u with its database name replaced.
