@@ -71,11 +71,11 @@ func probe(ctx context.Context, conn *pgx.Conn, wake func(), notify func(ctx con
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	token := "probe-" + hex.EncodeToString(b)
-	if err := notify(ctx, token); err != nil {
-		return err
-	}
 	wctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
+	if err := notify(wctx, token); err != nil {
+		return err
+	}
 	for {
 		n, err := conn.WaitForNotification(wctx)
 		if err != nil {
