@@ -31,9 +31,8 @@ type Node struct {
 	Name        string
 	Port, Route int
 
-	conf string
-	cmd  *exec.Cmd
-	done chan struct{}
+	bin, conf string
+	proc      *testserver.Process
 }
 
 // Start runs an n-node cluster and waits until JetStream answers
@@ -66,21 +65,17 @@ cluster {
 		if err := os.WriteFile(nd.conf, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		nd.start(t, bin)
+		nd.bin = bin
+		nd.start(t)
 		t.Cleanup(nd.Kill)
 	}
 	c.waitReady(t)
 	return c
 }
 
-func (nd *Node) start(t testing.TB, bin string) {
+func (nd *Node) start(t testing.TB) {
 	t.Helper()
-	nd.cmd = exec.Command(bin, "-c", nd.conf)
-	if err := nd.cmd.Start(); err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	nd.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(nd.cmd, nd.done)
+	nd.proc = testserver.Start(t, exec.Command(nd.bin, "-c", nd.conf), "nats-server")
 }
 
 // waitReady waits up to a minute until JetStream answers account info.
@@ -137,16 +132,10 @@ func (c *Cluster) Node(name string) *Node {
 }
 
 // Kill SIGKILLs the node and waits for it.
-func (nd *Node) Kill() {
-	if nd.cmd == nil || nd.cmd.Process == nil {
-		return
-	}
-	_ = nd.cmd.Process.Kill()
-	<-nd.done
-}
+func (nd *Node) Kill() { nd.proc.Kill() }
 
 // Restart starts the node again on its ports and store after Kill.
 func (nd *Node) Restart(t testing.TB) {
 	t.Helper()
-	nd.start(t, nd.cmd.Path)
+	nd.start(t)
 }

@@ -11,12 +11,10 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testserver"
 )
 
@@ -28,8 +26,7 @@ type Bouncer struct {
 
 	dir     string
 	account testserver.Account
-	cmd     *exec.Cmd
-	done    chan struct{}
+	proc    *testserver.Process
 }
 
 // Start runs PgBouncer in front of the PostgreSQL server at upstream
@@ -81,12 +78,7 @@ func (b *Bouncer) write(t testing.TB, name, text string) {
 func (b *Bouncer) start(t testing.TB) {
 	t.Helper()
 	bin := testserver.Binary(t, "pgbouncer", "scripts/services.sh installs Debian's package", "/usr/sbin")
-	b.cmd = b.account.Command(bin, filepath.Join(b.dir, "pgbouncer.ini"))
-	if err := b.cmd.Start(); err != nil {
-		testdb.Unavailable(t, "pgbouncer", err)
-	}
-	b.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(b.cmd, b.done)
+	b.proc = testserver.Start(t, b.account.Command(bin, filepath.Join(b.dir, "pgbouncer.ini")), "pgbouncer")
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", b.Addr(), time.Second)
@@ -95,7 +87,7 @@ func (b *Bouncer) start(t testing.TB) {
 			return
 		}
 		select {
-		case <-b.done:
+		case <-b.proc.Done():
 			log, _ := os.ReadFile(filepath.Join(b.dir, "log"))
 			t.Fatalf("pgbouncer exited at start:\n%s", log)
 		case <-time.After(50 * time.Millisecond):
@@ -114,13 +106,7 @@ func (b *Bouncer) URL(db string) string {
 
 // Kill SIGKILLs PgBouncer and waits for it: every client connection and
 // every server connection it held breaks.
-func (b *Bouncer) Kill() {
-	if b.cmd == nil || b.cmd.Process == nil {
-		return
-	}
-	_ = b.cmd.Process.Kill()
-	<-b.done
-}
+func (b *Bouncer) Kill() { b.proc.Kill() }
 
 // Restart starts PgBouncer again, on the same port, after Kill.
 func (b *Bouncer) Restart(t testing.TB) {
