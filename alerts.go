@@ -15,11 +15,11 @@ const DefaultAlertInterval = 5 * time.Minute
 const (
 	// AlertDeadLetters: messages went dead since the last such alert.
 	AlertDeadLetters = "dead_letters"
-	// AlertOldestPending: the oldest pending message is older than
+	// AlertOldestPending: the oldest due message has waited longer than
 	// AlertConfig.OldestPendingAge.
 	AlertOldestPending = "oldest_pending_age"
 	// AlertOldestPendingRecovered: after an AlertOldestPending, the oldest
-	// pending message is within the threshold again.
+	// due message is within the threshold again.
 	AlertOldestPendingRecovered = "oldest_pending_age_recovered"
 )
 
@@ -37,10 +37,15 @@ type AlertConfig struct {
 	// WebhookURL receives alerts as JSON POSTs. Defaults to "": alerts are
 	// only logged.
 	WebhookURL string
-	// OldestPendingAge alerts when the oldest pending message (by id) is
-	// older than this at a sample (RelayConfig.MetricsInterval), and once
-	// more when it is back under. A message delayed on purpose counts from
-	// its creation too. Defaults to 0: off.
+	// OldestPendingAge alerts when the pending message that fell due
+	// first has waited longer than this for delivery at a sample
+	// (RelayConfig.MetricsInterval; the gauge
+	// outbox_oldest_due_age_seconds), and once more when it is back
+	// under. A message counts from its available_at: a delayed message
+	// from its delivery time, a retry from its next attempt, a requeued
+	// dead letter from its requeue, so none of them looks stuck. The
+	// alert body carries "oldest_due_age_seconds" (compared) and
+	// "oldest_pending_age_seconds" (since created_at). Defaults to 0: off.
 	OldestPendingAge time.Duration
 	// MinInterval is the least time between two alerts of one kind. Events
 	// in between are counted and reported together in the next alert.

@@ -102,11 +102,13 @@ func TestRelayMetricsAfterKnownSequence(t *testing.T) {
 			return err == nil && s.Sent == 6 && s.Dead == 1
 		})
 		// The gauges follow the table at the next samples: the delayed
-		// message waits.
+		// message waits, pending but not due, so it is no backlog.
 		relaytest.WaitFor(t, 10*time.Second, "gauges sampled", func() bool {
 			v := metricValues(t, reg)
+			due, sampled := v["outbox_oldest_due_age_seconds{}"]
 			return v["outbox_pending_messages{}"] == 1 && v["outbox_dead_messages{}"] == 1 &&
-				v["outbox_oldest_pending_age_seconds{}"] > 0 && v["outbox_owned_partitions{}"] == float64(partitions)
+				v["outbox_oldest_pending_age_seconds{}"] > 0 && sampled && due == 0 &&
+				v["outbox_owned_partitions{}"] == float64(partitions)
 		})
 		stop()
 
@@ -505,34 +507,55 @@ func TestAlertsDeadLettersRateLimited(t *testing.T) {
 	}
 }
 
+// TestAlertsOldestPendingAndRecovery: the backlog alert watches how long
+// the oldest due message has waited. A message delayed by an hour never
+// fires it; a due message that the destination holds up does, and its
+// delivery brings the recovery.
 func TestAlertsOldestPendingAndRecovery(t *testing.T) {
 	db := testdb.New(t, store.Postgres)
 	sink := newAlertSink(t, http.StatusNoContent, false)
-	cfg := relaytest.Config(outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error { return nil }))
+	release := make(chan struct{})
+	cfg := relaytest.Config(outbox.PublisherFunc(func(ctx context.Context, env *outbox.Envelope) error {
+		if env.Topic == "p.held" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}))
 	cfg.MetricsInterval = 50 * time.Millisecond
+	cfg.PublishTimeout = time.Minute
 	cfg.Alerts = &outbox.AlertConfig{WebhookURL: sink.srv.URL, OldestPendingAge: 200 * time.Millisecond, MinInterval: time.Hour}
+	e := relaytest.NewEnqueuer(t, db)
+	if _, err := e.Enqueue(context.Background(), []outbox.Message{{Topic: "p.later", Payload: []byte(`{}`), Delay: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	// Make the delayed message look old: it was enqueued a day ago.
+	db.Exec(t, `UPDATE outbox_messages SET created_at = now() - interval '1 day'`)
 	stop := relaytest.Start(t, db, cfg)
-	ids, err := relaytest.NewEnqueuer(t, db).Enqueue(context.Background(), []outbox.Message{{Topic: "p.later", Payload: []byte(`{}`), Delay: time.Hour}})
-	if err != nil {
+	if _, err := e.Enqueue(context.Background(), []outbox.Message{{Topic: "p.held", Payload: []byte(`{}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	sink.wait(t, 1)
-	// Make it due: once sent, the next sample finds nothing pending.
-	db.Exec(t, `UPDATE outbox_messages SET available_at = now() WHERE message_id = $1`, ids[0])
+	close(release)
 	sink.wait(t, 2)
 	stop()
 	alerts := sink.list()
 	if len(alerts) != 2 {
 		t.Fatalf("%d alerts, want 2: %v", len(alerts), alerts)
 	}
-	if a := alerts[0]; a["kind"] != outbox.AlertOldestPending || a["count"] != 1.0 || a["oldest_pending_age_seconds"].(float64) <= 0.2 {
+	a := alerts[0]
+	if a["kind"] != outbox.AlertOldestPending || a["count"] != 2.0 || a["oldest_due_age_seconds"].(float64) <= 0.2 ||
+		a["oldest_due_age_seconds"].(float64) > 3600 || a["oldest_pending_age_seconds"].(float64) < 86000 {
 		t.Errorf("first alert %v", a)
 	}
-	if a := alerts[1]; a["kind"] != outbox.AlertOldestPendingRecovered || a["count"] != 0.0 || a["oldest_pending_age_seconds"] != 0.0 {
+	if a := alerts[1]; a["kind"] != outbox.AlertOldestPendingRecovered || a["count"] != 1.0 || a["oldest_due_age_seconds"] != 0.0 {
 		t.Errorf("second alert %v", a)
 	}
-	if relaytest.Count(t, db, "sent") != 1 {
-		t.Error("message not sent")
+	if relaytest.Count(t, db, "sent") != 1 || relaytest.Count(t, db, "pending") != 1 {
+		t.Error("want the held message sent and the delayed one pending")
 	}
 }
 

@@ -34,8 +34,8 @@ const (
 	// DefaultWorkers is how many rounds a relay runs at once.
 	DefaultWorkers = 4
 	// DefaultMetricsInterval is how often a relay samples the table for
-	// its gauges (pending and dead counts, oldest pending age) and for the
-	// oldest-pending alert.
+	// its gauges (pending and dead counts, oldest pending and oldest due
+	// ages) and for the backlog alert.
 	DefaultMetricsInterval = 15 * time.Second
 	// DefaultLeaseTTL is how long a relay's ownership of a partition lasts
 	// without renewal; a relay that dies is replaced after at most this.
@@ -130,8 +130,8 @@ type RelayConfig struct {
 	// prometheus.WrapRegistererWith.
 	Metrics prometheus.Registerer
 	// MetricsInterval is how often the relay samples the outbox table for
-	// the gauges (pending and dead counts, oldest pending age) and the
-	// oldest-pending alert. Defaults to DefaultMetricsInterval (15 s).
+	// the gauges (pending and dead counts, oldest pending and oldest due
+	// ages) and the backlog alert. Defaults to DefaultMetricsInterval (15 s).
 	MetricsInterval time.Duration
 	// TracerProvider makes the relay's spans: one "send" span per publish
 	// attempt, a child of the producer's span when the message carries a

@@ -125,6 +125,7 @@ type statsJSON struct {
 	Consumed                int64       `json:"consumed"`
 	Dead                    int64       `json:"dead"`
 	OldestPendingAgeSeconds float64     `json:"oldest_pending_age_seconds"`
+	OldestDueAgeSeconds     float64     `json:"oldest_due_age_seconds"`
 	Topics                  []topicJSON `json:"topics"`
 	SampledAt               time.Time   `json:"sampled_at"`
 }
@@ -144,6 +145,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 	out := statsJSON{
 		Pending: st.Pending, Sent: st.Sent, Consumed: st.Consumed, Dead: st.Dead,
 		OldestPendingAgeSeconds: st.OldestPendingAge.Seconds(),
+		OldestDueAgeSeconds:     st.OldestDueAge.Seconds(),
 		Topics:                  make([]topicJSON, 0, len(st.ByTopic)),
 		SampledAt:               time.Now().UTC(),
 	}

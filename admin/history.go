@@ -25,6 +25,7 @@ type sampleJSON struct {
 	Pending                 int64     `json:"pending"`
 	Dead                    int64     `json:"dead"`
 	OldestPendingAgeSeconds float64   `json:"oldest_pending_age_seconds"`
+	OldestDueAgeSeconds     float64   `json:"oldest_due_age_seconds"`
 	DeliveredPerSecond      *float64  `json:"delivered_per_second"`
 }
 
@@ -43,6 +44,7 @@ func (h *history) add(now time.Time, g store.GaugeSample) {
 	s := sampleJSON{
 		At: now.UTC().Truncate(time.Millisecond), Pending: g.Pending, Dead: g.Dead,
 		OldestPendingAgeSeconds: g.OldestPendingAge.Seconds(),
+		OldestDueAgeSeconds:     g.OldestDueAge.Seconds(),
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -240,7 +240,8 @@
   function renderStats(s) {
     if (!s) return;
     STATUSES.forEach(function (st) { $('count-' + st).textContent = fmtNum(s[st]); });
-    $('oldest-pending').textContent = s.pending ? fmtAge(s.oldest_pending_age_seconds) : '–';
+    $('oldest-due').textContent = s.pending ? fmtAge(s.oldest_due_age_seconds) : '–';
+    $('oldest-pending').textContent = s.pending ? 'oldest enqueued ' + fmtAge(s.oldest_pending_age_seconds) + ' ago' : '';
     var byTopic = {};
     var names = [];
     (s.topics || []).forEach(function (row) {

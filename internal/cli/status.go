@@ -23,6 +23,7 @@ type statusJSON struct {
 	Consumed                int64            `json:"consumed"`
 	Dead                    int64            `json:"dead"`
 	OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
+	OldestDueAgeSeconds     float64          `json:"oldest_due_age_seconds"`
 	Topics                  []topicCountJSON `json:"topics"`
 }
 
@@ -38,8 +39,11 @@ func statusCommand() *command {
 		synopsis: "[--json] [--watch [--interval 2s]] [--db URL] [--config FILE]",
 		summary:  "counts by status and topic, oldest pending age",
 		about: `Counts messages by status and by topic and reports how long the oldest
-pending message has waited. --json prints one object with "pending",
-"sent", "consumed", "dead", "oldest_pending_age_seconds" and "topics"
+due message has waited for delivery (since its available_at: a delayed
+message counts from its delivery time, a requeued one from its requeue)
+and how old the oldest pending message is (since created_at). --json
+prints one object with "pending", "sent", "consumed", "dead",
+"oldest_pending_age_seconds", "oldest_due_age_seconds" and "topics"
 ([{"topic", "status", "count"}]).
 
 --watch redraws the counts every --interval until Ctrl-C (on a terminal
@@ -152,6 +156,7 @@ func printStatusJSON(w io.Writer, st store.Stats, indent bool) error {
 		Consumed:                st.Consumed,
 		Dead:                    st.Dead,
 		OldestPendingAgeSeconds: st.OldestPendingAge.Seconds(),
+		OldestDueAgeSeconds:     st.OldestDueAge.Seconds(),
 		Topics:                  []topicCountJSON{},
 	}
 	for _, tc := range st.ByTopic {
@@ -180,6 +185,7 @@ func printStatus(w io.Writer, st store.Stats) {
 	}
 	if st.Pending > 0 {
 		fmt.Fprintf(w, "\noldest pending message: %s old\n", roundAge(st.OldestPendingAge))
+		fmt.Fprintf(w, "oldest due message: waiting %s\n", roundAge(st.OldestDueAge))
 	}
 	if len(st.ByTopic) == 0 {
 		return

@@ -53,7 +53,11 @@ type alert struct {
 	Relay string `json:"relay"`
 	// Count is the number of dead letters the alert reports, or the
 	// pending messages at the sample for the oldest-pending kinds.
-	Count                   int64          `json:"count"`
+	Count int64 `json:"count"`
+	// OldestDueAgeSeconds is the age the backlog alerts compare: how long
+	// the oldest due message has waited. OldestPendingAgeSeconds is that
+	// sample's oldest pending message's age since created_at.
+	OldestDueAgeSeconds     *float64       `json:"oldest_due_age_seconds,omitempty"`
 	OldestPendingAgeSeconds *float64       `json:"oldest_pending_age_seconds,omitempty"`
 	Examples                []AlertExample `json:"examples,omitempty"`
 	Time                    string         `json:"time"`
@@ -74,7 +78,8 @@ type alerter struct {
 	ageHigh    bool          // the last sample was over the threshold
 	ageAlerted bool          // an AlertOldestPending went out since it was last under
 	recovered  bool          // an AlertOldestPendingRecovered is due
-	lastAge    time.Duration // at the last sample
+	lastAge    time.Duration // oldest due age at the last sample
+	lastMade   time.Duration // oldest pending age (since created_at) at the last sample
 	lastCount  int64         // pending messages at the last sample
 }
 
@@ -119,13 +124,15 @@ func (a *alerter) deadLetters(n int, examples []AlertExample) {
 	a.wake()
 }
 
-// pendingAge reports a sample of the oldest pending message's age.
-func (a *alerter) pendingAge(age time.Duration, pending int64) {
+// pendingAge reports a sample: how long the oldest due message has
+// waited (what the threshold applies to), the oldest pending message's age
+// since created_at, and the pending count.
+func (a *alerter) pendingAge(age, made time.Duration, pending int64) {
 	if a.cfg.OldestPendingAge <= 0 {
 		return
 	}
 	a.mu.Lock()
-	a.lastAge, a.lastCount = age, pending
+	a.lastAge, a.lastMade, a.lastCount = age, made, pending
 	if age > a.cfg.OldestPendingAge {
 		a.ageHigh = true
 		a.age.count++
@@ -173,33 +180,28 @@ func (a *alerter) due(now time.Time) ([]alert, time.Duration) {
 		a.dead.count, a.dead.examples = 0, nil
 	}
 	if a.ageHigh && ready(&a.age) {
-		secs := a.lastAge.Seconds()
-		out = append(out, alert{
-			Text: fmt.Sprintf("outbox: the oldest pending message is %s old (threshold %s; %d pending; relay %s)",
-				roundAge(a.lastAge), a.cfg.OldestPendingAge, a.lastCount, a.relay),
-			Kind:                    AlertOldestPending,
-			Relay:                   a.relay,
-			Count:                   a.lastCount,
-			OldestPendingAgeSeconds: &secs,
-			Time:                    stamp,
-		})
+		out = append(out, a.ageAlert(AlertOldestPending, stamp,
+			fmt.Sprintf("outbox: the oldest due message has waited %s for delivery (threshold %s; %d pending; relay %s)",
+				roundAge(a.lastAge), a.cfg.OldestPendingAge, a.lastCount, a.relay)))
 		a.age.count = 0
 		a.ageAlerted = true
 	}
 	if a.recovered {
-		secs := a.lastAge.Seconds()
-		out = append(out, alert{
-			Text: fmt.Sprintf("outbox: the oldest pending message is back under %s (now %s; %d pending; relay %s)",
-				a.cfg.OldestPendingAge, roundAge(a.lastAge), a.lastCount, a.relay),
-			Kind:                    AlertOldestPendingRecovered,
-			Relay:                   a.relay,
-			Count:                   a.lastCount,
-			OldestPendingAgeSeconds: &secs,
-			Time:                    stamp,
-		})
+		out = append(out, a.ageAlert(AlertOldestPendingRecovered, stamp,
+			fmt.Sprintf("outbox: the oldest due message is back under %s (now %s; %d pending; relay %s)",
+				a.cfg.OldestPendingAge, roundAge(a.lastAge), a.lastCount, a.relay)))
 		a.recovered, a.ageAlerted = false, false
 	}
 	return out, wait
+}
+
+// ageAlert is a backlog alert of kind with the last sample's figures.
+func (a *alerter) ageAlert(kind, stamp, text string) alert {
+	due, made := a.lastAge.Seconds(), a.lastMade.Seconds()
+	return alert{
+		Text: text, Kind: kind, Relay: a.relay, Count: a.lastCount,
+		OldestDueAgeSeconds: &due, OldestPendingAgeSeconds: &made, Time: stamp,
+	}
 }
 
 func deadText(relay string, n int64, examples []AlertExample) string {
@@ -267,6 +269,9 @@ func (a *alerter) run(ctx context.Context) {
 // send logs al and posts it to the webhook.
 func (a *alerter) send(ctx context.Context, al alert) {
 	attrs := []any{"relay", a.relay, "kind", al.Kind, "count", al.Count}
+	if al.OldestDueAgeSeconds != nil {
+		attrs = append(attrs, "oldest_due_age_seconds", *al.OldestDueAgeSeconds)
+	}
 	if al.OldestPendingAgeSeconds != nil {
 		attrs = append(attrs, "oldest_pending_age_seconds", *al.OldestPendingAgeSeconds)
 	}

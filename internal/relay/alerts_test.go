@@ -53,7 +53,9 @@ func TestAlertRateLimitAggregates(t *testing.T) {
 			a.deadLetters(s.dead, ex)
 		}
 		if s.age >= 0 {
-			a.pendingAge(s.age, 7)
+			// The created-at age plays no part: a requeued old message is
+			// not a backlog.
+			a.pendingAge(s.age, 48*time.Hour, 7)
 		}
 		got, _ := a.due(t0.Add(s.at))
 		var kinds []string

@@ -16,8 +16,8 @@ import (
 )
 
 // DefaultMetricsInterval is how often a relay samples the table for its
-// gauges (pending and dead counts, oldest pending age) and for the
-// oldest-pending alert.
+// gauges (pending and dead counts, oldest pending and oldest due ages) and
+// for the backlog alert.
 const DefaultMetricsInterval = 15 * time.Second
 
 // Values of the result label of outbox_published_total.
@@ -54,6 +54,7 @@ type relayMetrics struct {
 	pending    prometheus.Gauge
 	deadRows   prometheus.Gauge
 	oldest     prometheus.Gauge
+	oldestDue  prometheus.Gauge
 	latency    prometheus.Histogram
 	publishDur *prometheus.HistogramVec
 	batch      prometheus.Histogram
@@ -95,7 +96,10 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 	m.dead = counterVec("outbox_dead_total", "Messages the relay moved to dead, by route and topic.", "route", "topic")
 	m.pending = gauge("outbox_pending_messages", "Pending messages in the outbox table, sampled.")
 	m.deadRows = gauge("outbox_dead_messages", "Dead messages in the outbox table, sampled.")
-	m.oldest = gauge("outbox_oldest_pending_age_seconds", "Age of the oldest pending message by database time, sampled; 0 when none is pending.")
+	m.oldest = gauge("outbox_oldest_pending_age_seconds",
+		"Age of the oldest pending message since its created_at, by database time, sampled; 0 when none is pending. A delayed or requeued message counts from its creation.")
+	m.oldestDue = gauge("outbox_oldest_due_age_seconds",
+		"How long the pending message that fell due first (available_at reached) has been waiting, by database time, sampled; 0 when none is due. What backlog alerts should watch.")
 	m.latency = histogram("outbox_delivery_latency_seconds",
 		"Time from a message's created_at (database time of the enqueuing transaction) to the destination's confirmation.",
 		[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600})
@@ -263,9 +267,10 @@ func (r *Relay) sample(ctx context.Context) error {
 		m.pending.Set(float64(g.Pending))
 		m.deadRows.Set(float64(g.Dead))
 		m.oldest.Set(g.OldestPendingAge.Seconds())
+		m.oldestDue.Set(g.OldestDueAge.Seconds())
 	}
 	if r.alerts != nil {
-		r.alerts.pendingAge(g.OldestPendingAge, g.Pending)
+		r.alerts.pendingAge(g.OldestDueAge, g.OldestPendingAge, g.Pending)
 	}
 	return nil
 }

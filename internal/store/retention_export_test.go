@@ -27,3 +27,7 @@ func RetentionSQL(d Dialect) map[string]string {
 	}
 	return out
 }
+
+// OldestDueSQL is d's sample of the oldest due message's age, for tests
+// that EXPLAIN it.
+func OldestDueSQL(d Dialect) string { return dialectOf(d).statements().oldestDue }

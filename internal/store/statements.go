@@ -49,7 +49,10 @@ type statements struct {
 
 	countByStatusTopic string
 	oldestPending      string
-	now                string
+	// oldestDue is how long the pending row that fell due first has been
+	// due (NULL when none is due), through the due-rows index.
+	oldestDue string
+	now       string
 	// gauges samples the relay's gauges in one round trip. Each part
 	// reads an index built for it, so the cost follows the number of
 	// pending and dead rows, never the sent ones:
@@ -59,6 +62,8 @@ type statements struct {
 	//     PostgreSQL);
 	//   - oldest pending: the lowest pending id through the pending-rows
 	//     index, then that row's created_at against the database clock;
+	//   - oldest due: the first entry of the due-rows index (pending rows
+	//     by available_at) that has come, against the database clock;
 	//   - the database clock itself, for the relay's latency figures.
 	gauges string
 

@@ -93,18 +93,23 @@ WHERE l.owner = ? AND l.inflight_max_id <> u.max_id`,
 
 		countByStatusTopic: countByStatusTopicSQL,
 		oldestPending:      `SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) / 1000000.0 FROM outbox_messages WHERE status = 'pending' ORDER BY id LIMIT 1`,
+		oldestDue:          mysqlOldestDue,
 		now:                `SELECT UNIX_TIMESTAMP(NOW(6))`,
 		gauges: `SELECT
   (SELECT count(*) FROM outbox_messages FORCE INDEX (outbox_messages_pending_idx) WHERE status = 'pending'),
   (SELECT count(*) FROM outbox_messages FORCE INDEX (outbox_messages_status_topic_idx) WHERE status = 'dead'),
   (SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) / 1000000.0 FROM outbox_messages FORCE INDEX (outbox_messages_pending_idx)
      WHERE status = 'pending' ORDER BY id LIMIT 1),
+  (` + mysqlOldestDue + `),
   UNIX_TIMESTAMP(NOW(6))`,
 
 		migrationsTable: "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INT NOT NULL PRIMARY KEY, applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB",
 		tableExists:     "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
 	}
 }
+
+// mysqlOldestDue reads the first due-rows index entry that has come.
+const mysqlOldestDue = `SELECT TIMESTAMPDIFF(MICROSECOND, MIN(available_at), NOW(6)) / 1000000.0 FROM outbox_messages FORCE INDEX (outbox_messages_due_idx) WHERE status = 'pending' AND available_at <= NOW(6)`
 
 // mysqlDue is the predicate "row m has outlived its retention", with the
 // sent and dead retentions in microseconds as its two arguments. Pending

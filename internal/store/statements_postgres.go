@@ -94,17 +94,24 @@ WHERE l.partition_no = u.p AND l.owner = $3 AND l.inflight_max_id <> u.max_id
 
 		countByStatusTopic: countByStatusTopicSQL,
 		oldestPending:      `SELECT extract(epoch from now() - created_at)::float8 FROM outbox_messages WHERE status = 'pending' ORDER BY id LIMIT 1`,
+		oldestDue:          postgresOldestDue,
 		now:                `SELECT extract(epoch from now())::float8`,
 		gauges: `SELECT
   (SELECT count(*) FROM outbox_messages WHERE status = 'pending'),
   (SELECT count(*) FROM outbox_messages WHERE status = 'dead'),
   (SELECT extract(epoch from now() - created_at)::float8 FROM outbox_messages WHERE status = 'pending' ORDER BY id LIMIT 1),
+  (` + postgresOldestDue + `),
   extract(epoch from now())::float8`,
 
 		migrationsTable: "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
 		tableExists:     "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1",
 	}
 }
+
+// postgresOldestDue reads the first due-rows index entry that has come;
+// the index is on available_at in UTC (migration 6).
+const postgresOldestDue = `SELECT extract(epoch from (now() AT TIME ZONE 'UTC') - min(available_at AT TIME ZONE 'UTC'))::float8
+  FROM outbox_messages WHERE status = 'pending' AND (available_at AT TIME ZONE 'UTC') <= (now() AT TIME ZONE 'UTC')`
 
 func (postgres) retention() retentionStatements { return postgresRetentionOn("outbox_messages") }
 

@@ -106,18 +106,23 @@ WHERE outbox_leases.partition_no = u.p AND outbox_leases.owner = ? AND outbox_le
 
 		countByStatusTopic: countByStatusTopicSQL,
 		oldestPending:      `SELECT (julianday('now') - julianday(created_at)) * 86400.0 FROM outbox_messages WHERE status = 'pending' ORDER BY id LIMIT 1`,
+		oldestDue:          sqliteOldestDue,
 		now:                `SELECT ((julianday(` + sqliteNow + `) - 2440587.5) * 86400.0)`,
 		gauges: `SELECT
   (SELECT count(*) FROM outbox_messages INDEXED BY outbox_messages_pending_idx WHERE status = 'pending'),
   (SELECT count(*) FROM outbox_messages INDEXED BY outbox_messages_status_topic_idx WHERE status = 'dead'),
   (SELECT (julianday('now') - julianday(created_at)) * 86400.0 FROM outbox_messages INDEXED BY outbox_messages_pending_idx
      WHERE status = 'pending' ORDER BY id LIMIT 1),
+  (` + sqliteOldestDue + `),
   ((julianday('now') - 2440587.5) * 86400.0)`,
 
 		migrationsTable: "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT (" + sqliteNow + "))",
 		tableExists:     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
 	}
 }
+
+// sqliteOldestDue reads the first due-rows index entry that has come.
+const sqliteOldestDue = `SELECT (julianday('now') - julianday(min(available_at))) * 86400.0 FROM outbox_messages INDEXED BY outbox_messages_due_idx WHERE status = 'pending' AND available_at <= ` + sqliteNow
 
 // sqliteDue is the predicate "the row has outlived its retention", with
 // the sent and dead retentions in microseconds as its two arguments.

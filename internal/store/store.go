@@ -107,9 +107,13 @@ type Lease struct {
 // Stats is a snapshot of the table.
 type Stats struct {
 	Pending, Sent, Consumed, Dead int64
-	// OldestPendingAge is the age of the oldest pending message, 0 if none.
+	// OldestPendingAge is the age of the oldest pending message by
+	// created_at, 0 if none.
 	OldestPendingAge time.Duration
-	ByTopic          []TopicCount
+	// OldestDueAge is how long the pending message that fell due first
+	// has been due (available_at reached), 0 if none is due.
+	OldestDueAge time.Duration
+	ByTopic      []TopicCount
 }
 
 // TopicCount is the number of messages of a topic in a status.

@@ -321,7 +321,7 @@ func (st *Store) Now(ctx context.Context) (time.Time, error) {
 }
 
 // Stats counts messages by status and topic and measures the oldest
-// pending message's age.
+// pending and oldest due messages' ages.
 func (st *Store) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	rows, err := st.db.Query(ctx, st.s.countByStatusTopic)
@@ -350,19 +350,27 @@ func (st *Store) Stats(ctx context.Context) (Stats, error) {
 	if err := rows.Err(); err != nil {
 		return s, err
 	}
-	rows, err = st.db.Query(ctx, st.s.oldestPending)
-	if err != nil {
+	if s.OldestPendingAge, err = st.age(ctx, st.s.oldestPending); err != nil {
 		return s, err
 	}
-	defer rows.Close()
-	if rows.Next() {
-		var age float64
-		if err := rows.Scan(&age); err != nil {
-			return s, err
-		}
-		s.OldestPendingAge = time.Duration(max(age, 0) * float64(time.Second))
+	s.OldestDueAge, err = st.age(ctx, st.s.oldestDue)
+	return s, err
+}
+
+// age runs q, a query of one age in seconds (no row or NULL: 0).
+func (st *Store) age(ctx context.Context, q string) (time.Duration, error) {
+	rows, err := st.db.Query(ctx, q)
+	if err != nil {
+		return 0, err
 	}
-	return s, rows.Err()
+	defer rows.Close()
+	var age *float64
+	if rows.Next() {
+		if err := rows.Scan(&age); err != nil {
+			return 0, err
+		}
+	}
+	return seconds(age), rows.Err()
 }
 
 // where renders a Filter as a predicate and its arguments.

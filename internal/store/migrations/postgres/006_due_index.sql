@@ -1,0 +1,11 @@
+-- outbox schema version 6 (PostgreSQL 12+): pending rows by the time they
+-- fall due, so the relay's sample of "how long has the oldest due message
+-- waited" (outbox_oldest_due_age_seconds) reads one index entry however
+-- large the backlog. Like the pending index it holds pending rows only.
+-- The index is on available_at in UTC rather than on the column itself so
+-- that only statements written for it can use it: the relay's read must
+-- keep walking the pending index in id order, and a planner holding
+-- statistics taken while the table was empty would otherwise pick this
+-- index and sort. Building it reads the table once and holds back writes
+-- meanwhile.
+CREATE INDEX outbox_messages_due_idx ON outbox_messages ((available_at AT TIME ZONE 'UTC')) WHERE status = 'pending';
