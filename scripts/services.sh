@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Makes sure the local services the tests need are running, starting any
 # that is not. Usage: scripts/services.sh [postgres] [mariadb] [redis] [rabbitmq] [mosquitto] [nats] [pgbouncer]
-# With no arguments it checks them all. pgbouncer is a program, not a
-# service: the tests start their own instances of it (internal/testpgbouncer);
-# it is installed from Debian's package when missing.
+# With no arguments it checks them all, and also installs the tools some
+# tests run when they are missing (promtool, through scripts/promtool.sh).
+# pgbouncer is a program, not a service: the tests start their own
+# instances of it (internal/testpgbouncer); it is installed from Debian's
+# package when missing.
 set -u
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -27,7 +29,8 @@ port_of() {
   esac
 }
 
-[ $# -gt 0 ] || set -- postgres mariadb redis rabbitmq mosquitto nats pgbouncer
+tools=0
+[ $# -gt 0 ] || { tools=1; set -- postgres mariadb redis rabbitmq mosquitto nats pgbouncer; }
 failed=0
 for svc in "$@"; do
   if [ "$svc" = pgbouncer ]; then
@@ -47,4 +50,7 @@ for svc in "$@"; do
     failed=1
   fi
 done
+if [ "$tools" = 1 ]; then
+  "$(dirname "$0")/promtool.sh" >/dev/null || failed=1
+fi
 exit $failed
