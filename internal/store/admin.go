@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -72,6 +73,10 @@ const (
 	ActionDiscard BulkAction = "discard"
 	// ActionConsumed: sent → consumed.
 	ActionConsumed BulkAction = "consumed"
+	// ActionReplay: sent or consumed → pending now, attempts reset, with
+	// the same message id; with BulkFilter.Archive also rows of
+	// outbox_messages_archive, moved back into outbox_messages.
+	ActionReplay BulkAction = "replay"
 )
 
 // BulkFilter selects the messages of a bulk change. Empty fields match all;
@@ -83,6 +88,9 @@ type BulkFilter struct {
 	MessageIDs []string
 	Since      time.Time
 	Until      time.Time
+	// Archive also selects the matching rows of outbox_messages_archive
+	// (ActionReplay only).
+	Archive bool
 }
 
 // BulkOptions tunes a bulk change.
@@ -120,8 +128,16 @@ func CheckBulk(a BulkAction, f *BulkFilter) error {
 		if f.Status != StatusSent {
 			return errors.New("consumed applies to sent messages only, not " + f.Status)
 		}
+	case ActionReplay:
+		// "" selects both.
+		if f.Status != "" && f.Status != StatusSent && f.Status != StatusConsumed {
+			return errors.New("replay applies to sent or consumed messages, not " + f.Status)
+		}
 	default:
 		return errors.New("unknown bulk action " + quote(string(a)))
+	}
+	if f.Archive && a != ActionReplay {
+		return errors.New("only replay reads the archive")
 	}
 	return nil
 }
@@ -384,8 +400,11 @@ func (st *Store) ConsumeOne(ctx context.Context, messageID string) (bool, error)
 // action applies to (requeue of pending rows takes only those waiting).
 func (st *Store) bulkCond(f BulkFilter) *cond {
 	c := &cond{dl: st.dl}
-	status, _ := statusLiteral(f.Status) // CheckBulk allowed it
-	c.add("status = " + status)
+	if status, _ := statusLiteral(f.Status); status != "" { // CheckBulk allowed it
+		c.add("status = " + status)
+	} else {
+		c.add(delivered) // replay of sent and consumed messages
+	}
 	if f.Status == StatusPending {
 		c.add("available_at > " + st.dl.now())
 	}
@@ -431,35 +450,47 @@ func (st *Store) queryInt64s(ctx context.Context, q string, args ...any) ([]int6
 	return out, rows.Err()
 }
 
-// CountBulk is how many messages the bulk action a would change now.
+// delivered is the status predicate of a replay's rows.
+const delivered = "status IN ('sent', 'consumed')"
+
+// CountBulk is how many messages the bulk action a would change now
+// (with f.Archive, in both tables).
 func (st *Store) CountBulk(ctx context.Context, a BulkAction, f BulkFilter) (int64, error) {
 	if err := CheckBulk(a, &f); err != nil {
 		return 0, err
 	}
 	c := st.bulkCond(f)
 	n, err := st.queryInt64s(ctx, "SELECT count(*) FROM outbox_messages WHERE "+c.sql(), c.args...)
-	if err != nil || len(n) == 0 {
-		return 0, err
+	if err != nil || len(n) == 0 || !f.Archive {
+		return sum(n), err
 	}
-	return n[0], nil
+	c = st.bulkCond(f)
+	c.add(archivedOnly)
+	more, err := st.queryInt64s(ctx, "SELECT count(*) FROM "+archiveTable+" AS a WHERE "+c.sql(), c.args...)
+	return sum(n) + sum(more), err
+}
+
+func sum(ns []int64) int64 {
+	var t int64
+	for _, n := range ns {
+		t += n
+	}
+	return t
 }
 
 // Bulk applies a to the messages f selects, in batches of
 // opts.BatchSize rows, each its own statement and transaction, so a
 // change of millions of rows never holds one long transaction. Messages
 // that match only after the call started are left alone. It returns how
-// many rows changed, also when it stops early on an error.
+// many rows changed, also when it stops early on an error. A replay with
+// f.Archive goes on to move the matching archived rows back (see
+// replayArchived).
 func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts BulkOptions) (int64, error) {
 	if err := CheckBulk(a, &f); err != nil {
 		return 0, err
 	}
-	batch := opts.BatchSize
-	if batch <= 0 {
-		batch = DefaultBulkBatch
-	}
-	top, err := st.queryInt64s(ctx, "SELECT max(id) FROM outbox_messages")
-	if err != nil || len(top) == 0 {
-		return 0, err
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = DefaultBulkBatch
 	}
 	var guard, change string
 	switch a {
@@ -475,13 +506,45 @@ func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts Bulk
 	case ActionConsumed:
 		guard = "status = 'sent'"
 		change = "UPDATE outbox_messages SET status = 'consumed', consumed_at = " + st.dl.now() + " WHERE "
+	case ActionReplay:
+		guard = delivered
+		change = "UPDATE outbox_messages SET status = 'pending', attempts = 0, available_at = " + st.dl.now() +
+			", sent_at = NULL, consumed_at = NULL, last_error = NULL, unknown_outcome = " + st.dl.falseSQL() + " WHERE "
 	}
-	var total int64
+	total, err := st.batches(ctx, "outbox_messages", f, opts, 0, func(ids []int64) (int64, error) {
+		upd := &cond{dl: st.dl}
+		upd.addAll(st.dl.idsIn(ids))
+		upd.add(guard)
+		return st.execRetry(ctx, change+upd.sql(), upd.args...)
+	})
+	if err != nil || !f.Archive {
+		return total, err
+	}
+	return st.batches(ctx, archiveTable, f, opts, total, func(ids []int64) (int64, error) {
+		return st.retry(ctx, func() (n int64, err error) {
+			err = st.inTx(ctx, func(q Querier) error {
+				n, err = st.replayArchived(ctx, q, ids)
+				return err
+			})
+			return n, err
+		})
+	})
+}
+
+// batches walks the rows of table that f selects, up to the highest id
+// at the start, in id order, opts.BatchSize at a time, calling change
+// with each batch's ids; it returns done plus the rows changed.
+func (st *Store) batches(ctx context.Context, table string, f BulkFilter, opts BulkOptions, done int64, change func(ids []int64) (int64, error)) (int64, error) {
+	top, err := st.queryInt64s(ctx, "SELECT max(id) FROM "+table)
+	if err != nil || len(top) == 0 {
+		return done, err
+	}
+	total := done
 	for after := int64(0); ; {
 		sel := st.bulkCond(f)
 		sel.add("id > {}", after)
 		sel.add("id <= {}", top[0])
-		q := "SELECT id FROM outbox_messages WHERE " + sel.sql() + " ORDER BY id LIMIT " + sel.arg(batch)
+		q := "SELECT id FROM " + table + " WHERE " + sel.sql() + " ORDER BY id LIMIT " + sel.arg(opts.BatchSize)
 		ids, err := st.queryInt64s(ctx, q, sel.args...)
 		if err != nil {
 			return total, err
@@ -489,10 +552,7 @@ func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts Bulk
 		if len(ids) == 0 {
 			return total, nil
 		}
-		upd := &cond{dl: st.dl}
-		upd.addAll(st.dl.idsIn(ids))
-		upd.add(guard)
-		n, err := st.execRetry(ctx, change+upd.sql(), upd.args...)
+		n, err := change(ids)
 		total += n
 		if err != nil {
 			return total, err
@@ -500,11 +560,50 @@ func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts Bulk
 		if opts.Progress != nil {
 			opts.Progress(total)
 		}
-		if len(ids) < batch {
+		if len(ids) < opts.BatchSize {
 			return total, nil
 		}
 		after = ids[len(ids)-1]
 	}
+}
+
+// archiveTable is where retention with archiving moves settled rows.
+const archiveTable = "outbox_messages_archive"
+
+// archivedOnly keeps archived rows (alias a) whose message id is not back
+// in outbox_messages (enqueued again, or replayed already): a message id
+// is unique there.
+const archivedOnly = "NOT EXISTS (SELECT 1 FROM outbox_messages AS m WHERE m.message_id = a.message_id)"
+
+// replayArchived moves the listed archived rows that are sent or consumed
+// back into outbox_messages as pending, with their id, message id,
+// created_at and content, and deletes them from the archive, in q's
+// transaction: a message is in exactly one of the two tables throughout.
+// It returns how many rows moved.
+func (st *Store) replayArchived(ctx context.Context, q Querier, ids []int64) (int64, error) {
+	ins := &cond{dl: st.dl}
+	ins.addAll(st.dl.idsIn(ids))
+	ins.add(delivered)
+	ins.add(archivedOnly)
+	_, err := q.Exec(ctx, "INSERT INTO outbox_messages (id, message_id, topic, business_key, payload, headers, status, attempts, max_attempts, available_at, created_at, unknown_outcome) "+
+		"SELECT id, message_id, topic, business_key, payload, headers, 'pending', 0, max_attempts, "+st.dl.now()+", created_at, "+st.dl.falseSQL()+
+		" FROM "+archiveTable+" AS a WHERE "+ins.sql(), ins.args...)
+	if err != nil {
+		return 0, err
+	}
+	back := &cond{dl: st.dl}
+	back.addAll(st.dl.idsIn(ids))
+	moved, err := queryIDs(ctx, q, "SELECT id FROM outbox_messages WHERE "+back.sql(), back.args...)
+	if err != nil || len(moved) == 0 {
+		return 0, err
+	}
+	del := &cond{dl: st.dl}
+	del.addAll(st.dl.idsIn(moved))
+	n, err := q.Exec(ctx, "DELETE FROM "+archiveTable+" WHERE "+del.sql(), del.args...)
+	if err == nil && n != int64(len(moved)) {
+		err = fmt.Errorf("replay: deleted %d of %d archived rows", n, len(moved))
+	}
+	return n, err
 }
 
 // AuditEntry is one row of outbox_audit.

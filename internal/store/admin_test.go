@@ -334,3 +334,72 @@ func TestAudit(t *testing.T) {
 		}
 	})
 }
+
+// TestReplay: sent and consumed messages go back to pending with their
+// message ids, by filter, in batches; with Archive, archived ones move
+// back too, except a message id that is in outbox_messages again.
+func TestReplay(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		sent, consumed, pending, dead, other := newMsg("r.t", "k"), newMsg("r.t", "k"), newMsg("r.t", ""), newMsg("r.t", ""), newMsg("r.other", "")
+		old, again := newMsg("r.t", ""), newMsg("r.t", "")
+		insert(t, db, st, old, again, sent, consumed, pending, dead, other)
+		setStatus(t, db, store.StatusSent, sent.MessageID, other.MessageID, old.MessageID, again.MessageID)
+		setStatus(t, db, store.StatusConsumed, consumed.MessageID)
+		setStatus(t, db, store.StatusDead, dead.MessageID)
+		// old and again were sent two hours ago and archived since.
+		db.Exec(t, testdb.Placeholder(db.Dialect, "UPDATE outbox_messages SET sent_at = "+hoursAgo(db.Dialect, 2)+" WHERE message_id IN (?, ?)"), old.MessageID, again.MessageID)
+		if b, err := st.Retain(ctx, 0, 100, store.RetentionPolicy{Sent: time.Hour, Dead: 100 * time.Hour, Archive: true}); err != nil || b.Removed != 2 {
+			t.Fatalf("archiving two messages: %+v %v", b, err)
+		}
+		// A producer enqueued again's message id anew.
+		reused := again
+		insert(t, db, st, reused)
+
+		if _, err := st.CountBulk(ctx, store.ActionReplay, store.BulkFilter{Status: store.StatusDead}); err == nil {
+			t.Error("replay of dead messages accepted")
+		}
+		if _, err := st.CountBulk(ctx, store.ActionRequeue, store.BulkFilter{Archive: true}); err == nil {
+			t.Error("requeue from the archive accepted")
+		}
+		n, err := st.CountBulk(ctx, store.ActionReplay, store.BulkFilter{Topic: "r.t"})
+		if err != nil || n != 2 {
+			t.Fatalf("count replay r.t: %d %v, want 2 (sent and consumed)", n, err)
+		}
+		n, err = st.CountBulk(ctx, store.ActionReplay, store.BulkFilter{Topic: "r.t", Archive: true})
+		if err != nil || n != 3 {
+			t.Fatalf("count replay r.t with the archive: %d %v, want 3 (and old)", n, err)
+		}
+		n, err = st.Bulk(ctx, store.ActionReplay, store.BulkFilter{Key: "k", Status: store.StatusConsumed}, store.BulkOptions{})
+		if err != nil || n != 1 {
+			t.Fatalf("replay consumed of key k: %d %v, want 1", n, err)
+		}
+		var progress []int64
+		n, err = st.Bulk(ctx, store.ActionReplay, store.BulkFilter{Topic: "r.t", Archive: true}, store.BulkOptions{BatchSize: 1, Progress: func(c int64) { progress = append(progress, c) }})
+		if err != nil || n != 2 {
+			t.Fatalf("replay r.t with the archive: %d %v, want 2 (sent, old)", n, err)
+		}
+		// One batch per row: sent, then old, then again's archived row,
+		// which stays.
+		if !slices.Equal(progress, []int64{1, 2, 2}) {
+			t.Errorf("progress %v, want [1 2 2]", progress)
+		}
+		for _, m := range []store.NewMessage{sent, consumed, old} {
+			r, err := st.Get(ctx, m.MessageID)
+			if err != nil || r.Status != store.StatusPending || r.Attempts != 0 || r.SentAt != nil || r.ConsumedAt != nil || r.LastError != nil || r.Topic != "r.t" {
+				t.Errorf("%s after replay: %+v %v", m.MessageID, r, err)
+			}
+		}
+		for m, want := range map[string]string{pending.MessageID: "pending", dead.MessageID: "dead", other.MessageID: "sent"} {
+			if r, err := st.Get(ctx, m); err != nil || r.Status != want {
+				t.Errorf("%s is %q (%v), want it left %s", m, r.Status, err, want)
+			}
+		}
+		if got := db.Count(t, "SELECT count(*) FROM outbox_messages_archive"); got != 1 {
+			t.Errorf("%d rows left in the archive, want 1 (the message id enqueued again)", got)
+		}
+		if got := db.Count(t, testdb.Placeholder(db.Dialect, "SELECT count(*) FROM outbox_messages WHERE message_id = ?"), old.MessageID); got != 1 {
+			t.Errorf("%d rows of the archived message in outbox_messages, want 1", got)
+		}
+	})
+}
