@@ -24,37 +24,10 @@ if find_promtool; then
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "promtool.sh: no promtool on PATH and no apt-get to install it; set PROMTOOL" >&2
-  exit 1
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then
-    sudo="sudo -n"
-  else
-    echo "promtool.sh: no promtool on PATH and not root to install it; set PROMTOOL" >&2
-    exit 1
-  fi
-fi
-
-echo "promtool.sh: installing the Debian package prometheus" >&2
-export DEBIAN_FRONTEND=noninteractive
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-install() { $sudo apt-get install -y -qq --no-install-recommends prometheus; }
-if ! install >"$log" 2>&1; then
-  # The package lists may be missing or stale; refresh them once and retry.
-  if ! { $sudo apt-get update -qq && install; } >"$log" 2>&1; then
-    tail -n 5 "$log" >&2
-    echo "promtool.sh: apt-get could not install prometheus" >&2
-    exit 1
-  fi
-fi
+"$(dirname "$0")/apt-install.sh" promtool prometheus || exit 1
 
 if [ -d /run/systemd/system ]; then
-  $sudo systemctl disable --now prometheus >/dev/null 2>&1 || true
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 if find_promtool; then
   exit 0

@@ -158,6 +158,7 @@ func init() {
 		enqueueCommand(),
 		statusCommand(),
 		deadListCommand(), deadRequeueCommand(), deadDiscardCommand(),
+		replayCommand(),
 		versionCommand(),
 	}
 }

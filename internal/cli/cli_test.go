@@ -196,6 +196,12 @@ func TestUsageErrors(t *testing.T) {
 		{"discard with two selectors", db, []string{"dead", "discard", "--all", "--topic", "a"}, []string{"exactly one"}},
 		{"requeue bad id", db, []string{"dead", "requeue", "--id", "42"}, []string{`--id "42"`, "UUID"}},
 		{"dead list bad limit", db, []string{"dead", "list", "--limit", "0"}, []string{"--limit"}},
+		{"replay without selector", db, []string{"replay"}, []string{"give a filter", "--all"}},
+		{"replay all with a filter", db, []string{"replay", "--all", "--topic", "a"}, []string{"--all and a filter"}},
+		{"replay bad since", db, []string{"replay", "--since", "yesterday"}, []string{`--since "yesterday"`, "not a time"}},
+		{"replay since after until", db, []string{"replay", "--since", "2026-02-01", "--until", "2026-01-01"}, []string{"--since must be before --until"}},
+		{"replay bad status", db, []string{"replay", "--topic", "a", "--status", "dead"}, []string{"--status must be sent or consumed"}},
+		{"replay bad id", db, []string{"replay", "--id", "x"}, []string{`--id "x"`}},
 		{"migrate sql without dialect", nil, []string{"migrate", "sql"}, []string{"--dialect"}},
 		{"migrate sql bad dialect", nil, []string{"migrate", "sql", "--dialect", "oracle"}, []string{"oracle"}},
 	}

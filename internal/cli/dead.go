@@ -182,16 +182,9 @@ func (a deadAction) command() *command {
 					return usagef("%s: --batch-size must be at least 1", full)
 				}
 				f := store.BulkFilter{Topic: *topic}
-				seen := map[string]bool{}
-				for _, id := range ids {
-					u, err := uuid.Parse(id)
-					if err != nil || len(id) != 36 {
-						return usagef("%s: --id %q is not a message id (a UUID like 0190a6e4-…)", full, id)
-					}
-					if s := u.String(); !seen[s] {
-						seen[s] = true
-						f.MessageIDs = append(f.MessageIDs, s)
-					}
+				var err error
+				if f.MessageIDs, err = parseIDs(full, ids); err != nil {
+					return err
 				}
 				db, _, err := e.openDB(df)
 				if err != nil {
@@ -205,28 +198,13 @@ func (a deadAction) command() *command {
 				}
 				n := matched
 				if !*dryRun && matched > 0 {
-					n, err = e.applyDead(db.Backend(), full, a, f, matched, *batch)
+					target := auditFilter{Status: store.StatusDead, Topic: f.Topic, IDs: f.MessageIDs, All: f.Topic == "" && len(f.MessageIDs) == 0}
+					n, err = e.applyBulk(db.Backend(), bulkRun{full: full, past: a.past, action: a.action, f: f, target: target, matched: matched, batch: *batch})
 					if err != nil {
 						return e.schemaHint(db, full, err)
 					}
 				}
-				if len(f.MessageIDs) > 0 && n == 0 {
-					noun := "id"
-					if len(f.MessageIDs) > 1 {
-						noun = "ids"
-					}
-					return fmt.Errorf("%s: no dead message with %s %s", full, noun, strings.Join(f.MessageIDs, ", "))
-				}
-				if *dryRun {
-					fmt.Fprintf(e.stdout, "would %s %d dead %s", a.name, n, plural(n, "message", "messages"))
-				} else {
-					fmt.Fprintf(e.stdout, "%s %d dead %s", a.past, n, plural(n, "message", "messages"))
-				}
-				if len(f.MessageIDs) > 0 && int(n) < len(f.MessageIDs) {
-					fmt.Fprintf(e.stdout, " (%d of %d ids matched a dead message)", n, len(f.MessageIDs))
-				}
-				fmt.Fprintln(e.stdout)
-				return nil
+				return e.reportBulk(full, a.name, a.past, "dead", f.MessageIDs, n, *dryRun)
 			}
 		},
 	}
@@ -246,31 +224,83 @@ Large selections are changed --batch-size rows at a time, each batch its own
 short transaction, with progress on stderr. Each run adds a row (actor
 "cli") to the audit log the admin API shows.`
 
-// applyDead runs a bulk change, reporting progress on stderr when it takes
-// more than one batch, and records it in the audit log.
-func (e *env) applyDead(b *store.Backend, full string, a deadAction, f store.BulkFilter, matched int64, batch int) (int64, error) {
-	st := b.Store
-	opts := store.BulkOptions{BatchSize: batch}
-	if matched > int64(batch) {
-		opts.Progress = func(done int64) {
-			fmt.Fprintf(e.stderr, "%s: %d of %d\n", full, done, matched)
+// parseIDs checks --id values and returns them lowercase, once each.
+func parseIDs(full string, ids []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		u, err := uuid.Parse(id)
+		if err != nil || len(id) != 36 {
+			return nil, usagef("%s: --id %q is not a message id (a UUID like 0190a6e4-…)", full, id)
+		}
+		if s := u.String(); !seen[s] {
+			seen[s] = true
+			out = append(out, s)
 		}
 	}
-	n, err := st.Bulk(e.ctx, a.action, f, opts)
-	if n > 0 && a.action == store.ActionRequeue && b.Notify != nil {
+	return out, nil
+}
+
+// reportBulk prints the outcome line of a bulk command ("requeued 3 dead
+// messages"), or fails when explicit ids matched nothing. what names the
+// messages selected ("dead", "delivered").
+func (e *env) reportBulk(full, verb, past, what string, ids []string, n int64, dryRun bool) error {
+	if len(ids) > 0 && n == 0 {
+		noun := "id"
+		if len(ids) > 1 {
+			noun = "ids"
+		}
+		return fmt.Errorf("%s: no %s message with %s %s", full, what, noun, strings.Join(ids, ", "))
+	}
+	if dryRun {
+		fmt.Fprintf(e.stdout, "would %s %d %s %s", verb, n, what, plural(n, "message", "messages"))
+	} else {
+		fmt.Fprintf(e.stdout, "%s %d %s %s", past, n, what, plural(n, "message", "messages"))
+	}
+	if len(ids) > 0 && int(n) < len(ids) {
+		fmt.Fprintf(e.stdout, " (%d of %d ids matched a %s message)", n, len(ids), what)
+	}
+	fmt.Fprintln(e.stdout)
+	return nil
+}
+
+// bulkRun is one bulk change of a command: what it does, to what, and
+// how it is recorded.
+type bulkRun struct {
+	full    string // the command, "dead requeue"
+	past    string // "requeued"
+	action  store.BulkAction
+	f       store.BulkFilter
+	target  auditFilter // the selection as the audit log records it
+	matched int64       // rows counted beforehand, for progress
+	batch   int
+}
+
+// applyBulk runs a bulk change, reporting progress on stderr when it
+// takes more than one batch, and records it in the audit log.
+func (e *env) applyBulk(b *store.Backend, r bulkRun) (int64, error) {
+	st := b.Store
+	opts := store.BulkOptions{BatchSize: r.batch}
+	if r.matched > int64(r.batch) {
+		opts.Progress = func(done int64) {
+			fmt.Fprintf(e.stderr, "%s: %d of %d\n", r.full, done, r.matched)
+		}
+	}
+	n, err := st.Bulk(e.ctx, r.action, r.f, opts)
+	if n > 0 && (r.action == store.ActionRequeue || r.action == store.ActionReplay) && b.Notify != nil {
 		// Relays poll anyway; on PostgreSQL they can hear it at once.
 		_ = b.Notify(context.WithoutCancel(e.ctx))
 	}
 	if n > 0 {
-		target, _ := json.Marshal(auditFilter{Status: store.StatusDead, Topic: f.Topic, IDs: f.MessageIDs, All: f.Topic == "" && len(f.MessageIDs) == 0})
+		target, _ := json.Marshal(r.target)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), 10*time.Second)
 		defer cancel()
-		if aerr := st.InsertAudit(ctx, store.AuditEntry{Actor: "cli", Action: string(a.action), Target: string(target), Count: n}); aerr != nil {
-			fmt.Fprintf(e.stderr, "outbox: warning: %s: the audit row could not be written (run 'outbox migrate'): %s\n", full, errorLine(aerr))
+		if aerr := st.InsertAudit(ctx, store.AuditEntry{Actor: "cli", Action: string(r.action), Target: string(target), Count: n}); aerr != nil {
+			fmt.Fprintf(e.stderr, "outbox: warning: %s: the audit row could not be written (run 'outbox migrate'): %s\n", r.full, errorLine(aerr))
 		}
 	}
 	if err != nil {
-		return n, fmt.Errorf("stopped after %s %d: %w", a.past, n, err)
+		return n, fmt.Errorf("stopped after %s %d: %w", r.past, n, err)
 	}
 	return n, nil
 }
@@ -278,8 +308,12 @@ func (e *env) applyDead(b *store.Backend, full string, a deadAction, f store.Bul
 // auditFilter is a command line selection as the audit log records it,
 // in the admin API's filter form.
 type auditFilter struct {
-	Status string   `json:"status"`
-	Topic  string   `json:"topic,omitempty"`
-	IDs    []string `json:"ids,omitempty"`
-	All    bool     `json:"all,omitempty"`
+	Status  string   `json:"status"`
+	Topic   string   `json:"topic,omitempty"`
+	Key     string   `json:"key,omitempty"`
+	IDs     []string `json:"ids,omitempty"`
+	Since   string   `json:"since,omitempty"`
+	Until   string   `json:"until,omitempty"`
+	All     bool     `json:"all,omitempty"`
+	Archive bool     `json:"archive,omitempty"`
 }

@@ -113,23 +113,8 @@ func TestOldestDueAgeUsesIndex(t *testing.T) {
 	db.Exec(t, "INSERT INTO outbox_messages (topic, payload, status, sent_at) SELECT 'big.table', 'x', 'sent', now() FROM generate_series(1, 50000)")
 	db.Exec(t, "INSERT INTO outbox_messages (topic, payload, available_at) SELECT 'big.table', 'x', now() + (g % 7 - 3) * interval '1 hour' FROM generate_series(1, 2000) AS g")
 	db.Exec(t, "ANALYZE outbox_messages")
-	rows, err := db.SQL.Query("EXPLAIN " + store.OldestDueSQL(store.Postgres))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(plan.String(), "outbox_messages_due_idx") || strings.Contains(plan.String(), "Seq Scan") {
-		t.Fatalf("the due-age sample does not read the due-rows index:\n%s", plan.String())
+	plan := explain(t, db, store.OldestDueSQL(store.Postgres))
+	if !strings.Contains(plan, "outbox_messages_due_idx") || strings.Contains(plan, "Seq Scan") {
+		t.Fatalf("the due-age sample does not read the due-rows index:\n%s", plan)
 	}
 }
