@@ -293,6 +293,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/messages/requeue", s.api(true, nil, s.bulk(store.ActionRequeue)))
 	m.HandleFunc("POST /api/v1/messages/discard", s.api(true, nil, s.bulk(store.ActionDiscard)))
 	m.HandleFunc("POST /api/v1/messages/consumed", s.api(true, nil, s.bulk(store.ActionConsumed)))
+	m.HandleFunc("POST /api/v1/messages/replay", s.api(true, nil, s.bulk(store.ActionReplay)))
 	m.HandleFunc("GET /api/v1/audit", s.api(false, []string{"limit"}, s.audit))
 
 	m.Handle(staticPattern, s.static())

@@ -210,6 +210,7 @@ func TestAuthMatrix(t *testing.T) {
 		call(t, ts, "POST", requeue, "", nil).wantError(t, 403, "no admin token is configured")
 		call(t, ts, "DELETE", "/api/v1/messages/"+ids[0], "", nil).wantError(t, 403)
 		call(t, ts, "POST", "/api/v1/messages/requeue", "", `{"all": true}`).wantError(t, 403)
+		call(t, ts, "POST", "/api/v1/messages/replay", "", `{"all": true}`).wantError(t, 403)
 		call(t, ts, "GET", "/api/v1/stats", "anything", nil).wantError(t, 401, "unknown token")
 		call(t, ts, "GET", "/api/v1/stats?token=anything", "", nil).wantError(t, 401, "query string")
 		if s := statusOf(t, db, ids[0]); s != "dead" {
@@ -416,6 +417,10 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/api/v1/messages/consumed", `{"filter": {"status": "dead"}, "all": true}`, 400, "consumed applies to sent messages only"},
 		{"POST", "/api/v1/messages/requeue", `{"filter": {"ids": ["nope"]}}`, 400, "filter.ids[0]"},
 		{"POST", "/api/v1/messages/requeue", `{"filter": {"since": "monday"}}`, 400, "filter.since"},
+		{"POST", "/api/v1/messages/replay", `{"filter": {"status": "dead"}, "all": true}`, 400, "replay applies to sent or consumed messages"},
+		{"POST", "/api/v1/messages/replay", `{"filter": {}}`, 400, `"all": true`},
+		{"POST", "/api/v1/messages/requeue", `{"all": true, "archive": true}`, 400, `"archive" applies to replay only`},
+		{"POST", "/api/v1/messages/discard", `{"all": true, "yes": true}`, 400, `"yes" applies to replay only`},
 		{"POST", "/api/v1/messages/requeue", strings.Repeat(" ", admin.MaxBodyBytes+1), 413, "larger than 64 KiB"},
 		{"POST", "/api/v1/messages/" + id + "/requeue", strings.Repeat("x", 70<<10), 413, "larger than 64 KiB"},
 		{"POST", "/api/v1/stats", nil, 405, "not allowed"},
@@ -622,6 +627,56 @@ func TestRequeueDelivers(t *testing.T) {
 		if m.Status != "sent" || m.Attempts != 1 || m.SentAt == nil {
 			t.Errorf("delivered message: %+v (want sent after 1 attempt since the requeue)", m)
 		}
+	}
+}
+
+// TestReplayDelivers: delivered messages replayed through the API are
+// delivered again by the running relay with the same message ids; a dry
+// run changes nothing; more than store.DefaultReplayMax needs "yes"; each
+// replay is audited.
+func TestReplayDelivers(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.Postgres)
+	pub := &gatedPublisher{}
+	pub.open.Store(true)
+	relaytest.Start(t, db, relaytest.Config(pub))
+	ids := enqueue(t, db, "order.created", 3)
+	relaytest.WaitFor(t, 20*time.Second, "3 sent", func() bool { return relaytest.Count(t, db, "sent") == 3 })
+
+	ts := newAdmin(t, db, nil)
+	var res bulkJSON
+	body := map[string]any{"filter": map[string]any{"ids": ids[1:]}, "dry_run": true}
+	call(t, ts, "POST", "/api/v1/messages/replay", opsToken, body).want(t, 200).decode(t, &res)
+	if res != (bulkJSON{Matched: 2, DryRun: true}) || relaytest.Count(t, db, "sent") != 3 {
+		t.Fatalf("dry run: %+v, %d sent", res, relaytest.Count(t, db, "sent"))
+	}
+	delete(body, "dry_run")
+	call(t, ts, "POST", "/api/v1/messages/replay", opsToken, body).want(t, 200).decode(t, &res)
+	if res != (bulkJSON{Matched: 2, Changed: 2}) {
+		t.Fatalf("replay: %+v", res)
+	}
+	relaytest.WaitFor(t, 20*time.Second, "the replayed messages delivered again", func() bool {
+		return pub.delivered(ids[1]) == 2 && pub.delivered(ids[2]) == 2
+	})
+	if n := pub.delivered(ids[0]); n != 1 {
+		t.Errorf("message not replayed delivered %d times, want 1", n)
+	}
+	es := auditLog(t, ts)
+	if len(es) != 1 || es[0].Actor != "ops" || es[0].Action != "replay" || es[0].Count != 2 || !strings.Contains(es[0].Target, ids[1]) {
+		t.Errorf("audit after replay: %+v", es)
+	}
+
+	// Over the limit: refused unless the operator says yes.
+	db.Exec(t, fmt.Sprintf("INSERT INTO outbox_messages (topic, payload, status, sent_at) SELECT 'order.bulk', '{}', 'sent', now() FROM generate_series(1, %d)", store.DefaultReplayMax+1))
+	bulk := map[string]any{"filter": map[string]any{"topic": "order.bulk"}}
+	call(t, ts, "POST", "/api/v1/messages/replay", opsToken, bulk).wantError(t, 409, fmt.Sprintf("more than %d", store.DefaultReplayMax), `"yes": true`)
+	if n := relaytest.Count(t, db, "pending"); n != 0 {
+		t.Errorf("a refused replay left %d pending", n)
+	}
+	bulk["yes"] = true
+	call(t, ts, "POST", "/api/v1/messages/replay", opsToken, bulk).want(t, 200).decode(t, &res)
+	if res.Changed != int64(store.DefaultReplayMax+1) {
+		t.Errorf("replay with yes: %+v", res)
 	}
 }
 

@@ -482,6 +482,10 @@ type bulkRequest struct {
 	Filter *bulkFilterJSON `json:"filter"`
 	All    bool            `json:"all"`
 	DryRun bool            `json:"dry_run"`
+	// Archive and Yes are replay's: also the archive table, and more
+	// than store.DefaultReplayMax messages.
+	Archive bool `json:"archive"`
+	Yes     bool `json:"yes"`
 }
 
 type bulkFilterJSON struct {
@@ -496,7 +500,8 @@ type bulkFilterJSON struct {
 // auditTarget is the filter of a bulk change as recorded in the audit log.
 type auditTarget struct {
 	bulkFilterJSON
-	All bool `json:"all,omitempty"`
+	All     bool `json:"all,omitempty"`
+	Archive bool `json:"archive,omitempty"`
 }
 
 type bulkJSON struct {
@@ -506,19 +511,19 @@ type bulkJSON struct {
 }
 
 // parseBulk decodes and checks a bulk request body.
-func parseBulk(action store.BulkAction, body []byte) (store.BulkFilter, auditTarget, bool, error) {
+func parseBulk(action store.BulkAction, body []byte) (store.BulkFilter, auditTarget, bulkRequest, error) {
 	var req bulkRequest
 	var f store.BulkFilter
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		if errors.Is(err, io.EOF) {
-			return f, auditTarget{}, false, errors.New(`request body: want a JSON object like {"filter": {"topic": "order.created"}, "dry_run": true}`)
+			return f, auditTarget{}, req, errors.New(`request body: want a JSON object like {"filter": {"topic": "order.created"}, "dry_run": true}`)
 		}
-		return f, auditTarget{}, false, fmt.Errorf("request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return f, auditTarget{}, req, fmt.Errorf("request body: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if dec.More() {
-		return f, auditTarget{}, false, errors.New("request body: unexpected data after the JSON object")
+		return f, auditTarget{}, req, errors.New("request body: unexpected data after the JSON object")
 	}
 	if req.Filter == nil {
 		req.Filter = &bulkFilterJSON{}
@@ -527,48 +532,55 @@ func parseBulk(action store.BulkAction, body []byte) (store.BulkFilter, auditTar
 	var err error
 	if in.Status != "" {
 		if f.Status, err = parseStatus(in.Status); err != nil {
-			return f, auditTarget{}, false, fmt.Errorf("filter.status: %w", err)
+			return f, auditTarget{}, req, fmt.Errorf("filter.status: %w", err)
 		}
 	}
 	if f.Topic, err = parseText("filter.topic", in.Topic); err != nil {
-		return f, auditTarget{}, false, err
+		return f, auditTarget{}, req, err
 	}
 	if f.Key, err = parseText("filter.key", in.Key); err != nil {
-		return f, auditTarget{}, false, err
+		return f, auditTarget{}, req, err
 	}
 	if len(in.IDs) > maxBulkIDs {
-		return f, auditTarget{}, false, fmt.Errorf("filter.ids has %d ids; at most %d per request", len(in.IDs), maxBulkIDs)
+		return f, auditTarget{}, req, fmt.Errorf("filter.ids has %d ids; at most %d per request", len(in.IDs), maxBulkIDs)
 	}
 	for i, v := range in.IDs {
 		id, err := parseMessageID(v)
 		if err != nil {
-			return f, auditTarget{}, false, fmt.Errorf("filter.ids[%d]: %w", i, err)
+			return f, auditTarget{}, req, fmt.Errorf("filter.ids[%d]: %w", i, err)
 		}
 		in.IDs[i] = id
 		f.MessageIDs = append(f.MessageIDs, id)
 	}
 	if in.Since != "" {
 		if f.Since, err = parseTime("filter.since", in.Since); err != nil {
-			return f, auditTarget{}, false, err
+			return f, auditTarget{}, req, err
 		}
 	}
 	if in.Until != "" {
 		if f.Until, err = parseTime("filter.until", in.Until); err != nil {
-			return f, auditTarget{}, false, err
+			return f, auditTarget{}, req, err
 		}
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		return f, auditTarget{}, false, errors.New("filter.since must be before filter.until")
+		return f, auditTarget{}, req, errors.New("filter.since must be before filter.until")
 	}
+	if req.Yes && action != store.ActionReplay {
+		return f, auditTarget{}, req, errors.New(`"yes" applies to replay only`)
+	}
+	if req.Archive && action != store.ActionReplay {
+		return f, auditTarget{}, req, errors.New(`"archive" applies to replay only`)
+	}
+	f.Archive = req.Archive
 	if err := store.CheckBulk(action, &f); err != nil {
-		return f, auditTarget{}, false, fmt.Errorf("filter.status: %w", err)
+		return f, auditTarget{}, req, fmt.Errorf("filter.status: %w", err)
 	}
 	in.Status = f.Status
 	scoped := f.Topic != "" || f.Key != "" || len(f.MessageIDs) > 0 || !f.Since.IsZero() || !f.Until.IsZero()
 	if !scoped && !req.All {
-		return f, auditTarget{}, false, errors.New(`a bulk change needs a filter (topic, key, ids, since or until) or "all": true`)
+		return f, auditTarget{}, req, errors.New(`a bulk change needs a filter (topic, key, ids, since or until) or "all": true`)
 	}
-	return f, auditTarget{bulkFilterJSON: in, All: req.All}, req.DryRun, nil
+	return f, auditTarget{bulkFilterJSON: in, All: req.All, Archive: req.Archive}, req, nil
 }
 
 func (s *Server) bulk(action store.BulkAction) apiFunc {
@@ -577,7 +589,7 @@ func (s *Server) bulk(action store.BulkAction) apiFunc {
 		if !ok {
 			return
 		}
-		f, target, dryRun, err := parseBulk(action, body)
+		f, target, req, err := parseBulk(action, body)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
@@ -587,12 +599,16 @@ func (s *Server) bulk(action store.BulkAction) apiFunc {
 			s.failed(w, r, err)
 			return
 		}
-		if dryRun {
+		if req.DryRun {
 			writeJSON(w, http.StatusOK, bulkJSON{Matched: matched, DryRun: true})
 			return
 		}
+		if action == store.ActionReplay && !req.Yes && matched > store.DefaultReplayMax {
+			writeError(w, http.StatusConflict, fmt.Sprintf(`replay would change %d messages, more than %d; send "yes": true to replay them all`, matched, store.DefaultReplayMax))
+			return
+		}
 		changed, err := s.st.Bulk(r.Context(), action, f, store.BulkOptions{})
-		if changed > 0 && action == store.ActionRequeue {
+		if changed > 0 && (action == store.ActionRequeue || action == store.ActionReplay) {
 			s.wake(r.Context())
 		}
 		tb, _ := json.Marshal(target)

@@ -366,6 +366,19 @@ func TestBrowserPage(t *testing.T) {
 	if status != "sent" || g.deliveries(payment) != 1 {
 		t.Errorf("after requeue: status %s, delivered %d times; want sent, delivered once", status, g.deliveries(payment))
 	}
+	// Sent, it can be replayed: delivered again, with the same message id.
+	do("replay", chromedp.WaitEnabled(chromedp.ID("detail-replay")), chromedp.Click(chromedp.ID("detail-replay")), chromedp.WaitVisible(chromedp.ID("confirm")))
+	if q := text("#confirm-text"); !strings.Contains(q, "same message id") {
+		t.Errorf("replay confirmation asks %q", q)
+	}
+	do("confirm the replay", chromedp.Click(chromedp.ID("confirm-ok")), chromedp.WaitNotVisible(chromedp.ID("confirm")))
+	relaytest.WaitFor(t, 30*time.Second, "the replayed payment delivered again", func() bool { return g.deliveries(payment) == 2 })
+	// The audit row is written after the change, so the delivery may come
+	// first.
+	relaytest.WaitFor(t, 10*time.Second, "the replay in the audit log", func() bool {
+		es, err := db.Store().Audit(ctx, 1)
+		return err == nil && len(es) == 1 && es[0].Action == "replay" && es[0].Count == 1 && es[0].Actor == "ops"
+	})
 	do("close the detail", chromedp.Click(chromedp.ID("detail-close")), chromedp.WaitNotVisible(chromedp.ID("detail")))
 
 	// Search by message id shows it sent; a time range before it finds nothing.

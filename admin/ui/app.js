@@ -575,6 +575,7 @@
     $('detail-requeue').disabled = !(m.status === 'dead' || m.status === 'pending');
     $('detail-discard').disabled = m.status !== 'dead';
     $('detail-consumed').disabled = m.status !== 'sent';
+    $('detail-replay').disabled = !(m.status === 'sent' || m.status === 'consumed');
   }
 
   function detailAction(kind) {
@@ -583,12 +584,16 @@
     var what = {
       requeue: { q: 'Requeue this message? It goes back to pending with its attempts reset and is delivered again.', method: 'POST', path: '/requeue', done: 'Requeued.', danger: false },
       discard: { q: 'Discard this dead message? It is deleted and cannot be brought back.', method: 'DELETE', path: '', done: 'Discarded.', danger: true },
-      consumed: { q: 'Mark this message consumed?', method: 'POST', path: '/consumed', done: 'Marked consumed.', danger: false }
+      consumed: { q: 'Mark this message consumed?', method: 'POST', path: '/consumed', done: 'Marked consumed.', danger: false },
+      replay: { q: 'Replay this message? It goes back to pending and is delivered again with the same message id (consumers that dedupe skip it).', method: 'POST', done: 'Replayed.', danger: false }
     }[kind];
     confirmAction(what.q, what.danger).then(function (ok) {
       if (!ok) return;
       var id = m.message_id;
-      return api(what.method, 'messages/' + encodeURIComponent(id) + what.path).then(function () {
+      var call = kind === 'replay' ?
+        api('POST', 'messages/replay', { filter: { ids: [id] } }) :
+        api(what.method, 'messages/' + encodeURIComponent(id) + what.path);
+      return call.then(function () {
         notice(what.done + ' ' + id, true);
         if (kind === 'discard') {
           closeDialog($('detail'));
@@ -599,7 +604,40 @@
           });
         }
       }).then(function () { reloadLists(); });
-    }).catch(failed(kind === 'requeue' ? 'Requeue' : kind === 'discard' ? 'Discard' : 'Mark consumed'));
+    }).catch(failed({ requeue: 'Requeue', discard: 'Discard', consumed: 'Mark consumed', replay: 'Replay' }[kind]));
+  }
+
+  // replayMatching replays the sent and consumed messages the search form
+  // selects: a dry run for the count, the operator's confirmation, then the
+  // replay (confirming past the server's limit too).
+  function replayMatching() {
+    var p = searchParams();
+    if (p.status && p.status !== 'sent' && p.status !== 'consumed') {
+      notice('Only sent and consumed messages can be replayed; choose one of those statuses or any.', false);
+      return;
+    }
+    var filter = {};
+    ['status', 'topic', 'key', 'since', 'until'].forEach(function (k) { if (p[k]) filter[k] = p[k]; });
+    if (p.id) filter.ids = [p.id];
+    if (!Object.keys(filter).some(function (k) { return k !== 'status'; })) {
+      notice('Narrow the search (topic, key, id or time) before replaying.', false);
+      return;
+    }
+    var body = { filter: filter, dry_run: true };
+    api('POST', 'messages/replay', body).then(function (res) {
+      var n = res ? res.matched : 0;
+      if (!n) { notice('No sent or consumed messages match, nothing to replay.', true); return; }
+      var text = fmtNum(n) + ' delivered message' + (n === 1 ? '' : 's') + ' will be delivered again with the same message ids — confirm?';
+      return confirmAction(text, n > 1000).then(function (ok) {
+        if (!ok) return;
+        delete body.dry_run;
+        body.yes = true;
+        return api('POST', 'messages/replay', body).then(function (done) {
+          notice(fmtNum(done ? done.changed : 0) + ' message' + (done && done.changed === 1 ? '' : 's') + ' replayed.', true);
+          if (state.search.params) runSearch(state.search.before);
+        });
+      });
+    }).catch(failed('Replay'));
   }
 
   function reloadLists() {
@@ -676,6 +714,8 @@
     $('detail-requeue').addEventListener('click', function () { detailAction('requeue'); });
     $('detail-discard').addEventListener('click', function () { detailAction('discard'); });
     $('detail-consumed').addEventListener('click', function () { detailAction('consumed'); });
+    $('detail-replay').addEventListener('click', function () { detailAction('replay'); });
+    $('search-replay').addEventListener('click', replayMatching);
 
     route();
     // Try the stored token, or none: a server without tokens allows reads.

@@ -8,10 +8,6 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 )
 
-// DefaultReplayMax is how many messages 'outbox replay' (and the admin
-// API's replay) changes without --yes.
-const DefaultReplayMax = 1000
-
 func replayCommand() *command {
 	const full = "replay"
 	return &command{
@@ -47,7 +43,7 @@ More than --max messages are refused unless --yes is given.` + bulkAbout,
 			archive := fs.Bool("archive", false, "also replay from outbox_messages_archive")
 			dryRun := fs.Bool("dry-run", false, "only print how many messages would change")
 			yes := fs.Bool("yes", false, "replay even more than --max messages")
-			most := fs.Int("max", DefaultReplayMax, "refuse to replay more than `N` messages without --yes")
+			most := fs.Int("max", store.DefaultReplayMax, "refuse to replay more than `N` messages without --yes")
 			batch := fs.Int("batch-size", store.DefaultBulkBatch, "change at most `N` rows per statement (each its own transaction)")
 			return func(e *env, pos []string) error {
 				if err := noArgs(full, pos); err != nil {

@@ -16,6 +16,11 @@ const PreviewChars = 200
 // DefaultBulkBatch is how many rows one statement of a bulk change touches.
 const DefaultBulkBatch = 1000
 
+// DefaultReplayMax is how many messages one replay changes unless the
+// operator confirms more ('outbox replay --yes', "yes": true in the admin
+// API).
+const DefaultReplayMax = 1000
+
 // Search selects messages for operators. Empty fields match all.
 type Search struct {
 	Status    string
