@@ -215,14 +215,7 @@ func preview(payload string) string {
 
 // headersJSON is the stored headers as a JSON object, or, when the text is
 // not a JSON object (a foreign producer's mistake), that text as a string.
-func headersJSON(h string) json.RawMessage {
-	t := bytes.TrimSpace([]byte(h))
-	if len(t) > 0 && t[0] == '{' && json.Valid(t) {
-		return t
-	}
-	b, _ := json.Marshal(h)
-	return b
-}
+func headersJSON(h string) json.RawMessage { return store.HeadersJSON(h) }
 
 var searchParams = []string{"status", "topic", "key", "id", "since", "until", "limit", "before"}
 

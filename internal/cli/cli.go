@@ -159,7 +159,7 @@ func init() {
 		statusCommand(),
 		deadListCommand(), deadRequeueCommand(), deadDiscardCommand(),
 		replayCommand(),
-		versionCommand(),
+		versionCommand(), completionCommand(),
 	}
 }
 

@@ -196,6 +196,7 @@ func TestUsageErrors(t *testing.T) {
 		{"discard with two selectors", db, []string{"dead", "discard", "--all", "--topic", "a"}, []string{"exactly one"}},
 		{"requeue bad id", db, []string{"dead", "requeue", "--id", "42"}, []string{`--id "42"`, "UUID"}},
 		{"dead list bad limit", db, []string{"dead", "list", "--limit", "0"}, []string{"--limit"}},
+		{"dead list payload without json", db, []string{"dead", "list", "--with-payload"}, []string{"--with-payload needs --json"}},
 		{"replay without selector", db, []string{"replay"}, []string{"give a filter", "--all"}},
 		{"replay all with a filter", db, []string{"replay", "--all", "--topic", "a"}, []string{"--all and a filter"}},
 		{"replay bad since", db, []string{"replay", "--since", "yesterday"}, []string{`--since "yesterday"`, "not a time"}},

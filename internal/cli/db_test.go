@@ -190,6 +190,14 @@ func TestDead(t *testing.T) {
 		if list[2]["business_key"] != "" {
 			t.Errorf("no key: %v", list[2]["business_key"])
 		}
+		if _, has := first["payload"]; has || first["died_at"] == nil || first["died_at"].(string) < first["created_at"].(string) {
+			t.Errorf("dead list --json: want died_at, no later than created_at, and no payload: %v", first)
+		}
+		var full []map[string]any
+		run(t, vars, "dead", "list", "--json", "--with-payload").ok(t).decode(t, &full)
+		if hs, _ := full[0]["headers"].(map[string]any); len(full) != 3 || full[0]["payload"] != "{}" || hs["content-type"] == nil {
+			t.Errorf("dead list --json --with-payload: %v", full[0])
+		}
 		list = nil
 		run(t, vars, "dead", "list", "--topic", "mail.bounced", "--json").ok(t).decode(t, &list)
 		if len(list) != 1 || list[0]["message_id"] != b1 {
@@ -197,7 +205,7 @@ func TestDead(t *testing.T) {
 		}
 		r := run(t, vars, "dead", "list", "--limit", "2").ok(t)
 		if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 4 ||
-			!strings.Contains(lines[1], a1) || !strings.Contains(lines[1], "boom second line") || !strings.Contains(lines[3], "raise --limit") {
+			!strings.Contains(lines[0], "DIED") || !strings.Contains(lines[1], a1) || !strings.Contains(lines[1], "boom second line") || !strings.Contains(lines[3], "raise --limit") {
 			t.Errorf("human dead list:\n%s", r.stdout)
 		}
 

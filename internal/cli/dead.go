@@ -23,6 +23,19 @@ type deadJSON struct {
 	MaxAttempts int       `json:"max_attempts"`
 	LastError   string    `json:"last_error"`
 	CreatedAt   time.Time `json:"created_at"`
+	DiedAt      time.Time `json:"died_at"`
+	// Payload (as stored) and Headers come with --with-payload only.
+	Payload *string         `json:"payload,omitempty"`
+	Headers json.RawMessage `json:"headers,omitempty"`
+}
+
+// diedAt is when m died: when its last attempt fell due (available_at, or
+// created_at for a message that died before any attempt was due).
+func diedAt(m store.Message) time.Time {
+	if m.AvailableAt.After(m.CreatedAt) {
+		return m.AvailableAt.UTC()
+	}
+	return m.CreatedAt.UTC()
 }
 
 // defaultDeadLimit is how many dead messages 'dead list' shows by default.
@@ -31,20 +44,27 @@ const defaultDeadLimit = 100
 func deadListCommand() *command {
 	return &command{
 		name:     "dead list",
-		synopsis: "[--topic T] [--limit N] [--json]",
+		synopsis: "[--topic T] [--limit N] [--json [--with-payload]]",
 		summary:  "list dead messages with their last error",
-		about: `Lists dead messages, oldest first, with their last error. --json prints an
-array of objects with "message_id", "topic", "business_key", "attempts",
-"max_attempts", "last_error" and "created_at".`,
+		about: `Lists dead messages, oldest first, with their last error, when they were
+created and when they died (when their last attempt fell due). --json
+prints an array of objects with "message_id", "topic", "business_key",
+"attempts", "max_attempts", "last_error", "created_at" and "died_at";
+--with-payload adds each message's "payload" (as stored) and "headers"
+(an object).`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
 			topic := fs.String("topic", "", "only messages of `TOPIC`")
 			limit := fs.Int("limit", defaultDeadLimit, "show at most `N` messages")
 			asJSON := fs.Bool("json", false, "print JSON")
+			withPayload := fs.Bool("with-payload", false, "with --json, include each message's payload and headers")
 			return func(e *env, pos []string) error {
 				if err := noArgs("dead list", pos); err != nil {
 					return err
+				}
+				if *withPayload && !*asJSON {
+					return usagef("dead list: --with-payload needs --json")
 				}
 				if *limit < 1 {
 					return usagef("dead list: --limit must be at least 1")
@@ -66,11 +86,15 @@ array of objects with "message_id", "topic", "business_key", "attempts",
 				if *asJSON {
 					out := make([]deadJSON, 0, len(msgs))
 					for _, m := range msgs {
-						out = append(out, deadJSON{
+						d := deadJSON{
 							MessageID: m.MessageID, Topic: m.Topic, BusinessKey: m.Key,
 							Attempts: m.Attempts, MaxAttempts: m.MaxAttempts,
-							LastError: m.LastError, CreatedAt: m.CreatedAt.UTC(),
-						})
+							LastError: m.LastError, CreatedAt: m.CreatedAt.UTC(), DiedAt: diedAt(m),
+						}
+						if *withPayload {
+							d.Payload, d.Headers = &m.Payload, store.HeadersJSON(m.Headers)
+						}
+						out = append(out, d)
 					}
 					enc := json.NewEncoder(e.stdout)
 					enc.SetIndent("", "  ")
@@ -88,14 +112,15 @@ func (e *env) printDead(msgs []store.Message, more bool) {
 		fmt.Fprintln(e.stdout, "no dead messages")
 		return
 	}
-	t := newTable(e.stdout, "MESSAGE ID", "TOPIC", "KEY", "ATTEMPTS", "CREATED", "LAST ERROR")
+	t := newTable(e.stdout, "MESSAGE ID", "TOPIC", "KEY", "ATTEMPTS", "CREATED", "DIED", "LAST ERROR")
+	const stamp = "2006-01-02 15:04:05Z"
 	for _, m := range msgs {
 		key := m.Key
 		if key == "" {
 			key = "-"
 		}
 		t.row(m.MessageID, m.Topic, truncate(key, 40), fmt.Sprintf("%d/%d", m.Attempts, m.MaxAttempts),
-			m.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"), truncate(m.LastError, 100))
+			m.CreatedAt.UTC().Format(stamp), diedAt(m).Format(stamp), truncate(m.LastError, 100))
 	}
 	t.flush()
 	if more {

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -209,6 +211,18 @@ func (c *cond) addTimes(since, until time.Time) {
 		expr, arg := c.dl.timeArg(until)
 		c.add("created_at < "+expr, arg)
 	}
+}
+
+// HeadersJSON is a headers column value as JSON for output: the object
+// as stored, or, for text that is not a JSON object (written by a foreign
+// producer), that text as a JSON string.
+func HeadersJSON(h string) json.RawMessage {
+	t := bytes.TrimSpace([]byte(h))
+	if len(t) > 0 && t[0] == '{' && json.Valid(t) {
+		return t
+	}
+	b, _ := json.Marshal(h)
+	return b
 }
 
 // validUUID reports whether s can be compared with message_id without a
