@@ -299,3 +299,54 @@ func (m *relayMetrics) observe(items []*item, clock *dbClock) {
 		}
 	}
 }
+
+// MetricNames lists the names of the series a relay exports, built by the
+// same constructor a relay uses: every collector's name, and for
+// histograms their _bucket, _sum and _count series. Dashboards and alert
+// rules are checked against it.
+func MetricNames() ([]string, error) {
+	rec := &recordingRegisterer{}
+	if _, err := newRelayMetrics(rec); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, c := range rec.collectors {
+		ch := make(chan *prometheus.Desc, 8)
+		go func() {
+			c.Describe(ch)
+			close(ch)
+		}()
+		for d := range ch {
+			name := descName(d)
+			names = append(names, name)
+			switch c.(type) {
+			case prometheus.Histogram, *prometheus.HistogramVec:
+				names = append(names, name+"_bucket", name+"_sum", name+"_count")
+			}
+		}
+	}
+	return names, nil
+}
+
+// recordingRegisterer keeps what is registered on it.
+type recordingRegisterer struct{ collectors []prometheus.Collector }
+
+func (r *recordingRegisterer) Register(c prometheus.Collector) error {
+	r.collectors = append(r.collectors, c)
+	return nil
+}
+
+func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	r.collectors = append(r.collectors, cs...)
+}
+
+func (r *recordingRegisterer) Unregister(prometheus.Collector) bool { return false }
+
+// descName is a descriptor's fully-qualified name, which Desc shows only
+// in its String form: `Desc{fqName: "name", …}`.
+func descName(d *prometheus.Desc) string {
+	s := d.String()
+	_, rest, _ := strings.Cut(s, `fqName: "`)
+	name, _, _ := strings.Cut(rest, `"`)
+	return name
+}
