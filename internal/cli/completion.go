@@ -99,9 +99,9 @@ commands, subcommands and flags (and the values of --dialect, --log-level,
 				s := completionSpec()
 				switch pos[0] {
 				case "bash":
-					s.bash(e.stdout)
+					s.caseScript(e.stdout, bashShell)
 				case "zsh":
-					s.zsh(e.stdout)
+					s.caseScript(e.stdout, zshShell)
 				case "fish":
 					s.fish(e.stdout)
 				default:
@@ -137,93 +137,63 @@ func (s compSpec) valueCases(w io.Writer, choices, files func(pattern, words str
 	}
 }
 
-func (s compSpec) bash(w io.Writer) {
-	fmt.Fprintf(w, `# bash completion for outbox (outbox completion bash)
-_outbox() {
-    local cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]}
-    if (( COMP_CWORD == 1 )); then
-        COMPREPLY=($(compgen -W %q -- "$cur"))
-        return
-    fi
-    case "$cmd" in
-`, strings.Join(s.top, " "))
-	for _, top := range s.top {
-		if subs := s.subs[top]; len(subs) > 0 {
-			fmt.Fprintf(w, `    %s)
-        if (( COMP_CWORD == 2 )) && [[ $cur != -* ]]; then
-            COMPREPLY=($(compgen -W %q -- "$cur"))
-            return
-        fi
-        case " %s " in *" ${COMP_WORDS[2]} "*) cmd="%s ${COMP_WORDS[2]}" ;; esac ;;
-`, top, strings.Join(subs, " "), strings.Join(subs, " "), top)
-		}
-	}
-	fmt.Fprint(w, `    esac
-    case "$cmd|${COMP_WORDS[COMP_CWORD-1]}" in
-`)
-	s.valueCases(w, func(p, words string) string {
-		return fmt.Sprintf("    %q) COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", p, words)
-	}, func(p, _ string) string {
-		return fmt.Sprintf("    %q) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", p)
-	})
-	fmt.Fprint(w, `    esac
-    local flags=""
-    case "$cmd" in
-`)
-	for _, p := range s.paths {
-		fmt.Fprintf(w, "    %q) flags=%q ;;\n", p, flagWords(s.flags[p]))
-	}
-	fmt.Fprint(w, `    esac
-    COMPREPLY=($(compgen -W "$flags" -- "$cur"))
-}
-complete -o default -F _outbox outbox
-`)
+// caseShell is the syntax of a shell whose script is a function with case
+// statements (bash, zsh).
+type caseShell struct {
+	head, tail string
+	word       func(n int) string // the command line's word n (0: outbox)
+	at         func(n int) string // test: the word being completed is word n
+	cur, prev  string             // the word being completed, and the one before
+	offer      func(words string) string
+	files      string // offers file names
 }
 
-func (s compSpec) zsh(w io.Writer) {
-	fmt.Fprintf(w, `#compdef outbox
-# zsh completion for outbox (outbox completion zsh)
-_outbox() {
-    local cur=${words[CURRENT]} cmd=${words[2]}
-    if (( CURRENT == 2 )); then
-        compadd -- %s
-        return
-    fi
-    case "$cmd" in
-`, strings.Join(s.top, " "))
+var (
+	bashShell = caseShell{
+		head:  "# bash completion for outbox (outbox completion bash)\n_outbox() {\n",
+		tail:  "}\ncomplete -o default -F _outbox outbox\n",
+		word:  func(n int) string { return fmt.Sprintf("${COMP_WORDS[%d]}", n) },
+		at:    func(n int) string { return fmt.Sprintf("(( COMP_CWORD == %d ))", n) },
+		cur:   "${COMP_WORDS[COMP_CWORD]}",
+		prev:  "${COMP_WORDS[COMP_CWORD-1]}",
+		offer: func(words string) string { return fmt.Sprintf("COMPREPLY=($(compgen -W %q -- \"$cur\"))", words) },
+		files: `COMPREPLY=($(compgen -f -- "$cur"))`,
+	}
+	zshShell = caseShell{
+		head:  "#compdef outbox\n# zsh completion for outbox (outbox completion zsh)\n_outbox() {\n",
+		tail:  "}\nif [ \"$funcstack[1]\" = \"_outbox\" ]; then\n    _outbox \"$@\"\nelse\n    compdef _outbox outbox\nfi\n",
+		word:  func(n int) string { return fmt.Sprintf("${words[%d]}", n+1) },
+		at:    func(n int) string { return fmt.Sprintf("(( CURRENT == %d ))", n+1) },
+		cur:   "${words[CURRENT]}",
+		prev:  "${words[CURRENT-1]}",
+		offer: func(words string) string { return "compadd -- " + words },
+		files: "_files",
+	}
+)
+
+// caseScript writes the completion function for sh: first words, second
+// words, flag values, then the command's flags.
+func (s compSpec) caseScript(w io.Writer, sh caseShell) {
+	fmt.Fprint(w, sh.head)
+	fmt.Fprintf(w, "    local cur=%s cmd=%s\n", sh.cur, sh.word(1))
+	fmt.Fprintf(w, "    if %s; then\n        %s\n        return\n    fi\n    case \"$cmd\" in\n", sh.at(1), sh.offer(strings.Join(s.top, " ")))
 	for _, top := range s.top {
-		if subs := s.subs[top]; len(subs) > 0 {
-			fmt.Fprintf(w, `    %s)
-        if (( CURRENT == 3 )) && [[ $cur != -* ]]; then
-            compadd -- %s
-            return
-        fi
-        case " %s " in *" ${words[3]} "*) cmd="%s ${words[3]}" ;; esac ;;
-`, top, strings.Join(subs, " "), strings.Join(subs, " "), top)
+		if subs := strings.Join(s.subs[top], " "); subs != "" {
+			fmt.Fprintf(w, "    %s)\n        if %s && [[ $cur != -* ]]; then\n            %s\n            return\n        fi\n", top, sh.at(2), sh.offer(subs))
+			fmt.Fprintf(w, "        case \" %s \" in *\" %s \"*) cmd=\"%s %s\" ;; esac ;;\n", subs, sh.word(2), top, sh.word(2))
 		}
 	}
-	fmt.Fprint(w, `    esac
-    case "$cmd|${words[CURRENT-1]}" in
-`)
+	fmt.Fprintf(w, "    esac\n    case \"$cmd|%s\" in\n", sh.prev)
 	s.valueCases(w, func(p, words string) string {
-		return fmt.Sprintf("    %q) compadd -- %s; return ;;\n", p, words)
+		return fmt.Sprintf("    %q) %s; return ;;\n", p, sh.offer(words))
 	}, func(p, _ string) string {
-		return fmt.Sprintf("    %q) _files; return ;;\n", p)
+		return fmt.Sprintf("    %q) %s; return ;;\n", p, sh.files)
 	})
-	fmt.Fprint(w, `    esac
-    case "$cmd" in
-`)
+	fmt.Fprint(w, "    esac\n    case \"$cmd\" in\n")
 	for _, p := range s.paths {
-		fmt.Fprintf(w, "    %q) compadd -- %s ;;\n", p, flagWords(s.flags[p]))
+		fmt.Fprintf(w, "    %q) %s ;;\n", p, sh.offer(flagWords(s.flags[p])))
 	}
-	fmt.Fprint(w, `    esac
-}
-if [ "$funcstack[1]" = "_outbox" ]; then
-    _outbox "$@"
-else
-    compdef _outbox outbox
-fi
-`)
+	fmt.Fprint(w, "    esac\n", sh.tail)
 }
 
 func (s compSpec) fish(w io.Writer) {

@@ -24,7 +24,7 @@ type observeFlags struct {
 // register declares the flags on fs.
 func (o *observeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.webhook, "alert-webhook", "", "post alerts (new dead letters, old backlog) as JSON to `URL`; Slack-compatible (default $OUTBOX_ALERT_WEBHOOK)")
-	fs.DurationVar(&o.pendingAge, "alert-pending-age", 0, "alert when the oldest pending message is older than `DURATION` (default off)")
+	fs.DurationVar(&o.pendingAge, "alert-pending-age", 0, "alert when the oldest due message has waited longer than `DURATION` for delivery (default off)")
 	fs.DurationVar(&o.alertInterval, "alert-interval", 0, fmt.Sprintf("least `DURATION` between two alerts of a kind; events in between are summed (default %s)", outbox.DefaultAlertInterval))
 	fs.DurationVar(&o.metricsInterval, "metrics-interval", 0, fmt.Sprintf("how often to sample pending and dead counts for metrics and alerts, `DURATION` (default %s)", outbox.DefaultMetricsInterval))
 }
