@@ -131,3 +131,24 @@ func slicesContain(s []int, v int) bool {
 	}
 	return false
 }
+
+// TestStatusDueAge: status reports how long the oldest due message has
+// waited apart from the oldest pending message's age; a delayed message
+// is pending but not due.
+func TestStatusDueAge(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.SQLite)
+	vars := dbVars(db)
+	enqueueOK(t, vars, "--topic", "report.daily", "--payload", "{}", "--delay", "1h")
+	if st := status(t, vars); st.Pending != 1 || st.OldestDueAgeSeconds != 0 || st.OldestPendingAgeSeconds <= 0 {
+		t.Errorf("a delayed message only: %+v", st)
+	}
+	id := enqueueOK(t, vars, "--topic", "order.created", "--payload", "{}")
+	db.Exec(t, "UPDATE outbox_messages SET available_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '-90 seconds') WHERE message_id = ?", id)
+	if st := status(t, vars); st.OldestDueAgeSeconds < 89 || st.OldestDueAgeSeconds > 600 {
+		t.Errorf("a message due 90 s ago: %+v", st)
+	}
+	if out := run(t, vars, "status").ok(t).stdout; !strings.Contains(out, "oldest due message: waiting 1m3") {
+		t.Errorf("status does not show the due age:\n%s", out)
+	}
+}
