@@ -400,6 +400,25 @@ func TestBrowserPage(t *testing.T) {
 	until("no result", `document.querySelectorAll('#search-table tbody tr').length === 0 &&
 		!document.getElementById('search-empty').hidden`, rows("#search-table"))
 
+	// Replay matching: the three sent orders, after a dry run and a
+	// confirmation, are delivered again with their ids.
+	do("replay the sent orders",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('search-form').reset()`),
+		chromedp.SendKeys(chromedp.ID("search-topic"), "order.created"),
+		chromedp.Click(chromedp.ID("search-replay")),
+		chromedp.WaitVisible(chromedp.ID("confirm")),
+	)
+	if q := text("#confirm-text"); !strings.HasPrefix(q, "3 delivered messages will be delivered again") {
+		t.Errorf("replay confirmation says %q", q)
+	}
+	if n := relaytest.Count(t, db, "pending"); n != 0 {
+		t.Errorf("the replay's dry run left %d pending", n)
+	}
+	do("confirm the replay of the orders", chromedp.Click(chromedp.ID("confirm-ok")), chromedp.WaitNotVisible(chromedp.ID("confirm")))
+	relaytest.WaitFor(t, 30*time.Second, "the orders delivered again", func() bool {
+		return g.deliveries(ids[0]) == 2 && g.deliveries(ids[1]) == 2 && g.deliveries(ids[2]) == 2
+	})
+
 	// Bulk discard by topic: a dry run first, then the confirmed change.
 	do("filter the dead letters",
 		chromedp.Navigate(srv.URL+"/#dead"),
