@@ -2,10 +2,10 @@
 # Makes sure the local services the tests need are running, starting any
 # that is not. Usage: scripts/services.sh [postgres] [mariadb] [redis] [rabbitmq] [mosquitto] [nats] [pgbouncer]
 # With no arguments it checks them all, and also installs the tools some
-# tests run when they are missing (promtool, through scripts/promtool.sh).
-# pgbouncer is a program, not a service: the tests start their own
-# instances of it (internal/testpgbouncer); it is installed from Debian's
-# package when missing.
+# tests run when they are missing: promtool (scripts/promtool.sh), zsh and
+# fish (scripts/shells.sh). pgbouncer is a program, not a service: the
+# tests start their own instances of it (internal/testpgbouncer); it is
+# installed from Debian's package when missing.
 set -u
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -52,5 +52,6 @@ for svc in "$@"; do
 done
 if [ "$tools" = 1 ]; then
   "$(dirname "$0")/promtool.sh" >/dev/null || failed=1
+  "$(dirname "$0")/shells.sh" || failed=1
 fi
 exit $failed

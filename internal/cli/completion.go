@@ -216,11 +216,11 @@ func (s compSpec) fish(w io.Writer) {
 			opts := ""
 			switch {
 			case len(f.choices) > 0:
-				opts = fmt.Sprintf(" -r -a %q", strings.Join(f.choices, " "))
+				opts = fmt.Sprintf(" -x -a %q", strings.Join(f.choices, " "))
 			case f.file:
 				opts = " -r -F"
 			case f.value:
-				opts = " -r"
+				opts = " -x" // a value, but no file name
 			}
 			fmt.Fprintf(w, "complete -c outbox -n '%s' -l %s%s\n", cond, f.name, opts)
 		}
