@@ -11,6 +11,10 @@ import (
 // DefaultAlertInterval is the least time between two alerts of one kind.
 const DefaultAlertInterval = 5 * time.Minute
 
+// DefaultRouteDownAlert is how long a route is down before it is alerted
+// on.
+const DefaultRouteDownAlert = 5 * time.Minute
+
 // Kinds of alert, the "kind" field of the JSON body.
 const (
 	// AlertDeadLetters: messages went dead since the last such alert.
@@ -21,6 +25,13 @@ const (
 	// AlertOldestPendingRecovered: after an AlertOldestPending, the oldest
 	// due message is within the threshold again.
 	AlertOldestPendingRecovered = "oldest_pending_age_recovered"
+	// AlertRouteDown: a route has been down (see Route) for longer than
+	// AlertConfig.RouteDown. The body adds "route", "down_seconds" and
+	// "reason".
+	AlertRouteDown = "route_down"
+	// AlertRouteUp: after an AlertRouteDown, the route is up again; the
+	// body adds "route" and "down_seconds" (how long it was down).
+	AlertRouteUp = "route_up"
 )
 
 // AlertConfig configures a relay's alerts. Every alert is logged at warn
@@ -54,6 +65,11 @@ type AlertConfig struct {
 	// DisableDead turns off the alert on new dead letters. Defaults to
 	// false: every dead letter is reported (rate-limited by MinInterval).
 	DisableDead bool
+	// RouteDown alerts when a route has been down (its destination fails
+	// every delivery; see Route) for longer than this, and once more
+	// when it is up again. Defaults to DefaultRouteDownAlert (5 min); a
+	// negative value turns it off.
+	RouteDown time.Duration
 }
 
 func (c *AlertConfig) validate() error {
@@ -87,6 +103,12 @@ func (c *AlertConfig) engine() *relay.AlertConfig {
 	e := relay.AlertConfig(*c)
 	if e.MinInterval == 0 {
 		e.MinInterval = DefaultAlertInterval
+	}
+	switch {
+	case e.RouteDown == 0:
+		e.RouteDown = DefaultRouteDownAlert
+	case e.RouteDown < 0:
+		e.RouteDown = 0
 	}
 	return &e
 }

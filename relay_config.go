@@ -158,6 +158,16 @@ func (c *RelayConfig) validate() error {
 		if r.Destination != "" && !msgcheck.Topic(r.Destination) {
 			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): invalid Destination %q", i, r.Pattern, r.Destination)
 		}
+		switch {
+		case r.MaxInFlight < 0:
+			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s).MaxInFlight must not be negative", i, r.Pattern)
+		case r.Rate < 0:
+			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s).Rate must not be negative", i, r.Pattern)
+		case r.ProbeMin < 0 || r.ProbeMax < 0:
+			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): probe intervals must not be negative", i, r.Pattern)
+		case r.ProbeMax > 0 && r.ProbeMin > r.ProbeMax:
+			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): ProbeMin %s is more than ProbeMax %s", i, r.Pattern, r.ProbeMin, r.ProbeMax)
+		}
 		if r.Retry != nil {
 			if err := r.Retry.validate(fmt.Sprintf("RelayConfig.Routes[%d] (%s).Retry", i, r.Pattern)); err != nil {
 				return err
@@ -263,6 +273,10 @@ func (c *RelayConfig) engine() relay.Config {
 			Destination: rt.Destination,
 			Name:        rt.Name,
 			Retry:       (*relay.RetryPolicy)(rt.Retry),
+			MaxInFlight: rt.MaxInFlight,
+			Rate:        rt.Rate,
+			ProbeMin:    rt.ProbeMin,
+			ProbeMax:    rt.ProbeMax,
 		}
 		checker := rt.Checker
 		if checker == nil {

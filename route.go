@@ -4,12 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/relay"
 )
 
 // Route sends the messages whose topic matches Pattern to Publisher.
+//
+// A route is up or down. It is down while its destination fails every
+// delivery, new messages included: the relay then sends it nothing but a
+// probe now and then (one message, not charged an attempt), charges no
+// attempt to the messages it holds back, and resumes when a probe goes
+// through, ramping up from one message in flight (slow start). A failure
+// only some messages meet is theirs and is charged as usual. The exact
+// rule is in docs/design.md ("Route health").
 //
 // Patterns are dot-separated like topics: "*" in a segment matches exactly
 // one segment, ">" as the last segment matches one or more, and "*" alone
@@ -29,7 +38,24 @@ type Route struct {
 	// message is sent again. Defaults to the Publisher when it implements
 	// Checker.
 	Checker Checker
+	// MaxInFlight is the most messages of this route being published at
+	// once, across all workers of the relay. Defaults to 0: no limit.
+	MaxInFlight int
+	// Rate is the most messages per second the relay publishes on this
+	// route (a token bucket holding a tenth of a second's worth), across
+	// all its workers. Defaults to 0: no limit.
+	Rate float64
+	// ProbeMin is the wait before the first probe of a route that is
+	// down; it doubles after every failed probe up to ProbeMax. Defaults
+	// to DefaultProbeMin (1 s) and DefaultProbeMax (30 s).
+	ProbeMin, ProbeMax time.Duration
 }
+
+// Route health defaults: the probe interval of a route that is down.
+const (
+	DefaultProbeMin = relay.DefaultProbeMin
+	DefaultProbeMax = relay.DefaultProbeMax
+)
 
 // errBadPattern is wrapped by every pattern validation error.
 var errBadPattern = errors.New("invalid route pattern")

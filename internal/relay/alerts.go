@@ -29,6 +29,8 @@ const (
 	AlertDeadLetters            = "dead_letters"
 	AlertOldestPending          = "oldest_pending_age"
 	AlertOldestPendingRecovered = "oldest_pending_age_recovered"
+	AlertRouteDown              = "route_down"
+	AlertRouteUp                = "route_up"
 )
 
 // AlertConfig is outbox.AlertConfig (the same fields), checked.
@@ -37,6 +39,8 @@ type AlertConfig struct {
 	OldestPendingAge time.Duration
 	MinInterval      time.Duration
 	DisableDead      bool
+	// RouteDown: alert when a route has been down this long; 0: never.
+	RouteDown time.Duration
 }
 
 // AlertExample describes one dead letter in an alert.
@@ -60,7 +64,11 @@ type alert struct {
 	OldestDueAgeSeconds     *float64       `json:"oldest_due_age_seconds,omitempty"`
 	OldestPendingAgeSeconds *float64       `json:"oldest_pending_age_seconds,omitempty"`
 	Examples                []AlertExample `json:"examples,omitempty"`
-	Time                    string         `json:"time"`
+	// Route, DownSeconds and Reason describe a route-health alert.
+	Route       string   `json:"route,omitempty"`
+	DownSeconds *float64 `json:"down_seconds,omitempty"`
+	Reason      string   `json:"reason,omitempty"`
+	Time        string   `json:"time"`
 }
 
 // alerter keeps the alert state; rounds and the sampler report to it
@@ -81,6 +89,17 @@ type alerter struct {
 	lastAge    time.Duration // oldest due age at the last sample
 	lastMade   time.Duration // oldest pending age (since created_at) at the last sample
 	lastCount  int64         // pending messages at the last sample
+	routes     map[string]*routeAlert
+}
+
+// routeAlert is the alert state of one route that is or was down.
+type routeAlert struct {
+	down    bool
+	since   time.Time
+	reason  string
+	alerted bool // an AlertRouteDown went out for this outage
+	upDue   bool // an AlertRouteUp is due
+	downFor time.Duration
 }
 
 // alertKind is the rate-limit state of one kind of alert.
@@ -147,6 +166,61 @@ func (a *alerter) pendingAge(age, made time.Duration, pending int64) {
 	a.wake()
 }
 
+// routeHealth reports a route going down (at, reason) or up.
+func (a *alerter) routeHealth(route string, down bool, at time.Time, reason string) {
+	if a.cfg.RouteDown <= 0 {
+		return
+	}
+	a.mu.Lock()
+	if a.routes == nil {
+		a.routes = map[string]*routeAlert{}
+	}
+	ra := a.routes[route]
+	switch {
+	case down:
+		a.routes[route] = &routeAlert{down: true, since: at, reason: reason}
+	case ra != nil && ra.down:
+		ra.down, ra.downFor = false, at.Sub(ra.since)
+		ra.upDue = ra.alerted
+		if !ra.upDue {
+			delete(a.routes, route)
+		}
+	}
+	a.mu.Unlock()
+	a.wake()
+}
+
+// routeAlerts takes the route-health alerts due at now (a.mu held) and
+// says when the next one falls due (0: none pending).
+func (a *alerter) routeAlerts(now time.Time, stamp string) ([]alert, time.Duration) {
+	var out []alert
+	var wait time.Duration
+	for name, ra := range a.routes {
+		switch {
+		case ra.upDue:
+			secs := ra.downFor.Seconds()
+			out = append(out, alert{
+				Text: fmt.Sprintf("outbox: route %s is up again after %s down (relay %s)", name, roundAge(ra.downFor), a.relay),
+				Kind: AlertRouteUp, Relay: a.relay, Route: name, DownSeconds: &secs, Time: stamp,
+			})
+			delete(a.routes, name)
+		case ra.down && !ra.alerted && now.Sub(ra.since) >= a.cfg.RouteDown:
+			ra.alerted = true
+			secs := now.Sub(ra.since).Seconds()
+			out = append(out, alert{
+				Text: fmt.Sprintf("outbox: route %s has been down for %s (threshold %s; relay %s): %s",
+					name, roundAge(now.Sub(ra.since)), a.cfg.RouteDown, a.relay, truncate(ra.reason, 200)),
+				Kind: AlertRouteDown, Relay: a.relay, Route: name, DownSeconds: &secs, Reason: truncate(ra.reason, 500), Time: stamp,
+			})
+		case ra.down && !ra.alerted:
+			if w := a.cfg.RouteDown - now.Sub(ra.since); wait == 0 || w < wait {
+				wait = w
+			}
+		}
+	}
+	return out, wait
+}
+
 // due takes the alerts that may go out at now, and says how long until
 // the next one held back by the rate limit may (0: none is held back).
 func (a *alerter) due(now time.Time) ([]alert, time.Duration) {
@@ -191,6 +265,11 @@ func (a *alerter) due(now time.Time) ([]alert, time.Duration) {
 			fmt.Sprintf("outbox: the oldest due message is back under %s (now %s; %d pending; relay %s)",
 				a.cfg.OldestPendingAge, roundAge(a.lastAge), a.lastCount, a.relay)))
 		a.recovered, a.ageAlerted = false, false
+	}
+	routes, rwait := a.routeAlerts(now, stamp)
+	out = append(out, routes...)
+	if rwait > 0 && (wait == 0 || rwait < wait) {
+		wait = rwait
 	}
 	return out, wait
 }
@@ -271,6 +350,9 @@ func (a *alerter) send(ctx context.Context, al alert) {
 	attrs := []any{"relay", a.relay, "kind", al.Kind, "count", al.Count}
 	if al.OldestDueAgeSeconds != nil {
 		attrs = append(attrs, "oldest_due_age_seconds", *al.OldestDueAgeSeconds)
+	}
+	if al.Route != "" {
+		attrs = append(attrs, "route", al.Route)
 	}
 	if al.OldestPendingAgeSeconds != nil {
 		attrs = append(attrs, "oldest_pending_age_seconds", *al.OldestPendingAgeSeconds)

@@ -70,6 +70,9 @@ type Store interface {
 	Held(ctx context.Context, owner string) ([]store.Lease, error)
 	Release(ctx context.Context, owner string, parts []int) error
 
+	// Route health: a route's state change, for `outbox status`.
+	RecordRoute(ctx context.Context, relay, route string, down bool, reason string) error
+
 	// Observation and retention.
 	Gauges(ctx context.Context) (store.GaugeSample, error)
 	Retain(ctx context.Context, after int64, limit int, p store.RetentionPolicy) (store.RetentionBatch, error)

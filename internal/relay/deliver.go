@@ -267,23 +267,60 @@ func (r *Relay) publishWave(ctx context.Context, todo []*item, aborted *atomic.B
 	}
 	var wg sync.WaitGroup
 	for rs, group := range groups {
-		if wait, lastErr := rs.breaker.paused(); wait > 0 {
-			for _, it := range group {
-				it.decided = true
-				it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: wait, Error: "route " + rs.name + " paused: " + lastErr}
-			}
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.publishGroup(ctx, rs, group, aborted)
+			r.publishRoute(ctx, rs, group, aborted)
 		}()
 	}
 	wg.Wait()
 }
 
-func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item, aborted *atomic.Bool) {
+// publishRoute publishes one route's items as its health and limits
+// allow: nothing while it is down or held but the probe, then calls of at
+// most the free in-flight slots and the rate's burst each. Items the
+// limits leave no time for stay undecided, for the next round.
+func (r *Relay) publishRoute(ctx context.Context, rs *routeState, group []*item, aborted *atomic.Bool) {
+	h := rs.health
+	for len(group) > 0 && !aborted.Load() {
+		mode, wait, why := h.admit(time.Now())
+		if mode == admitWait {
+			deferItems(rs, group, wait, why)
+			return
+		}
+		n := len(group)
+		if mode == admitProbe {
+			n = 1
+		}
+		if b := h.burst(); b > 0 {
+			n = min(n, b)
+		}
+		if n = h.acquire(ctx, n); n == 0 {
+			h.unprobe(mode == admitProbe)
+			return
+		}
+		if err := h.paceN(ctx, n); err != nil {
+			h.release(n)
+			h.unprobe(mode == admitProbe)
+			return
+		}
+		r.publishGroup(ctx, rs, group[:n], aborted, mode == admitProbe)
+		h.release(n)
+		group = group[n:]
+	}
+}
+
+// deferItems puts items back, uncharged, for wait.
+func deferItems(rs *routeState, items []*item, wait time.Duration, why string) {
+	for _, it := range items {
+		it.decided = true
+		it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: wait, Error: "route " + rs.name + ": " + why}
+	}
+}
+
+// publishGroup publishes one call's worth of a route's items and settles
+// their outcomes in memory, telling the route's health how it went.
+func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item, aborted *atomic.Bool, probe bool) {
 	batch := make([]*Envelope, len(group))
 	spans := make([]trace.Span, len(group))
 	for i, it := range group {
@@ -303,37 +340,39 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 			errs[i] = bad
 		}
 	}
-	var unavailable error
-	anyOK := false
+	results := make([]result, 0, len(group))
+	for i, it := range group {
+		endSend(spans[i], errs[i])
+		if errs[i] != nil && aborted.Load() {
+			continue // shutdown cut the publish short: leave it for the next owner
+		}
+		results = append(results, result{err: errs[i], fresh: it.row.Attempts == 0 && !it.charged})
+	}
+	charge, wait, tr := rs.health.observe(confirmed, results, probe)
+	r.transition(rs, tr)
 	for i, it := range group {
 		err := errs[i]
-		endSend(spans[i], err)
-		if err == nil {
-			anyOK = true
+		switch {
+		case err == nil:
 			it.decided = true
 			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusSent, CountAttempt: true}
 			it.confirmed = confirmed
-			continue
-		}
-		if aborted.Load() {
-			continue // shutdown cut the publish short: leave it for the next owner
-		}
-		it.decided = true
-		it.out = r.failure(rs, it, err)
-		if cls, _ := ClassOf(err); cls == ClassUnavailable {
-			unavailable = err
-		}
-	}
-	switch {
-	case unavailable != nil && !anyOK:
-		if pause, opened := rs.breaker.trip(unavailable); opened {
-			r.log.Warn("outbox relay: route paused: destination unavailable", "relay", r.id, "route", rs.name, "pause", pause, "err", rs.breaker.lastError())
-		}
-	case anyOK:
-		if rs.breaker.reset() {
-			r.log.Info("outbox relay: route resumed", "relay", r.id, "route", rs.name)
+		case aborted.Load():
+		case !charge || retryAfter(err) > 0:
+			it.decided = true
+			cls, after := ClassOf(err)
+			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: max(wait, after), Unknown: cls == ClassUnknown,
+				Error: "not counted (route " + rs.name + " down or holding): " + redact.Text(oneLine(err.Error()))}
+		default:
+			it.decided = true
+			it.out = r.failure(rs, it, err)
 		}
 	}
+}
+
+func retryAfter(err error) time.Duration {
+	_, d := ClassOf(err)
+	return d
 }
 
 // publishContained calls the route's publisher and turns a panic into an
@@ -388,7 +427,8 @@ func panicError(p any) error {
 	return unknownErr(fmt.Errorf("publisher panicked: %v", p))
 }
 
-// failure turns a publish error into an outcome.
+// failure turns a publish error the message is charged for into an
+// outcome: dead for a permanent class, else a retry until max_attempts.
 func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 	row := it.row
 	cls, after := ClassOf(err)
@@ -397,8 +437,6 @@ func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 	switch cls {
 	case ClassPermanent:
 		return store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}
-	case ClassUnavailable:
-		return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: rs.breaker.pauseFor(), Error: "destination unavailable: " + msg}
 	}
 	if attempt >= row.MaxAttempts {
 		return store.Outcome{ID: row.ID, Status: store.StatusDead, CountAttempt: true,

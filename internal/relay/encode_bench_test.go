@@ -29,7 +29,7 @@ func BenchmarkDecodeEnvelope(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			r := &Relay{cfg: Config{MaxPayloadBytes: 1 << 20}}
 			r.router.cache = map[string]*routeState{}
-			r.router.routes = []*routeState{{Route: Route{Pattern: "order.*"}, name: "order.*"}}
+			r.router.routes = []*routeState{{Route: Route{Pattern: "order.*"}, name: "order.*", health: newHealth(Route{})}}
 			row := store.Row{ID: 1, MessageID: "0193a3c1-7a6e-7cc0-8d5e-3f9b2c1d4e5f", Topic: "order.created", Key: "order-42", HasKey: true,
 				Payload: c.payload, Headers: c.headers, CreatedAt: time.Now()}
 			for b.Loop() {

@@ -42,6 +42,15 @@ type Route struct {
 	Name        string // "" is Pattern
 	Retry       *RetryPolicy
 	Checker     Checker // nil: none
+	// MaxInFlight bounds the route's messages being published at once
+	// across the relay's workers; 0: no bound.
+	MaxInFlight int
+	// Rate bounds the route's messages per second (a token bucket); 0:
+	// no bound.
+	Rate float64
+	// ProbeMin and ProbeMax bound the interval between probes of a route
+	// that is down; 0: DefaultProbeMin, DefaultProbeMax.
+	ProbeMin, ProbeMax time.Duration
 }
 
 // The wire headers the relay sets. outbox.Header* are the same names.

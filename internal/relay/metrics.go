@@ -116,7 +116,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 	m.owned = gauge("outbox_owned_partitions", "Partitions the relay holds.")
 	m.circuit = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "outbox_circuit_open",
-		Help: "1 while the route is paused because its destination is unavailable, 0 while it runs.",
+		Help: "Route health: 1 while the route is down (its destination fails every delivery; only probes are sent), 0 while it is up.",
 	}, []string{"route"}), &errs)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("outbox: RelayConfig.Metrics: %w", errs[0])
@@ -141,12 +141,12 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C, errs *[]er
 	return c
 }
 
-// route prepares the per-route children: the circuit gauge starts at 0 so
-// the series exists before the first outage.
+// route prepares the per-route children: the route-health gauge starts
+// at 0 so the series exists before the first outage.
 func (m *relayMetrics) route(rs *routeState) {
 	rs.publishDur = m.publishDur.WithLabelValues(labelValue(rs.name))
-	rs.breaker.circuit = m.circuit.WithLabelValues(labelValue(rs.name))
-	rs.breaker.circuit.Add(0)
+	rs.health.gauge = m.circuit.WithLabelValues(labelValue(rs.name))
+	rs.health.gauge.Add(0)
 }
 
 // topic returns the counters of topic on route (nil: no route); past

@@ -15,7 +15,7 @@ func testMetrics(t *testing.T, route string) (*relayMetrics, *routeState) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := &routeState{name: route}
+	rs := &routeState{name: route, health: newHealth(Route{})}
 	m.route(rs)
 	return m, rs
 }

@@ -34,7 +34,7 @@ func BenchmarkObserveRound(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rs := &routeState{name: "all"}
+	rs := &routeState{name: "all", health: newHealth(Route{})}
 	m.route(rs)
 	items := benchItems(rs, 1000)
 	var clock dbClock
@@ -61,7 +61,7 @@ func BenchmarkSendSpan(b *testing.B) {
 		{"sdk-sampled", &Relay{tracer: newTracer(sdk)}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			rs := &routeState{name: "all"}
+			rs := &routeState{name: "all", health: newHealth(Route{})}
 			items := benchItems(rs, 1)
 			b.ReportAllocs()
 			for range b.N {

@@ -54,11 +54,11 @@ type worker struct {
 	wake      chan struct{}
 }
 
-// routeState is a route with its circuit breaker.
+// routeState is a route with its health and limits.
 type routeState struct {
 	Route
-	name    string
-	breaker breaker
+	name   string
+	health *health
 
 	publishDur prometheus.Observer // nil without metrics
 }
@@ -88,7 +88,7 @@ func New(backend *store.Backend, cfg Config) (*Relay, error) {
 	}
 	r.router.cache = map[string]*routeState{}
 	for _, rt := range cfg.Routes {
-		rs := &routeState{Route: rt, name: rt.Name}
+		rs := &routeState{Route: rt, name: rt.Name, health: newHealth(rt)}
 		if rs.name == "" {
 			rs.name = rt.Pattern
 		}

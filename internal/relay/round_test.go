@@ -43,6 +43,8 @@ func (f *fakeStore) Settle(_ context.Context, _ string, outs []store.Outcome) (i
 	return int64(len(outs)), nil
 }
 
+func (f *fakeStore) RecordRoute(context.Context, string, string, bool, string) error { return nil }
+
 func (f *fakeStore) outcome(t *testing.T, id int64) (store.Outcome, bool) {
 	t.Helper()
 	f.mu.Lock()
@@ -162,8 +164,8 @@ func TestRoundOutcomes(t *testing.T) {
 }
 
 // TestRoundUnavailablePausesRoute: a destination that cannot be reached
-// charges no attempt, opens the route's breaker, and while every route is
-// paused the next round reads nothing.
+// charges no attempt, takes the route down, and while every route is
+// down the next round reads nothing.
 func TestRoundUnavailablePausesRoute(t *testing.T) {
 	st := &fakeStore{rows: []store.Row{row(1, "order.created", "", ""), row(2, "order.created", "", "")}}
 	calls := 0
@@ -181,7 +183,7 @@ func TestRoundUnavailablePausesRoute(t *testing.T) {
 			t.Errorf("message %d: %+v (settled %v), want pending, not counted, delayed", id, o, ok)
 		}
 	}
-	if wait, _ := r.router.routes[0].breaker.paused(); wait <= 0 {
+	if wait := r.router.routes[0].health.paused(time.Now()); wait <= 0 {
 		t.Fatal("the route is not paused")
 	}
 	st.rows = []store.Row{row(3, "order.created", "", "")}

@@ -44,6 +44,13 @@ type statements struct {
 	releaseAll    string
 	markInflight  string
 
+	// recordRoute writes a relay's view of a route (relay, route, state,
+	// reason); routeHealth lists the views of live relays with their age
+	// in seconds by database time; dropRouteHealth forgets a relay's.
+	recordRoute     string
+	routeHealth     string
+	dropRouteHealth string
+
 	inboxClaim string
 	inboxPurge string
 
@@ -80,6 +87,16 @@ const (
 	// archiveColumns are the columns outbox_messages and its archive share.
 	archiveColumns = "id, message_id, topic, business_key, payload, headers, status, attempts, max_attempts, available_at, created_at, sent_at, consumed_at, last_error, unknown_outcome"
 )
+
+// routeHealthSQL lists the route views of live relays; age is the
+// dialect's seconds-since expression for h.since.
+func routeHealthSQL(age string) string {
+	return `SELECT h.route, h.relay_id, h.state, ` + age + `, h.reason
+FROM outbox_route_health AS h JOIN outbox_relays AS r ON r.relay_id = h.relay_id
+ORDER BY h.route, h.relay_id`
+}
+
+const dropRouteHealthSQL = `DELETE FROM outbox_route_health WHERE relay_id = `
 
 func itoa(n int) string {
 	if n < 10 {

@@ -65,7 +65,11 @@ ON DUPLICATE KEY UPDATE seen_at = NOW(6)`,
 		liveRelays:  `SELECT relay_id FROM outbox_relays WHERE seen_at > NOW(6) - INTERVAL (?) MICROSECOND ORDER BY relay_id`,
 		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = ?`,
 		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < NOW(6) - INTERVAL (?) MICROSECOND`,
-		partitions:  partitionsSQL,
+		recordRoute: `INSERT INTO outbox_route_health (relay_id, route, state, since, reason) VALUES (?, ?, ?, NOW(6), ?)
+ON DUPLICATE KEY UPDATE state = VALUES(state), since = VALUES(since), reason = VALUES(reason)`,
+		routeHealth:     routeHealthSQL("TIMESTAMPDIFF(MICROSECOND, h.since, NOW(6)) / 1000000.0"),
+		dropRouteHealth: dropRouteHealthSQL + "?",
+		partitions:      partitionsSQL,
 		// MySQL evaluates SET left to right with the new values: the old
 		// owner is read before it is overwritten.
 		acquire: `UPDATE outbox_leases SET

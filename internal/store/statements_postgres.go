@@ -61,7 +61,11 @@ ON CONFLICT (relay_id) DO UPDATE SET seen_at = now()`,
 		liveRelays:  `SELECT relay_id FROM outbox_relays WHERE seen_at > now() - ($1)::bigint * interval '1 microsecond' ORDER BY relay_id`,
 		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = $1`,
 		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < now() - ($1)::bigint * interval '1 microsecond'`,
-		partitions:  partitionsSQL,
+		recordRoute: `INSERT INTO outbox_route_health (relay_id, route, state, since, reason) VALUES ($1, $2, $3, now(), $4)
+ON CONFLICT (relay_id, route) DO UPDATE SET state = excluded.state, since = excluded.since, reason = excluded.reason`,
+		routeHealth:     routeHealthSQL("extract(epoch from now() - h.since)::float8"),
+		dropRouteHealth: dropRouteHealthSQL + "$1",
+		partitions:      partitionsSQL,
 		acquire: `UPDATE outbox_leases SET
     prev_owner = owner,
     inflight_max_id = CASE WHEN owner IS NULL THEN 0 ELSE inflight_max_id END,

@@ -81,7 +81,11 @@ ON CONFLICT (relay_id) DO UPDATE SET seen_at = excluded.seen_at`,
 		liveRelays:  `SELECT relay_id FROM outbox_relays WHERE seen_at > ` + sqliteShift("-", "?") + ` ORDER BY relay_id`,
 		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = ?`,
 		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < ` + sqliteShift("-", "?"),
-		partitions:  partitionsSQL,
+		recordRoute: `INSERT INTO outbox_route_health (relay_id, route, state, since, reason) VALUES (?, ?, ?, ` + sqliteNow + `, ?)
+ON CONFLICT (relay_id, route) DO UPDATE SET state = excluded.state, since = excluded.since, reason = excluded.reason`,
+		routeHealth:     routeHealthSQL("(julianday('now') - julianday(h.since)) * 86400.0"),
+		dropRouteHealth: dropRouteHealthSQL + "?",
+		partitions:      partitionsSQL,
 		acquire: `UPDATE outbox_leases SET
     prev_owner = owner,
     inflight_max_id = CASE WHEN owner IS NULL THEN 0 ELSE inflight_max_id END,

@@ -116,6 +116,23 @@ type Stats struct {
 	ByTopic      []TopicCount
 }
 
+// Route states in outbox_route_health.
+const (
+	RouteUp   = "up"
+	RouteDown = "down"
+)
+
+// RouteHealth is one relay's view of one route.
+type RouteHealth struct {
+	Route, Relay string
+	// State is RouteUp or RouteDown.
+	State string
+	// For is how long the route has been in State.
+	For time.Duration
+	// Reason is why it went down; "" when up.
+	Reason string
+}
+
 // TopicCount is the number of messages of a topic in a status.
 type TopicCount struct {
 	Topic  string

@@ -225,13 +225,50 @@ func (st *Store) PruneRelays(ctx context.Context, age time.Duration) error {
 	return err
 }
 
-// DropRelay forgets relay id and releases its leases.
+// DropRelay forgets relay id and its view of the routes, and releases its
+// leases.
 func (st *Store) DropRelay(ctx context.Context, id string) error {
 	if _, err := st.execRetry(ctx, st.s.releaseAll, id); err != nil {
 		return err
 	}
+	if _, err := st.execRetry(ctx, st.s.dropRouteHealth, id); err != nil {
+		return err
+	}
 	_, err := st.execRetry(ctx, st.s.dropRelay, id)
 	return err
+}
+
+// RecordRoute records that relay sees route down (with reason) or up, from
+// now (database time).
+func (st *Store) RecordRoute(ctx context.Context, relay, route string, down bool, reason string) error {
+	state := RouteUp
+	if down {
+		state = RouteDown
+	}
+	_, err := st.execRetry(ctx, st.s.recordRoute, relay, route, state, reason)
+	return err
+}
+
+// RouteHealth lists what the live relays last recorded about their
+// routes, by route then relay. Routes no relay ever saw down are not in
+// it: they have been up since their relays started.
+func (st *Store) RouteHealth(ctx context.Context) ([]RouteHealth, error) {
+	rows, err := st.db.Query(ctx, st.s.routeHealth)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RouteHealth
+	for rows.Next() {
+		var h RouteHealth
+		var age float64
+		if err := rows.Scan(&h.Route, &h.Relay, &h.State, &age, &h.Reason); err != nil {
+			return nil, err
+		}
+		h.For = time.Duration(age * float64(time.Second)).Round(time.Millisecond)
+		out = append(out, h)
+	}
+	return out, rows.Err()
 }
 
 // Partitions is the number of partitions (lease rows).

@@ -489,3 +489,53 @@ func TestInsertDuplicateAndDelays(t *testing.T) {
 		}
 	})
 }
+
+// TestRouteHealth: a relay's view of a route is recorded on each change,
+// listed while the relay is alive, and forgotten when it stops.
+func TestRouteHealth(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		for _, id := range []string{"r1", "r2"} {
+			if _, err := st.Heartbeat(ctx, id, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps := []struct {
+			relay, route string
+			down         bool
+			reason       string
+		}{
+			{"r1", "orders", true, "503 Service Unavailable"},
+			{"r2", "orders", true, "503 Service Unavailable"},
+			{"r1", "orders", false, ""},
+			{"r1", "billing", true, "connection refused"},
+			{"ghost", "orders", true, "a relay that is not alive"},
+		}
+		for _, s := range steps {
+			if err := st.RecordRoute(ctx, s.relay, s.route, s.down, s.reason); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := st.RouteHealth(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, h := range got {
+			if h.For < 0 || h.For > time.Minute {
+				t.Errorf("%+v: For out of range", h)
+			}
+			lines = append(lines, h.Route+" "+h.Relay+" "+h.State+" "+h.Reason)
+		}
+		want := "billing r1 down connection refused|orders r1 up |orders r2 down 503 Service Unavailable"
+		if strings.Join(lines, "|") != want {
+			t.Fatalf("route health:\n%s\nwant\n%s", strings.Join(lines, "|"), want)
+		}
+		if err := st.DropRelay(ctx, "r1"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := st.RouteHealth(ctx); len(got) != 1 || got[0].Relay != "r2" {
+			t.Fatalf("after r1 stopped: %+v", got)
+		}
+	})
+}

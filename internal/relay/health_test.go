@@ -1,0 +1,275 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+var (
+	errBusy     = errors.New("503 Service Unavailable")
+	errRejected = Mark(errors.New("400 Bad Request"), ClassPermanent, 0)
+	errRefused  = Mark(errors.New("connection refused"), ClassUnavailable, 0)
+)
+
+// call is one publish call in a sequence: its results (nil: sent) and
+// whether each message had never failed before.
+type call struct {
+	errs  []error
+	fresh bool
+	after time.Duration // since the previous call
+	// want: the failures are charged; down: the route is down after it.
+	charge, down bool
+}
+
+func calls(n int, c call) []call {
+	out := make([]call, n)
+	for i := range out {
+		out[i] = c
+	}
+	return out
+}
+
+func errsOf(n int, err error) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
+
+// TestHealthRule feeds sequences of publish outcomes to a route's health
+// and checks, call by call, whether the failures are charged to the
+// messages and whether the route is down.
+func TestHealthRule(t *testing.T) {
+	cases := []struct {
+		name  string
+		calls []call
+	}{
+		{"a lone failing message on an idle route is the message's", []call{
+			{errs: []error{errRejected}, fresh: true, charge: true},
+		}},
+		{"three new messages failing in a row take the route down, the third uncharged", []call{
+			{errs: []error{errBusy}, fresh: true, charge: true},
+			{errs: []error{errBusy}, fresh: true, charge: true, after: time.Second},
+			{errs: []error{errBusy}, fresh: true, charge: false, down: true, after: time.Second},
+		}},
+		{"a whole call of new messages failing is the destination", []call{
+			{errs: errsOf(50, errBusy), fresh: true, down: true},
+		}},
+		{"a call of new messages all failing is put back uncharged until proven", []call{
+			{errs: errsOf(5, errRejected), fresh: true},
+			{errs: errsOf(5, errRejected), fresh: true, after: time.Second},
+			{errs: errsOf(5, errRejected), fresh: true, after: time.Second, down: true},
+		}},
+		{"two new messages failing together are theirs", []call{
+			{errs: errsOf(2, errRejected), fresh: true, charge: true},
+		}},
+		{"a success in the call makes the failures the messages'", []call{
+			{errs: append(errsOf(5, errBusy), nil), fresh: true, charge: true},
+			{errs: append(errsOf(5, errBusy), nil), fresh: true, charge: true},
+		}},
+		{"messages that already failed keep failing: charged, never down", calls(20, call{errs: errsOf(5, errBusy), charge: true})},
+		{"a success between failures resets the count", []call{
+			{errs: errsOf(2, errBusy), fresh: true, charge: true},
+			{errs: []error{nil}, fresh: true, charge: true},
+			{errs: errsOf(2, errBusy), fresh: true, charge: true},
+		}},
+		{"failures far apart do not add up", []call{
+			{errs: []error{errRejected}, fresh: true, charge: true},
+			{errs: []error{errRejected}, fresh: true, charge: true, after: time.Minute},
+			{errs: []error{errRejected}, fresh: true, charge: true, after: time.Minute},
+		}},
+		{"an unreachable destination is down at once", []call{
+			{errs: []error{errRefused}, fresh: false, down: true},
+		}},
+		{"an unreachable message among sent ones is the message's", []call{
+			{errs: []error{errRefused, nil}, fresh: true, charge: true},
+		}},
+		{"Retry-After holds the route without taking it down", []call{
+			{errs: errsOf(5, Mark(errBusy, ClassTransient, 3*time.Second)), fresh: true, charge: true},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHealth(Route{})
+			now := time.Unix(1000, 0)
+			for i, cl := range c.calls {
+				now = now.Add(cl.after)
+				res := make([]result, len(cl.errs))
+				for j, err := range cl.errs {
+					res[j] = result{err: err, fresh: cl.fresh}
+				}
+				charge, _, _ := h.observe(now, res, false)
+				down, _, _ := h.state()
+				if charge != cl.charge || down != cl.down {
+					t.Fatalf("call %d: charged %v, down %v; want %v, %v", i, charge, down, cl.charge, cl.down)
+				}
+			}
+		})
+	}
+}
+
+// TestHealthRandomHalfNeverDown: a destination failing half the
+// deliveries at random, in calls of any size, is never declared down.
+func TestHealthRandomHalfNeverDown(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	h := newHealth(Route{})
+	now := time.Unix(1000, 0)
+	for i := range 5000 {
+		n := 4 + rng.IntN(60)
+		res := make([]result, n)
+		for j := range res {
+			if rng.IntN(2) == 0 {
+				res[j].err = errBusy
+			}
+			res[j].fresh = rng.IntN(3) > 0
+		}
+		now = now.Add(10 * time.Millisecond)
+		h.observe(now, res, false)
+		if down, _, _ := h.state(); down {
+			t.Fatalf("call %d: route down", i)
+		}
+	}
+	if down, _, _ := h.state(); down {
+		t.Fatal("route down")
+	}
+}
+
+// TestHealthProbes: a route that is down admits one probe when it is due,
+// at intervals doubling from ProbeMin to ProbeMax, nothing in between,
+// and comes up when a probe goes through, then ramps up its window.
+func TestHealthProbes(t *testing.T) {
+	h := newHealth(Route{ProbeMin: time.Second, ProbeMax: 4 * time.Second, MaxInFlight: 16})
+	now := time.Unix(1000, 0)
+	fail := []result{{err: errBusy, fresh: true}}
+	_, _, tr := h.observe(now, errResults(20), false)
+	if !tr.down || !strings.Contains(tr.reason, "503") {
+		t.Fatalf("transition %+v, want down with the reason", tr)
+	}
+	var gaps []time.Duration
+	last := now
+	for probes := 0; probes < 5; {
+		now = now.Add(100 * time.Millisecond)
+		mode, wait, why := h.admit(now)
+		switch mode {
+		case admitSend:
+			t.Fatal("a route that is down admitted a publish")
+		case admitWait:
+			if wait <= 0 || !strings.Contains(why, "route down") {
+				t.Fatalf("wait %v %q", wait, why)
+			}
+			continue
+		}
+		if m, _, _ := h.admit(now); m != admitWait {
+			t.Fatal("a second probe was admitted while one is in flight")
+		}
+		gaps = append(gaps, now.Sub(last).Round(time.Second))
+		last = now
+		probes++
+		if charge, _, _ := h.observe(now, fail, true); charge {
+			t.Fatal("a failed probe was charged")
+		}
+	}
+	want := []time.Duration{time.Second, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}
+	if fmt.Sprint(gaps) != fmt.Sprint(want) {
+		t.Fatalf("probe gaps %v, want %v", gaps, want)
+	}
+	now = now.Add(5 * time.Second)
+	if m, _, _ := h.admit(now); m != admitProbe {
+		t.Fatal("no probe when due")
+	}
+	_, _, tr = h.observe(now, []result{{}}, true)
+	if !tr.up || tr.probes != 6 || tr.downFor <= 0 {
+		t.Fatalf("transition %+v, want up after 6 probes", tr)
+	}
+	// Slow start: 1, 2, 4, 8 in flight, then the route's MaxInFlight.
+	var windows []int
+	for range 5 {
+		n := h.acquire(context.Background(), 100)
+		windows = append(windows, n)
+		h.release(n)
+		h.observe(now, make([]result, n), false)
+	}
+	if fmt.Sprint(windows) != "[1 2 4 8 16]" {
+		t.Fatalf("slow start windows %v", windows)
+	}
+}
+
+func errResults(n int) []result {
+	res := make([]result, n)
+	for i := range res {
+		res[i] = result{err: errBusy, fresh: true}
+	}
+	return res
+}
+
+// TestHealthRetryAfterHolds: a Retry-After holds the whole route for that
+// long; no publish is admitted meanwhile.
+func TestHealthRetryAfterHolds(t *testing.T) {
+	h := newHealth(Route{})
+	now := time.Unix(1000, 0)
+	h.observe(now, []result{{err: Mark(errBusy, ClassTransient, 3*time.Second), fresh: true}, {}}, false)
+	if m, wait, _ := h.admit(now.Add(time.Second)); m != admitWait || wait != 2*time.Second {
+		t.Fatalf("admit: %v %v, want a 2s wait", m, wait)
+	}
+	if m, _, _ := h.admit(now.Add(3 * time.Second)); m != admitSend {
+		t.Fatal("still held after the Retry-After")
+	}
+}
+
+// TestRoundOutageChargesNothing: a round whose every new message fails
+// takes the route down and charges none of them; the next round, once a
+// probe is due, publishes one message only, and when it goes through the
+// rest flow. A poison message among good ones goes dead meanwhile.
+func TestRoundOutageChargesNothing(t *testing.T) {
+	var rows []store.Row
+	for i := range 20 {
+		rows = append(rows, row(int64(i+1), "order.created", "", ""))
+	}
+	st := &fakeStore{rows: rows}
+	failing := true
+	published := 0
+	r := newTestRelay(t, st, publishFunc(func(e *Envelope) error {
+		published++
+		if failing || e.ID == "m3" {
+			return errBusy
+		}
+		return nil
+	}))
+	r.router.routes[0].health.probeMin = time.Millisecond
+	w := &worker{batchSize: 100, wake: make(chan struct{}, 1)}
+	if _, err := r.round(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(1); id <= 20; id++ {
+		if o, _ := st.outcome(t, id); o.CountAttempt || o.Status != store.StatusPending {
+			t.Fatalf("message %d during the outage: %+v, want pending and not counted", id, o)
+		}
+	}
+	if down, _, _ := r.router.routes[0].health.state(); !down {
+		t.Fatal("route not down")
+	}
+	failing = false
+	time.Sleep(5 * time.Millisecond)
+	st.rows, st.settled, published = rows, nil, 0
+	rows[2].Attempts = 1 // m3 failed before: a failure of its own
+	if _, err := r.round(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	if published != 20 {
+		t.Fatalf("published %d after recovery, want 20 (a probe, then the rest)", published)
+	}
+	if o, _ := st.outcome(t, 3); !o.CountAttempt {
+		t.Fatalf("m3 failing while the others go through: %+v, want charged", o)
+	}
+	if o, _ := st.outcome(t, 20); o.Status != store.StatusSent {
+		t.Fatalf("m20: %+v, want sent", o)
+	}
+}

@@ -1,0 +1,11 @@
+-- outbox schema version 6 (SQLite): route health as each relay last saw
+-- it, written when a route goes down or comes up again, for `outbox
+-- status` and the admin page. A relay removes its rows when it stops.
+CREATE TABLE outbox_route_health (
+    relay_id TEXT NOT NULL,
+    route    TEXT NOT NULL,
+    state    TEXT NOT NULL,
+    since    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    reason   TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (relay_id, route)
+);

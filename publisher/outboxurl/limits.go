@@ -1,0 +1,126 @@
+package outboxurl
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RouteOptions are the per-route settings any destination URL may carry
+// in its query, whatever its scheme: ?max_in_flight=16&rate=200/s&
+// probe_min=1s&probe_max=30s. They are the relay's, not the
+// destination's: SplitRouteOptions takes them out of the URL before it is
+// opened.
+type RouteOptions struct {
+	// MaxInFlight is max_in_flight: the most messages of the route being
+	// published at once (outbox.Route.MaxInFlight).
+	MaxInFlight int
+	// Rate is rate, in messages per second (outbox.Route.Rate); the URL
+	// writes it N/s, N/m or N/h (or a bare N, per second).
+	Rate float64
+	// ProbeMin and ProbeMax are probe_min and probe_max, the interval
+	// between probes of a route that is down (outbox.Route.ProbeMin).
+	ProbeMin, ProbeMax time.Duration
+}
+
+// routeOptionNames are the query parameters SplitRouteOptions takes.
+var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max"}
+
+// SplitRouteOptions returns rawURL without its route options, and the
+// options. The rest of the URL is kept byte for byte. Errors are one line
+// naming the option and never contain credentials.
+func SplitRouteOptions(rawURL string) (string, RouteOptions, error) {
+	var o RouteOptions
+	base, query, ok := strings.Cut(rawURL, "?")
+	if !ok {
+		return rawURL, o, nil
+	}
+	query, fragment, hasFragment := strings.Cut(query, "#")
+	var keep []string
+	for _, part := range strings.Split(query, "&") {
+		name, value, _ := strings.Cut(part, "=")
+		if !isRouteOption(name) {
+			keep = append(keep, part)
+			continue
+		}
+		v, err := url.QueryUnescape(value)
+		if err == nil {
+			err = o.set(name, v)
+		}
+		if err != nil {
+			return "", o, fmt.Errorf("destination %s: %s=%q: %v", Redact(rawURL), name, value, err)
+		}
+	}
+	if o.ProbeMax > 0 && o.ProbeMin > o.ProbeMax {
+		return "", o, fmt.Errorf("destination %s: probe_min %s is more than probe_max %s", Redact(rawURL), o.ProbeMin, o.ProbeMax)
+	}
+	out := base
+	if len(keep) > 0 {
+		out += "?" + strings.Join(keep, "&")
+	}
+	if hasFragment {
+		out += "#" + fragment
+	}
+	return out, o, nil
+}
+
+func isRouteOption(name string) bool {
+	for _, n := range routeOptionNames {
+		if name == n {
+			return true
+		}
+	}
+	return false
+}
+
+// Set applies one route option by its name (max_in_flight, rate,
+// probe_min, probe_max), as the URL or the configuration file writes it.
+func (o *RouteOptions) Set(name, value string) error {
+	if !isRouteOption(name) {
+		return fmt.Errorf("unknown route option %q (want one of %s)", name, strings.Join(routeOptionNames, ", "))
+	}
+	return o.set(name, value)
+}
+
+func (o *RouteOptions) set(name, v string) error {
+	v = strings.TrimSpace(v)
+	switch name {
+	case "max_in_flight":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a whole number of messages, at least 1")
+		}
+		o.MaxInFlight = n
+	case "rate":
+		r, err := ParseRate(v)
+		if err != nil {
+			return err
+		}
+		o.Rate = r
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("want a positive duration, e.g. 1s or 30s")
+		}
+		if name == "probe_min" {
+			o.ProbeMin = d
+		} else {
+			o.ProbeMax = d
+		}
+	}
+	return nil
+}
+
+// ParseRate reads a rate written N/s, N/m, N/h or N (per second) and
+// returns it per second.
+func ParseRate(v string) (float64, error) {
+	num, unit, _ := strings.Cut(strings.TrimSpace(v), "/")
+	per := map[string]float64{"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}[unit]
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || per == 0 || n <= 0 || n > 1e9 {
+		return 0, fmt.Errorf("want messages per second, minute or hour: e.g. 200/s, 600/m")
+	}
+	return n / per, nil
+}
