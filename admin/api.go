@@ -127,7 +127,21 @@ type statsJSON struct {
 	OldestPendingAgeSeconds float64     `json:"oldest_pending_age_seconds"`
 	OldestDueAgeSeconds     float64     `json:"oldest_due_age_seconds"`
 	Topics                  []topicJSON `json:"topics"`
-	SampledAt               time.Time   `json:"sampled_at"`
+	// Routes are the routes a live relay has seen down since it started;
+	// a route not listed has been up all along.
+	Routes    []routeJSON `json:"routes"`
+	SampledAt time.Time   `json:"sampled_at"`
+}
+
+// routeJSON is a route's health: "down" while any live relay sees it
+// down, since when (database time) and why.
+type routeJSON struct {
+	Route      string    `json:"route"`
+	State      string    `json:"state"`
+	Since      time.Time `json:"since"`
+	ForSeconds float64   `json:"for_seconds"`
+	Reason     string    `json:"reason,omitempty"`
+	Relays     []string  `json:"relays"`
 }
 
 type topicJSON struct {
@@ -142,15 +156,28 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 		s.failed(w, r, err)
 		return
 	}
+	views, err := s.st.RouteHealth(r.Context())
+	if err != nil {
+		s.failed(w, r, err)
+		return
+	}
+	now := time.Now().UTC()
 	out := statsJSON{
 		Pending: st.Pending, Sent: st.Sent, Consumed: st.Consumed, Dead: st.Dead,
 		OldestPendingAgeSeconds: st.OldestPendingAge.Seconds(),
 		OldestDueAgeSeconds:     st.OldestDueAge.Seconds(),
 		Topics:                  make([]topicJSON, 0, len(st.ByTopic)),
-		SampledAt:               time.Now().UTC(),
+		Routes:                  []routeJSON{},
+		SampledAt:               now,
 	}
 	for _, tc := range st.ByTopic {
 		out.Topics = append(out.Topics, topicJSON(tc))
+	}
+	for _, rh := range store.SummarizeRoutes(views) {
+		out.Routes = append(out.Routes, routeJSON{
+			Route: rh.Route, State: rh.State, Since: now.Add(-rh.For).Truncate(time.Millisecond), ForSeconds: rh.For.Seconds(),
+			Reason: rh.Reason, Relays: strings.Split(rh.Relay, ","),
+		})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

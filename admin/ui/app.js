@@ -259,7 +259,21 @@
         })));
     });
     $('topics-empty').hidden = names.length > 0;
+    renderRoutes(s.routes || []);
     refreshed();
+  }
+
+  function renderRoutes(routes) {
+    var body = $('routes-table').tBodies[0];
+    clear(body);
+    routes.forEach(function (r) {
+      body.appendChild(el('tr', { 'data-route': r.route, 'data-state': r.state },
+        el('td', { className: 'wrap', text: r.route }),
+        el('td', { className: 'route-' + r.state, text: r.state }),
+        el('td', { text: fmtTime(r.since) + ' (' + fmtAge(r.for_seconds) + ')' }),
+        el('td', { className: 'wrap', text: r.reason || '' })));
+    });
+    $('routes-card').hidden = routes.length === 0;
   }
 
   function renderHistory(h) {

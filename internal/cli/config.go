@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
 // fileConfig is the YAML config file (see the package documentation and
@@ -51,6 +53,31 @@ type routeConfig struct {
 	Name        string       `yaml:"name"`
 	Secret      string       `yaml:"secret"`
 	Retry       *retryConfig `yaml:"retry"`
+	// The route's limits and probe interval, as the URL options of the
+	// same names (they win over the URL's).
+	MaxInFlight string `yaml:"max_in_flight"`
+	Rate        string `yaml:"rate"`
+	ProbeMin    string `yaml:"probe_min"`
+	ProbeMax    string `yaml:"probe_max"`
+}
+
+// limits applies the route's limit keys over o (the URL's options); at
+// is the route's key path.
+func (r *routeConfig) limits(cfg *fileConfig, at string, o *outboxurl.RouteOptions) error {
+	for _, kv := range []struct{ key, val string }{
+		{"max_in_flight", r.MaxInFlight}, {"rate", r.Rate}, {"probe_min", r.ProbeMin}, {"probe_max", r.ProbeMax},
+	} {
+		if kv.val == "" {
+			continue
+		}
+		if err := o.Set(kv.key, kv.val); err != nil {
+			return usagef("%s: %v", cfg.field(at+"."+kv.key), err)
+		}
+	}
+	if o.ProbeMax > 0 && o.ProbeMin > o.ProbeMax {
+		return usagef("%s: probe_min %s is more than probe_max %s", cfg.field(at), o.ProbeMin, o.ProbeMax)
+	}
+	return nil
 }
 
 type retryConfig struct {
@@ -83,6 +110,7 @@ type alertsConfig struct {
 	Webhook    string `yaml:"webhook"`
 	PendingAge string `yaml:"pending_age"`
 	Interval   string `yaml:"interval"`
+	RouteDown  string `yaml:"route_down"`
 }
 
 type logConfig struct {

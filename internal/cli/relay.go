@@ -183,6 +183,7 @@ type routeSpec struct {
 	name        string
 	secret      string
 	retry       *outbox.RetryPolicy
+	limits      outboxurl.RouteOptions
 }
 
 // relay builds the relay from flags, environment and config, and runs it
@@ -295,6 +296,7 @@ func (r *resolver) flagsFromConfig(fs *flag.FlagSet) error {
 		{"alert-webhook", "OUTBOX_ALERT_WEBHOOK", "alerts.webhook", c.Alerts.Webhook},
 		{"alert-pending-age", "", "alerts.pending_age", c.Alerts.PendingAge},
 		{"alert-interval", "", "alerts.interval", c.Alerts.Interval},
+		{"alert-route-down", "", "alerts.route_down", c.Alerts.RouteDown},
 		{"metrics-interval", "", "relay.metrics_interval", c.Relay.MetricsInterval},
 	} {
 		if s.val == "" || r.set[s.flag] || (s.env != "" && r.env(s.env) != "") {
@@ -379,10 +381,14 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 		if !ok || pattern == "" || strings.TrimSpace(u) == "" {
 			return nil, usagef("relay: --route %q: want PATTERN=URL, e.g. 'order.*=https://example.com/hooks'", outboxurl.Redact(arg))
 		}
-		specs = append(specs, routeSpec{
+		s := routeSpec{
 			source:  fmt.Sprintf("--route %q", pattern+"="+outboxurl.Redact(u)),
 			pattern: pattern, url: strings.TrimSpace(u), secret: defaultSecret,
-		})
+		}
+		if err := s.splitLimits(); err != nil {
+			return nil, err
+		}
+		specs = append(specs, s)
 	}
 	for i, rc := range r.cfg.Routes {
 		at := fmt.Sprintf("routes[%d]", i)
@@ -392,6 +398,12 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 		}
 		if s.secret == "" {
 			s.secret = defaultSecret
+		}
+		if err := s.splitLimits(); err != nil {
+			return nil, err
+		}
+		if err := rc.limits(r.cfg, at, &s.limits); err != nil {
+			return nil, err
 		}
 		if rc.Retry != nil {
 			p, err := retryPolicy(r.cfg, at+".retry", rc.Retry)
@@ -415,7 +427,11 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 			source = r.cfg.field("to")
 		}
 		r.e.addSecret(passwordOf(to))
-		specs = append(specs, routeSpec{source: source, pattern: "*", url: to, secret: defaultSecret})
+		s := routeSpec{source: source, pattern: "*", url: to, secret: defaultSecret}
+		if err := s.splitLimits(); err != nil {
+			return nil, err
+		}
+		specs = append(specs, s)
 	}
 	if len(specs) == 0 {
 		return nil, usagef("relay: no routes: give --to URL, --route 'PATTERN=URL' or routes in the config file (--config)")
@@ -427,6 +443,17 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 		}
 	}
 	return specs, nil
+}
+
+// splitLimits takes the route options (max_in_flight, rate, probe_min,
+// probe_max) out of the spec's URL.
+func (s *routeSpec) splitLimits() error {
+	u, o, err := outboxurl.SplitRouteOptions(s.url)
+	if err != nil {
+		return usagef("relay: %s: %s", s.source, errorLine(err))
+	}
+	s.url, s.limits = u, o
+	return nil
 }
 
 // retryPolicy converts a config retry block.
@@ -518,6 +545,7 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig) (func(), err
 		}
 		rc.Routes = append(rc.Routes, outbox.Route{
 			Pattern: s.pattern, Publisher: p, Destination: s.destination, Name: s.name, Retry: s.retry,
+			MaxInFlight: s.limits.MaxInFlight, Rate: s.limits.Rate, ProbeMin: s.limits.ProbeMin, ProbeMax: s.limits.ProbeMax,
 		})
 	}
 	return closeAll, nil

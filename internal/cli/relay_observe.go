@@ -15,6 +15,7 @@ type observeFlags struct {
 	webhook         string
 	pendingAge      time.Duration
 	alertInterval   time.Duration
+	routeDown       time.Duration
 	metricsInterval time.Duration
 
 	// getenv reads OUTBOX_ALERT_WEBHOOK; nil means os.Getenv.
@@ -25,6 +26,7 @@ type observeFlags struct {
 func (o *observeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.webhook, "alert-webhook", "", "post alerts (new dead letters, old backlog) as JSON to `URL`; Slack-compatible (default $OUTBOX_ALERT_WEBHOOK)")
 	fs.DurationVar(&o.pendingAge, "alert-pending-age", 0, "alert when the oldest due message has waited longer than `DURATION` for delivery (default off)")
+	fs.DurationVar(&o.routeDown, "alert-route-down", outbox.DefaultRouteDownAlert, "alert when a route has been down (its destination failing every delivery) longer than `DURATION`; 0 turns it off")
 	fs.DurationVar(&o.alertInterval, "alert-interval", 0, fmt.Sprintf("least `DURATION` between two alerts of a kind; events in between are summed (default %s)", outbox.DefaultAlertInterval))
 	fs.DurationVar(&o.metricsInterval, "metrics-interval", 0, fmt.Sprintf("how often to sample pending and dead counts for metrics and alerts, `DURATION` (default %s)", outbox.DefaultMetricsInterval))
 }
@@ -51,9 +53,10 @@ func (o *observeFlags) secrets() []string {
 	return nil
 }
 
-// apply validates the flags and sets them on cfg. Alerts are on when a
-// webhook or a pending-age threshold is given (without a webhook they are
-// only logged).
+// apply validates the flags and sets them on cfg. The route-down alert is
+// on unless --alert-route-down is 0; the dead-letter alert is on when a
+// webhook or a pending-age threshold is given. Without a webhook alerts
+// are only logged.
 func (o *observeFlags) apply(cfg *outbox.RelayConfig) error {
 	hook, from := o.webhookURL()
 	if hook != "" {
@@ -65,18 +68,25 @@ func (o *observeFlags) apply(cfg *outbox.RelayConfig) error {
 	switch {
 	case o.pendingAge < 0:
 		return usagef("relay: --alert-pending-age must not be negative")
+	case o.routeDown < 0:
+		return usagef("relay: --alert-route-down must not be negative")
 	case o.alertInterval < 0:
 		return usagef("relay: --alert-interval must not be negative")
 	case o.metricsInterval < 0:
 		return usagef("relay: --metrics-interval must not be negative")
 	case o.metricsInterval > 0 && o.metricsInterval < time.Second:
 		return usagef("relay: --metrics-interval %s is too short (at least 1s)", o.metricsInterval)
-	case o.alertInterval > 0 && hook == "" && o.pendingAge == 0:
-		return usagef("relay: --alert-interval needs --alert-webhook (or OUTBOX_ALERT_WEBHOOK) or --alert-pending-age")
+	case o.alertInterval > 0 && hook == "" && o.pendingAge == 0 && o.routeDown == 0:
+		return usagef("relay: --alert-interval needs --alert-webhook (or OUTBOX_ALERT_WEBHOOK), --alert-pending-age or --alert-route-down")
 	}
 	cfg.MetricsInterval = o.metricsInterval
-	if hook != "" || o.pendingAge > 0 {
-		cfg.Alerts = &outbox.AlertConfig{WebhookURL: hook, OldestPendingAge: o.pendingAge, MinInterval: o.alertInterval}
+	routeDown := o.routeDown
+	if routeDown == 0 {
+		routeDown = -1 // off
+	}
+	if hook != "" || o.pendingAge > 0 || routeDown > 0 {
+		cfg.Alerts = &outbox.AlertConfig{WebhookURL: hook, OldestPendingAge: o.pendingAge, MinInterval: o.alertInterval,
+			RouteDown: routeDown, DisableDead: hook == "" && o.pendingAge == 0}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 func TestObserveFlagsApply(t *testing.T) {
 	t.Parallel()
 	const hook = "https://hooks.slack.com/services/T0/B0/s3cret"
+	const down = outbox.DefaultRouteDownAlert
 	for _, c := range []struct {
 		name string
 		args []string
@@ -20,16 +21,20 @@ func TestObserveFlagsApply(t *testing.T) {
 		err  string // "" when valid
 		want outbox.RelayConfig
 	}{
-		{name: "none"},
+		{name: "none", want: outbox.RelayConfig{Alerts: &outbox.AlertConfig{RouteDown: down, DisableDead: true}}},
+		{name: "route-down alert off", args: []string{"--alert-route-down", "0"}},
+		{name: "route-down alert sooner", args: []string{"--alert-route-down", "30s"},
+			want: outbox.RelayConfig{Alerts: &outbox.AlertConfig{RouteDown: 30 * time.Second, DisableDead: true}}},
 		{name: "webhook", args: []string{"--alert-webhook", hook, "--alert-interval", "1m"},
-			want: outbox.RelayConfig{Alerts: &outbox.AlertConfig{WebhookURL: hook, MinInterval: time.Minute}}},
+			want: outbox.RelayConfig{Alerts: &outbox.AlertConfig{WebhookURL: hook, MinInterval: time.Minute, RouteDown: down}}},
 		{name: "webhook from env", env: hook, args: []string{"--alert-pending-age", "10m", "--metrics-interval", "30s"},
-			want: outbox.RelayConfig{MetricsInterval: 30 * time.Second, Alerts: &outbox.AlertConfig{WebhookURL: hook, OldestPendingAge: 10 * time.Minute}}},
+			want: outbox.RelayConfig{MetricsInterval: 30 * time.Second, Alerts: &outbox.AlertConfig{WebhookURL: hook, OldestPendingAge: 10 * time.Minute, RouteDown: down}}},
 		{name: "flag wins over env", env: "https://other.example/x", args: []string{"--alert-webhook", hook},
-			want: outbox.RelayConfig{Alerts: &outbox.AlertConfig{WebhookURL: hook}}},
-		{name: "log-only age alert", args: []string{"--alert-pending-age", "5m"},
-			want: outbox.RelayConfig{Alerts: &outbox.AlertConfig{OldestPendingAge: 5 * time.Minute}}},
-		{name: "metrics interval alone", args: []string{"--metrics-interval", "5s"}, want: outbox.RelayConfig{MetricsInterval: 5 * time.Second}},
+			want: outbox.RelayConfig{Alerts: &outbox.AlertConfig{WebhookURL: hook, RouteDown: down}}},
+		{name: "log-only age alert", args: []string{"--alert-pending-age", "5m", "--alert-route-down", "0"},
+			want: outbox.RelayConfig{Alerts: &outbox.AlertConfig{OldestPendingAge: 5 * time.Minute, RouteDown: -1}}},
+		{name: "metrics interval alone", args: []string{"--metrics-interval", "5s", "--alert-route-down", "0"}, want: outbox.RelayConfig{MetricsInterval: 5 * time.Second}},
+		{name: "negative route-down", args: []string{"--alert-route-down", "-1s"}, err: "--alert-route-down must not be negative"},
 		{name: "not http", args: []string{"--alert-webhook", "ftp://u:s3cret@x/"}, err: "relay: --alert-webhook: want an http:// or https:// URL"},
 		{name: "no scheme", args: []string{"--alert-webhook", "hooks.slack.com/services/T0/B0/s3cret"}, err: "--alert-webhook: want"},
 		{name: "bad env", env: "s3cret", err: "relay: OUTBOX_ALERT_WEBHOOK: want"},
@@ -37,7 +42,7 @@ func TestObserveFlagsApply(t *testing.T) {
 		{name: "negative interval", args: []string{"--alert-webhook", hook, "--alert-interval", "-1s"}, err: "--alert-interval must not be negative"},
 		{name: "short metrics interval", args: []string{"--metrics-interval", "10ms"}, err: "--metrics-interval 10ms is too short"},
 		{name: "negative metrics interval", args: []string{"--metrics-interval", "-1s"}, err: "--metrics-interval must not be negative"},
-		{name: "interval without alerts", args: []string{"--alert-interval", "1m"}, err: "--alert-interval needs --alert-webhook"},
+		{name: "interval without alerts", args: []string{"--alert-interval", "1m", "--alert-route-down", "0"}, err: "--alert-interval needs --alert-webhook"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("relay", flag.ContinueOnError)

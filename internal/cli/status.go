@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +27,42 @@ type statusJSON struct {
 	OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
 	OldestDueAgeSeconds     float64          `json:"oldest_due_age_seconds"`
 	Topics                  []topicCountJSON `json:"topics"`
+	// Routes are the routes a live relay has seen down since it started
+	// (see routeJSON); a route not listed has been up all along.
+	Routes []routeJSON `json:"routes"`
+}
+
+// routeJSON is one route's health in 'outbox status --json'.
+type routeJSON struct {
+	Route string `json:"route"`
+	// State is "down" while any live relay sees the route down, else "up".
+	State string `json:"state"`
+	// Since is when the route entered State (RFC 3339, UTC, by database
+	// time); ForSeconds is how long ago that was.
+	Since      string   `json:"since"`
+	ForSeconds float64  `json:"for_seconds"`
+	Reason     string   `json:"reason,omitempty"`
+	Relays     []string `json:"relays"`
+}
+
+// statusView is what 'outbox status' shows.
+type statusView struct {
+	store.Stats
+	Routes []store.RouteHealth // summarized
+	at     time.Time
+}
+
+// readStatus reads the counts and the routes' health.
+func readStatus(ctx context.Context, st *store.Store) (statusView, error) {
+	stats, err := st.Stats(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
+	views, err := st.RouteHealth(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
+	return statusView{Stats: stats, Routes: store.SummarizeRoutes(views), at: time.Now()}, nil
 }
 
 type topicCountJSON struct {
@@ -70,7 +108,7 @@ JSON object per line.`,
 				if *watch {
 					return e.watchStatus(db, *interval, *asJSON)
 				}
-				st, err := db.Backend().Store.Stats(e.ctx)
+				st, err := readStatus(e.ctx, db.Backend().Store)
 				if err != nil {
 					return e.schemaHint(db, "status", err)
 				}
@@ -101,7 +139,7 @@ func (e *env) watchStatus(db *dburl.DB, interval time.Duration, asJSON bool) err
 			return nil
 		case <-timer.C:
 		}
-		st, err := db.Backend().Store.Stats(ctx)
+		st, err := readStatus(ctx, db.Backend().Store)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -149,7 +187,7 @@ func isTerminal(w io.Writer) bool {
 
 // printStatusJSON writes st as the status JSON document: indented, or
 // on one line.
-func printStatusJSON(w io.Writer, st store.Stats, indent bool) error {
+func printStatusJSON(w io.Writer, st statusView, indent bool) error {
 	out := statusJSON{
 		Pending:                 st.Pending,
 		Sent:                    st.Sent,
@@ -162,6 +200,13 @@ func printStatusJSON(w io.Writer, st store.Stats, indent bool) error {
 	for _, tc := range st.ByTopic {
 		out.Topics = append(out.Topics, topicCountJSON(tc))
 	}
+	out.Routes = []routeJSON{}
+	for _, rh := range st.Routes {
+		out.Routes = append(out.Routes, routeJSON{
+			Route: rh.Route, State: rh.State, Reason: rh.Reason, Relays: strings.Split(rh.Relay, ","),
+			Since: st.at.Add(-rh.For).UTC().Format(time.RFC3339), ForSeconds: rh.For.Seconds(),
+		})
+	}
 	enc := json.NewEncoder(w)
 	if indent {
 		enc.SetIndent("", "  ")
@@ -170,7 +215,7 @@ func printStatusJSON(w io.Writer, st store.Stats, indent bool) error {
 }
 
 // printStatus writes st as tables.
-func printStatus(w io.Writer, st store.Stats) {
+func printStatus(w io.Writer, st statusView) {
 	rows := []struct {
 		name string
 		n    int64
@@ -187,13 +232,27 @@ func printStatus(w io.Writer, st store.Stats) {
 		fmt.Fprintf(w, "\noldest pending message: %s old\n", roundAge(st.OldestPendingAge))
 		fmt.Fprintf(w, "oldest due message: waiting %s\n", roundAge(st.OldestDueAge))
 	}
-	if len(st.ByTopic) == 0 {
+	if len(st.ByTopic) > 0 {
+		fmt.Fprintln(w)
+		t := newTable(w, "TOPIC", "STATUS", "MESSAGES")
+		for _, tc := range st.ByTopic {
+			t.row(tc.Topic, tc.Status, strconv.FormatInt(tc.Count, 10))
+		}
+		t.flush()
+	}
+	printRoutes(w, st)
+}
+
+// printRoutes writes the routes' health: those a live relay has seen
+// down, with since when; nothing when none has.
+func printRoutes(w io.Writer, st statusView) {
+	if len(st.Routes) == 0 {
 		return
 	}
 	fmt.Fprintln(w)
-	t := newTable(w, "TOPIC", "STATUS", "MESSAGES")
-	for _, tc := range st.ByTopic {
-		t.row(tc.Topic, tc.Status, strconv.FormatInt(tc.Count, 10))
+	t := newTable(w, "ROUTE", "STATE", "SINCE", "FOR", "REASON")
+	for _, rh := range st.Routes {
+		t.row(rh.Route, rh.State, st.at.Add(-rh.For).UTC().Format(time.RFC3339), roundAge(rh.For).String(), truncate(rh.Reason, 120))
 	}
 	t.flush()
 }

@@ -394,6 +394,7 @@ func (d *demo) verify(ctx context.Context) (bool, error) {
 		ids = append(ids, id)
 	}
 	var sent, dead int
+	deadIDs := map[string]bool{}
 	for start := 0; start < len(ids); start += 500 {
 		rows, err := st.List(ctx, store.Filter{MessageIDs: ids[start:min(len(ids), start+500)], Limit: 500})
 		if err != nil {
@@ -405,23 +406,28 @@ func (d *demo) verify(ctx context.Context) (bool, error) {
 				sent++
 			case store.StatusDead:
 				dead++
+				deadIDs[r.MessageID] = true
 			}
 		}
 	}
-	lost := len(ids) - sent
+	// A dead message is reported as dead, not lost: it is in the outbox
+	// with its reason, for an operator to requeue. Either fails the run.
+	lost := len(ids) - sent - dead
 	delivered, dups, unexpected := sent, 0, 0
 	if d.inv != nil {
 		s := d.inv.snapshot()
-		delivered, dups = 0, s.duplicates
+		delivered, dups, lost = 0, s.duplicates, 0
 		for id := range d.msgIDs {
-			if s.seen[id] {
+			switch {
+			case s.seen[id]:
 				delivered++
+			case !deadIDs[id]:
+				lost++
 			}
 		}
-		lost = len(ids) - delivered
 		unexpected = s.distinct - delivered
 	}
-	ok := lost == 0 && unexpected == 0 && orders == d.written
+	ok := lost == 0 && dead == 0 && unexpected == 0 && orders == d.written
 	verdict := "OK"
 	if !ok {
 		verdict = "FAILED"

@@ -133,6 +133,32 @@ type RouteHealth struct {
 	Reason string
 }
 
+// SummarizeRoutes folds the relays' views (as RouteHealth lists them)
+// into one per route: down while any relay sees it down, since the
+// earliest of them, with that relay's reason; else up, since the latest
+// recovery. Relay is the relays in that state, comma-separated.
+func SummarizeRoutes(views []RouteHealth) []RouteHealth {
+	var out []RouteHealth
+	for _, v := range views {
+		i := len(out) - 1
+		if i < 0 || out[i].Route != v.Route {
+			out = append(out, v)
+			continue
+		}
+		cur := &out[i]
+		switch {
+		case v.State == cur.State:
+			cur.Relay += "," + v.Relay
+			if (v.State == RouteDown && v.For > cur.For) || (v.State == RouteUp && v.For < cur.For) {
+				cur.For, cur.Reason = v.For, v.Reason
+			}
+		case v.State == RouteDown:
+			*cur = v
+		}
+	}
+	return out
+}
+
 // TopicCount is the number of messages of a topic in a status.
 type TopicCount struct {
 	Topic  string

@@ -249,12 +249,18 @@ func (st *Store) RecordRoute(ctx context.Context, relay, route string, down bool
 	return err
 }
 
+// routeHealthVersion is the migration that adds outbox_route_health.
+const routeHealthVersion = 6
+
 // RouteHealth lists what the live relays last recorded about their
 // routes, by route then relay. Routes no relay ever saw down are not in
 // it: they have been up since their relays started.
 func (st *Store) RouteHealth(ctx context.Context) ([]RouteHealth, error) {
 	rows, err := st.db.Query(ctx, st.s.routeHealth)
 	if err != nil {
+		if v, verr := SchemaVersion(ctx, st.db); verr == nil && v < routeHealthVersion {
+			return nil, nil // a schema from before route health: nothing recorded
+		}
 		return nil, err
 	}
 	defer rows.Close()

@@ -539,3 +539,18 @@ func TestRouteHealth(t *testing.T) {
 		}
 	})
 }
+
+func TestSummarizeRoutes(t *testing.T) {
+	views := []store.RouteHealth{
+		{Route: "billing", Relay: "a", State: store.RouteUp, For: 3 * time.Second},
+		{Route: "billing", Relay: "b", State: store.RouteUp, For: time.Second},
+		{Route: "orders", Relay: "a", State: store.RouteUp, For: time.Second},
+		{Route: "orders", Relay: "b", State: store.RouteDown, For: time.Minute, Reason: "503"},
+		{Route: "orders", Relay: "c", State: store.RouteDown, For: time.Hour, Reason: "refused"},
+	}
+	got := fmt.Sprint(store.SummarizeRoutes(views))
+	want := "[{billing a,b up 1s } {orders b,c down 1h0m0s refused}]"
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}

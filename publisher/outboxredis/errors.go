@@ -25,6 +25,13 @@ func isServerReply(err error) bool {
 	return errors.Is(err, redis.Nil) || errors.As(err, &rerr)
 }
 
+// serverWide are the error codes of a server that refuses every write for
+// a while, whatever the message.
+var serverWide = map[string]bool{
+	"OOM": true, "LOADING": true, "BUSY": true, "READONLY": true, "MASTERDOWN": true,
+	"CLUSTERDOWN": true, "NOREPLICAS": true, "MISCONF": true,
+}
+
 // classify turns the failure of one XADD into the error the relay acts on.
 // ctx is the publish's context.
 func classify(ctx context.Context, err error, stream string) error {
@@ -44,12 +51,16 @@ func classify(ctx context.Context, err error, stream string) error {
 		case code == "NOAUTH" || code == "WRONGPASS" || strings.HasPrefix(msg, "ERR max number of clients"):
 			// Refused at the handshake, before anything was sent.
 			return outbox.Unavailable(fmt.Errorf("outboxredis: XADD %q: connection refused by the server: %s", stream, msg))
+		case serverWide[code]:
+			// The server refuses every write for now, whatever the
+			// message: memory pressure, a restart reading its data, a
+			// long script, a replica or a failover, too few replicas, a
+			// failing snapshot. The route is down until a probe passes.
+			return outbox.Unavailable(fmt.Errorf("outboxredis: XADD %q: the server refuses writes: %s", stream, msg))
 		}
-		// Every other reply is transient: OOM (memory pressure), LOADING
-		// (a restart reading its data), BUSY (a long script), READONLY,
-		// MASTERDOWN, CLUSTERDOWN, TRYAGAIN, MOVED, ASK (failover or
-		// resharding), NOREPLICAS (min-replicas-to-write), MISCONF (a
-		// failing snapshot). A later attempt can get past them.
+		// Every other reply is transient: TRYAGAIN, MOVED, ASK (a slot
+		// being resharded) and replies this code does not know. A later
+		// attempt can get past them.
 		return fmt.Errorf("outboxredis: XADD %q: %s", stream, msg)
 	}
 	if errors.Is(err, redis.ErrClosed) {

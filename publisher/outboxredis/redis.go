@@ -47,12 +47,15 @@
 //     stream name: permanent, the message goes dead with the reason;
 //   - the server cannot be reached (connection refused, dial timeout, DNS,
 //     TLS handshake, authentication, connection pool timeout): unavailable,
-//     the relay pauses the route without counting attempts;
+//     the route goes down without counting attempts;
 //   - no reply after the pipeline went out (timeout, connection lost):
 //     unknown, retried, the entry may be in the stream already;
-//   - OOM, LOADING, BUSY, READONLY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN,
-//     NOREPLICAS, MISCONF and other server errors: transient, retried with
-//     backoff.
+//   - OOM, LOADING, BUSY, READONLY, CLUSTERDOWN, MASTERDOWN, NOREPLICAS
+//     and MISCONF (the server refuses every write for a while):
+//     unavailable, the route goes down and is probed;
+//   - TRYAGAIN, MOVED, ASK and other server errors: transient, retried
+//     with backoff (and the route goes down if every new message meets
+//     them).
 //
 // # Consuming
 //

@@ -440,7 +440,7 @@ func TestServerErrors(t *testing.T) {
 	t.Run("OOM", func(t *testing.T) {
 		mustDo(t, admin, "CONFIG", "SET", "maxmemory", "1")
 		defer mustDo(t, admin, "CONFIG", "SET", "maxmemory", "0")
-		wantClass(t, publish(p, env("orders", "k", `1`))[0], outbox.ClassTransient, "OOM")
+		wantClass(t, publish(p, env("orders", "k", `1`))[0], outbox.ClassUnavailable, "OOM")
 	})
 
 	t.Run("NOPERM", func(t *testing.T) {
