@@ -7,12 +7,17 @@ import (
 	"github.com/txoutbox/outbox/internal/relay"
 )
 
-// Retry policy defaults.
+// Retry policy defaults: with the default 10 attempts a failing message
+// is retried for up to 42.6 h (RetryPolicy.Horizon; half that on average
+// with the jitter) before it goes dead — about as long as the big webhook
+// senders retry (Stripe up to 3 days; the Standard Webhooks schedule a
+// little over a day). A destination that is down costs no attempts at
+// all (see Route): these are for failures that are the message's own.
 const (
 	// DefaultRetryBase is the first backoff ceiling.
-	DefaultRetryBase = time.Second
+	DefaultRetryBase = relay.DefaultRetryBase
 	// DefaultRetryCap is the largest backoff.
-	DefaultRetryCap = time.Hour
+	DefaultRetryCap = relay.DefaultRetryCap
 )
 
 // RetryPolicy decides how long a failed message waits before its next
@@ -20,9 +25,10 @@ const (
 type RetryPolicy struct {
 	// Base is the backoff ceiling after the first failure; it doubles with
 	// every further failure up to Cap, and the actual wait is drawn
-	// uniformly from [0, ceiling) (full jitter). Defaults to 1 s.
+	// uniformly from [0, ceiling) (full jitter). Defaults to
+	// DefaultRetryBase (5 min).
 	Base time.Duration
-	// Cap bounds the backoff. Defaults to 1 h.
+	// Cap bounds the backoff. Defaults to DefaultRetryCap (24 h).
 	Cap time.Duration
 	// Schedule, when set, replaces the exponential backoff: the n-th retry
 	// waits Schedule[n-1], and the last entry repeats (e.g. 10s, 30s, 1m,

@@ -1,7 +1,10 @@
 package outbox_test
 
 import (
+	"fmt"
 	"math"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,13 +19,13 @@ func TestRetryPolicyCeiling(t *testing.T) {
 		attempt int
 		want    time.Duration
 	}{
-		{"default first", outbox.RetryPolicy{}, 1, time.Second},
-		{"default second", outbox.RetryPolicy{}, 2, 2 * time.Second},
-		{"default fifth", outbox.RetryPolicy{}, 5, 16 * time.Second},
-		{"default capped at an hour", outbox.RetryPolicy{}, 13, outbox.DefaultRetryCap},
+		{"default first", outbox.RetryPolicy{}, 1, 5 * time.Minute},
+		{"default second", outbox.RetryPolicy{}, 2, 10 * time.Minute},
+		{"default fifth", outbox.RetryPolicy{}, 5, 80 * time.Minute},
+		{"default capped at a day", outbox.RetryPolicy{}, 10, outbox.DefaultRetryCap},
 		{"default far out", outbox.RetryPolicy{}, 1_000_000, outbox.DefaultRetryCap},
-		{"attempt zero is the first", outbox.RetryPolicy{}, 0, time.Second},
-		{"negative attempt is the first", outbox.RetryPolicy{}, -5, time.Second},
+		{"attempt zero is the first", outbox.RetryPolicy{}, 0, 5 * time.Minute},
+		{"negative attempt is the first", outbox.RetryPolicy{}, -5, 5 * time.Minute},
 		{"custom base", outbox.RetryPolicy{Base: 100 * time.Millisecond}, 4, 800 * time.Millisecond},
 		{"custom cap", outbox.RetryPolicy{Base: time.Second, Cap: 10 * time.Second}, 5, 10 * time.Second},
 		{"cap below base", outbox.RetryPolicy{Base: time.Minute, Cap: time.Second}, 3, time.Minute},
@@ -138,4 +141,57 @@ func FuzzRetryPolicyCeiling(f *testing.F) {
 			t.Fatalf("%+v: Delay(%d) = %v, want in [0, %v)", p, attempt, d, c)
 		}
 	})
+}
+
+// horizonTable is the retry-horizon table of docs/design.md ("Retry
+// defaults"), computed: the longest a message with the default 10
+// attempts is retried before it goes dead under each policy.
+func horizonTable() string {
+	rows := []struct {
+		name     string
+		policy   outbox.RetryPolicy
+		attempts int
+	}{
+		{"before: full jitter 1 s → 1 h", outbox.RetryPolicy{Base: time.Second, Cap: time.Hour}, 10},
+		{"now: full jitter 5 min → 24 h (the default)", outbox.RetryPolicy{}, 10},
+		{"Standard Webhooks' example schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h", outbox.RetryPolicy{Schedule: []time.Duration{
+			5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}}, 8},
+	}
+	var b strings.Builder
+	b.WriteString("| policy | attempts | first wait at most | horizon | on average |\n|---|---|---|---|---|\n")
+	for _, r := range rows {
+		h := r.policy.Horizon(r.attempts)
+		avg := h / 2
+		if len(r.policy.Schedule) > 0 {
+			avg = h // a schedule has no jitter
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", r.name, r.attempts, human(r.policy.Ceiling(1)), human(h), human(avg))
+	}
+	return b.String()
+}
+
+// human writes a duration the way the docs do: 8 min 31 s, 42.6 h.
+func human(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour && d%time.Minute == 0:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%.1f h", d.Hours())
+}
+
+// TestRetryHorizonTable: docs/design.md carries the horizons this code
+// computes.
+func TestRetryHorizonTable(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := horizonTable(); !strings.Contains(string(doc), want) {
+		t.Fatalf("docs/design.md does not carry the computed retry horizons; put this table there:\n%s", want)
+	}
 }

@@ -64,8 +64,8 @@ const (
 	ClassTransient ErrorClass = iota
 	// ClassPermanent: dead at once.
 	ClassPermanent
-	// ClassUnavailable: the destination is down; pause the route, keep the
-	// attempt count.
+	// ClassUnavailable: the destination is down; the route goes down at
+	// once and the attempt is not counted.
 	ClassUnavailable
 	// ClassUnknown: the message may have been delivered; retry, asking the
 	// route's Checker first.
@@ -99,7 +99,7 @@ func RetryAfter(err error, d time.Duration) error { return relay.Mark(err, relay
 
 // Unavailable marks err as "the destination cannot be reached at all"
 // (connection refused, broker down). The relay does not count the attempt
-// against the message; it pauses the route and probes it until it answers.
+// against the message; it takes the route down and probes it until it answers.
 func Unavailable(err error) error { return relay.Mark(err, relay.ClassUnavailable, 0) }
 
 // Unknown marks err as "the message may or may not have been delivered"

@@ -65,7 +65,7 @@ type RelayConfig struct {
 	// to host-pid-random.
 	ID string
 	// Logger receives state changes (dead letters, partitions gained or
-	// lost, routes paused). Defaults to slog.Default().
+	// lost, routes down or up again). Defaults to slog.Default().
 	Logger *slog.Logger
 	// BatchSize is the most messages a worker reads in one round; each
 	// worker adapts between MinBatchSize and BatchSize. Defaults to
@@ -99,7 +99,9 @@ type RelayConfig struct {
 	// most LeaseTTL. Defaults to DefaultLeaseTTL (5 s).
 	LeaseTTL time.Duration
 	// Retry is the backoff between attempts, unless a route overrides it.
-	// Defaults to full-jitter exponential backoff from 1 s to 1 h.
+	// Defaults to full-jitter exponential backoff from DefaultRetryBase
+	// (5 min) to DefaultRetryCap (24 h): 42.6 h over the default 10
+	// attempts.
 	Retry RetryPolicy
 	// MaxPayloadBytes: a message with a larger payload (inserted by plain
 	// SQL) goes dead instead of being published. Defaults to

@@ -15,7 +15,7 @@ import (
 
 // clientLog receives a broker client's own log lines (go-redis logs every
 // failed dial) at debug level, so an outage shows as the relay's single
-// "route paused" line instead of a flood on stderr. The client's logger is
+// "route down" line instead of a flood on stderr. The client's logger is
 // one variable for the whole process: it is set once, before any
 // goroutine reads it, and forwards to the logger last stored here.
 var clientLog atomic.Pointer[slog.Logger]

@@ -14,12 +14,24 @@ type RetryPolicy struct {
 	Schedule []time.Duration
 }
 
+// The default backoff (outbox.DefaultRetryBase, DefaultRetryCap): full
+// jitter from a 5 min ceiling doubling to 24 h, so that the default ten
+// attempts span 42.6 h (RetryPolicy.Horizon) — about as long as the big
+// webhook senders keep retrying (Stripe up to three days, the Standard
+// Webhooks schedule a little over a day). An outage of the destination
+// costs no attempts (route health); these are for failures that are the
+// message's.
+const (
+	DefaultRetryBase = 5 * time.Minute
+	DefaultRetryCap  = 24 * time.Hour
+)
+
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.Base == 0 {
-		p.Base = time.Second
+		p.Base = DefaultRetryBase
 	}
 	if p.Cap == 0 {
-		p.Cap = time.Hour
+		p.Cap = DefaultRetryCap
 	}
 	if p.Cap < p.Base {
 		p.Cap = p.Base

@@ -25,7 +25,7 @@ const (
 	resultSent     = "sent"     // the destination confirmed it
 	resultRetry    = "retry"    // the attempt failed and counts; another follows after a backoff
 	resultDead     = "dead"     // it will not be sent again
-	resultDeferred = "deferred" // put back without counting an attempt (destination unavailable, route paused)
+	resultDeferred = "deferred" // put back without counting an attempt (route down or held, or a call of new messages all failing)
 )
 
 // maxTopicSeries bounds the distinct topic label values a relay reports;

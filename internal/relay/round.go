@@ -66,7 +66,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	}
 	if r.router.allPaused() {
 		// Every destination is down: reading would only defer the
-		// batch again. The first round after a pause ends is the probe.
+		// batch again. The first round after a pause ends sends the probe.
 		return 0, nil
 	}
 	parts := make([]int, 0, len(all)/r.cfg.Workers+1)

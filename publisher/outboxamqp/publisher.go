@@ -43,7 +43,7 @@
 // message that was sent but not confirmed before the context ended or the
 // connection was lost is an unknown outcome (outbox.Unknown). A broker that
 // cannot be reached, or that has blocked publishing (resource alarm), makes
-// every message of the batch outbox.Unavailable, so that the relay pauses
+// every message of the batch outbox.Unavailable, so that the relay takes down
 // the route instead of spending attempts.
 //
 // The publisher connects on the first Publish and again on the next

@@ -34,7 +34,7 @@
 // credentials may not write to are permanent: the message goes dead with
 // the reason. When no broker can be used (connections refused, the
 // brokers' certificate not trusted, the credentials rejected) the result
-// is outbox.Unavailable, so the relay pauses the route without spending
+// is outbox.Unavailable, so the relay takes the route down without spending
 // attempts; the Publisher then checks that a broker answers before
 // producing again. A publish that ends before the broker answered is an
 // unknown outcome (the record may still be written). Everything else

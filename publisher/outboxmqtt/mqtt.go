@@ -37,7 +37,7 @@
 // MQTT cannot carry ('+', '#', NUL, control characters, a leading '$',
 // empty, over 65535 bytes) and a message larger than the server's maximum
 // packet size are permanent and never sent. While the connection is down
-// every message fails as unavailable, so the relay pauses the route
+// every message fails as unavailable, so the relay takes the route down
 // without counting attempts; a message whose connection dropped, or whose
 // PUBACK did not come in time, after it was written is an unknown outcome.
 //

@@ -46,7 +46,7 @@
 //     NATS cannot carry or one named Nats-* (JetStream control headers
 //     such as Nats-Rollup or Nats-Expected-Stream must not come from row
 //     data);
-//   - unavailable (the route pauses, attempts are not counted): the
+//   - unavailable (the route goes down, attempts are not counted): the
 //     connection is closed, disconnected or reconnecting when the message
 //     would be sent;
 //   - unknown (retried; Nats-Msg-Id makes a resend harmless): no PubAck

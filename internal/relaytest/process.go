@@ -1,0 +1,103 @@
+package relaytest
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/syncbuf"
+)
+
+// Process is an `outbox relay` process, run as an operator would run it.
+type Process struct {
+	p   *relayProcess
+	log *syncbuf.Buffer
+	bin string
+	db  string
+}
+
+// StartRelay builds the outbox command and runs `outbox relay --db dbURL
+// args…` with its log at info level; the process is killed at cleanup if
+// it still runs.
+func StartRelay(t *testing.T, dbURL string, args ...string) *Process {
+	t.Helper()
+	bin := relayBinary(t)
+	log := &syncbuf.Buffer{}
+	cmd := exec.Command(bin, append([]string{"relay", "--db", dbURL, "--log-level", "info"}, args...)...)
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start relay: %v", err)
+	}
+	p := &relayProcess{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("relay log:\n%s", log.String())
+		}
+	})
+	return &Process{p: p, log: log, bin: bin, db: dbURL}
+}
+
+// Log is what the relay logged so far.
+func (p *Process) Log() string { return p.log.String() }
+
+// Logged counts the log lines holding s.
+func (p *Process) Logged(s string) int {
+	n := 0
+	for line := range strings.Lines(p.Log()) {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// Stop ends the relay with SIGTERM and checks it exits 0.
+func (p *Process) Stop(t *testing.T) {
+	t.Helper()
+	p.p.term(t)
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Status runs `outbox status --json` on the relay's database and decodes
+// its output into v.
+func (p *Process) Status(t *testing.T, v any) {
+	t.Helper()
+	cmd := exec.Command(p.bin, "status", "--json", "--db", p.db)
+	cmd.Env = os.Environ()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("outbox status --json: %v", err)
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("outbox status --json: %v\n%s", err, out)
+	}
+}
+
+// Signal sends sig to the relay.
+func (p *Process) Signal(sig syscall.Signal) { _ = p.p.cmd.Process.Signal(sig) }
+
+// WaitExit waits up to d for the relay to end and returns its exit code
+// (-1 when it is still running).
+func (p *Process) WaitExit(d time.Duration) int {
+	select {
+	case <-p.p.done:
+		return p.p.cmd.ProcessState.ExitCode()
+	case <-time.After(d):
+		return -1
+	}
+}
