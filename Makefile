@@ -1,7 +1,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help test test-short services lint bench demo build chaos
+.PHONY: help test test-short services lint bench demo demo-soak build chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -38,3 +38,6 @@ chaos: services ## run the fault-injection scenarios at a large scale (OUTBOX_CH
 
 demo: ## run the demo
 	$(GO) run ./cmd/outbox demo
+
+demo-soak: ## run the demo 30 times with both cores kept busy; every run must end verified OK (RUNS=N)
+	scripts/demo-soak.sh $${RUNS:-30}

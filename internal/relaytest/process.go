@@ -5,9 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/txoutbox/outbox/internal/syncbuf"
 )
@@ -63,16 +61,6 @@ func (p *Process) Stop(t *testing.T) {
 	p.p.term(t)
 }
 
-// Exited reports whether the process has ended.
-func (p *Process) Exited() bool {
-	select {
-	case <-p.p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // Status runs `outbox status --json` on the relay's database and decodes
 // its output into v.
 func (p *Process) Status(t *testing.T, v any) {
@@ -85,19 +73,5 @@ func (p *Process) Status(t *testing.T, v any) {
 	}
 	if err := json.Unmarshal(out, v); err != nil {
 		t.Fatalf("outbox status --json: %v\n%s", err, out)
-	}
-}
-
-// Signal sends sig to the relay.
-func (p *Process) Signal(sig syscall.Signal) { _ = p.p.cmd.Process.Signal(sig) }
-
-// WaitExit waits up to d for the relay to end and returns its exit code
-// (-1 when it is still running).
-func (p *Process) WaitExit(d time.Duration) int {
-	select {
-	case <-p.p.done:
-		return p.p.cmd.ProcessState.ExitCode()
-	case <-time.After(d):
-		return -1
 	}
 }
