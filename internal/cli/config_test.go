@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 )
@@ -59,4 +61,49 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatal("nil config without error")
 		}
 	})
+}
+
+// TestRouteLimits: route options come from the URL of a --route flag or a
+// config route (and are taken out of it), and the config's keys win over
+// the URL's; bad values are usage errors naming where they are.
+func TestRouteLimits(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseConfig("r.yaml", []byte(`routes:
+  - pattern: "order.*"
+    to: https://example.com/hooks?max_in_flight=8&rate=10/s&a=1
+    rate: 200/s
+    probe_max: 1m
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := testEnv(t.Context(), nil, nil, io.Discard, io.Discard)
+	r := &resolver{e: e, set: map[string]bool{}, cfg: cfg}
+	specs, err := routeSpecs(r, &relayFlags{routes: listFlag{"billing.>=nats://h:4222?probe_min=2s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("%s %+v | %s %+v", specs[0].url, specs[0].limits, specs[1].url, specs[1].limits)
+	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s}"
+	if got != want {
+		t.Fatalf("specs\n%s\nwant\n%s", got, want)
+	}
+	for _, c := range []struct{ yaml, flag, err string }{
+		{flag: "x.*=https://h?rate=lots", err: `--route "x.*=https://h?rate=lots": destination https://h?rate=lots: rate="lots"`},
+		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    max_in_flight: none\n", err: "config r.yaml: routes[0].max_in_flight: want a whole number"},
+		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    probe_min: 1m\n    probe_max: 1s\n", err: "routes[0]: probe_min 1m0s is more than probe_max 1s"},
+	} {
+		cfg, err := parseConfig("r.yaml", []byte(c.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &relayFlags{}
+		if c.flag != "" {
+			f.routes = listFlag{c.flag}
+		}
+		_, err = routeSpecs(&resolver{e: e, set: map[string]bool{}, cfg: cfg}, f)
+		if err == nil || !strings.Contains(err.Error(), c.err) || exitStatus(err) != ExitUsage {
+			t.Errorf("error %v, want a usage error with %q", err, c.err)
+		}
+	}
 }

@@ -152,3 +152,41 @@ func TestStatusDueAge(t *testing.T) {
 		t.Errorf("status does not show the due age:\n%s", out)
 	}
 }
+
+// TestStatusRoutes: the routes' health appears in the table and in the
+// JSON, with since when; without any, the table has no routes section and
+// the JSON an empty list.
+func TestStatusRoutes(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	st := statusView{at: at, Routes: []store.RouteHealth{
+		{Route: "orders", Relay: "r1,r2", State: store.RouteDown, For: 4*time.Minute + 12*time.Second, Reason: "HTTP 503 Service Unavailable"},
+		{Route: "billing", Relay: "r1", State: store.RouteUp, For: time.Minute},
+	}}
+	var table strings.Builder
+	printStatus(&table, st)
+	for _, want := range []string{"ROUTE", "orders   down   2026-12-01T11:55:48Z  4m12s  HTTP 503 Service Unavailable", "billing  up     2026-12-01T11:59:00Z  1m0s"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	var js strings.Builder
+	if err := printStatusJSON(&js, st, false); err != nil {
+		t.Fatal(err)
+	}
+	var doc statusJSON
+	if err := json.Unmarshal([]byte(js.String()), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Routes) != 2 || doc.Routes[0].State != "down" || doc.Routes[0].Since != "2026-12-01T11:55:48Z" ||
+		doc.Routes[0].ForSeconds != 252 || strings.Join(doc.Routes[0].Relays, ",") != "r1,r2" {
+		t.Fatalf("routes in JSON: %+v", doc.Routes)
+	}
+	table.Reset()
+	js.Reset()
+	printStatus(&table, statusView{at: at})
+	_ = printStatusJSON(&js, statusView{at: at}, false)
+	if strings.Contains(table.String(), "ROUTE") || !strings.Contains(js.String(), `"routes":[]`) {
+		t.Fatalf("without routes: table %q, JSON %q", table.String(), js.String())
+	}
+}
