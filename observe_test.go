@@ -234,6 +234,20 @@ func (c *logCapture) find(level slog.Level, msg string) []map[string]string {
 	return out
 }
 
+// findPrefix is find for the records whose message starts with prefix;
+// the message is under "msg".
+func (c *logCapture) findPrefix(level slog.Level, prefix string) []map[string]string {
+	var out []map[string]string
+	for _, r := range c.records() {
+		if r.Level == level && strings.HasPrefix(r.Message, prefix) {
+			attrs := map[string]string{"msg": r.Message}
+			r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+			out = append(out, attrs)
+		}
+	}
+	return out
+}
+
 func (c *logCapture) text() string {
 	var b bytes.Buffer
 	h := slog.NewTextHandler(&b, nil)
@@ -288,10 +302,11 @@ func TestRelayLogsStateChangesWithoutSecrets(t *testing.T) {
 		!strings.Contains(d["error"], "https://user:xxxxx@hooks.example.com/x?token=xxxxx") {
 		t.Errorf("dead line %v", d)
 	}
-	paused := logs.find(slog.LevelWarn, "outbox relay: route paused: destination unavailable")
-	resumed := logs.find(slog.LevelInfo, "outbox relay: route resumed")
-	if len(paused) != 1 || len(resumed) != 1 || paused[0]["route"] != "down" || resumed[0]["route"] != "down" {
-		t.Errorf("paused %v, resumed %v; want one each for route down", paused, resumed)
+	downLines := logs.findPrefix(slog.LevelWarn, "outbox relay: route down: ")
+	upLines := logs.findPrefix(slog.LevelInfo, "outbox relay: route up again after ")
+	if len(downLines) != 1 || len(upLines) != 1 || downLines[0]["route"] != "down" || upLines[0]["route"] != "down" ||
+		!strings.Contains(downLines[0]["msg"], "amqp://guest:xxxxx@broker:5672/") || !strings.Contains(upLines[0]["msg"], "1 probe") {
+		t.Errorf("down %v, up %v; want one each for route down, the reason redacted", downLines, upLines)
 	}
 	gained := 0
 	for _, p := range logs.find(slog.LevelInfo, "outbox relay: partitions changed") {

@@ -790,3 +790,36 @@ func TestHistory(t *testing.T) {
 		t.Errorf("second sample: %+v", second)
 	}
 }
+
+// TestStatsRoutes: /api/v1/stats lists the routes live relays recorded as
+// down or up again, one per route.
+func TestStatsRoutes(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.SQLite)
+	st := db.Backend().Store
+	ctx := t.Context()
+	if _, err := st.Heartbeat(ctx, "r1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordRoute(ctx, "r1", "orders", true, "HTTP 503 Service Unavailable"); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := admin.New(db.Std, &admin.Config{Logger: relaytest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	var got struct {
+		Routes []struct {
+			Route, State, Reason string
+			Since                time.Time
+			Relays               []string
+		}
+	}
+	call(t, ts, "GET", "/api/v1/stats", "", nil).want(t, 200).decode(t, &got)
+	if len(got.Routes) != 1 || got.Routes[0].State != "down" || got.Routes[0].Reason != "HTTP 503 Service Unavailable" ||
+		got.Routes[0].Since.IsZero() || strings.Join(got.Routes[0].Relays, ",") != "r1" {
+		t.Fatalf("routes: %+v", got.Routes)
+	}
+}

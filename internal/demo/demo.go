@@ -5,7 +5,8 @@
 // webhooks to an in-process inventory service that is down for the first
 // seconds and then answers 503 at random; midway the relay is killed with
 // SIGKILL and started again; the inventory service dedupes by message id.
-// At the end the demo checks that every committed order's message arrived.
+// At the end the demo checks that every committed order's message arrived,
+// reporting those that did not as lost or, when they went dead, as dead.
 package demo
 
 import (
@@ -103,8 +104,8 @@ Runs the whole outbox loop: an order service writes orders and their
 order.created messages in one transaction; a relay process delivers them to
 an inventory service that is down at first and then fails at random; the
 relay is killed with SIGKILL midway and restarted; the inventory service
-dedupes by message id. Ends with a verification line; exits 0 only if no
-message was lost.
+dedupes by message id. Ends with a verification line; exits 0 only if
+every message was delivered (a lost or a dead one fails the run).
 
   --db URL        database (default: a SQLite file in a temp dir)
   --to URL        deliver to this destination instead of the in-process
