@@ -53,6 +53,12 @@ func (r *Relay) deliver(ctx context.Context, items []*item, rep *BatchReport) []
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
 	defer cancel()
 	var aborted atomic.Bool
+	rd := &delivery{aborted: &aborted, ok: map[*routeState]*atomic.Bool{}}
+	for _, it := range items {
+		if it.route != nil && rd.ok[it.route] == nil {
+			rd.ok[it.route] = &atomic.Bool{}
+		}
+	}
 	finished := make(chan struct{})
 	defer close(finished)
 	go func() {
@@ -102,7 +108,7 @@ func (r *Relay) deliver(ctx context.Context, items []*item, rep *BatchReport) []
 			todo = append(todo, it)
 		}
 		r.check(pubCtx, todo)
-		r.publishWave(pubCtx, todo, &aborted)
+		r.publishWave(pubCtx, todo, rd)
 		for _, it := range todo {
 			if it.row.HasKey && (!it.decided || it.out.Status == store.StatusPending) {
 				blocked[it.row.Key] = true
@@ -257,8 +263,18 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 	wg.Wait()
 }
 
+// delivery is what the waves of one batch share.
+type delivery struct {
+	// aborted: shutdown cut the publish short.
+	aborted *atomic.Bool
+	// ok: a message of the route was confirmed in this batch (a failure
+	// in a later wave is then the message's); one entry per route of the
+	// batch, set before the waves.
+	ok map[*routeState]*atomic.Bool
+}
+
 // publishWave publishes undecided items, grouped by route, concurrently.
-func (r *Relay) publishWave(ctx context.Context, todo []*item, aborted *atomic.Bool) {
+func (r *Relay) publishWave(ctx context.Context, todo []*item, rd *delivery) {
 	groups := map[*routeState][]*item{}
 	for _, it := range todo {
 		if !it.decided {
@@ -270,7 +286,7 @@ func (r *Relay) publishWave(ctx context.Context, todo []*item, aborted *atomic.B
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.publishRoute(ctx, rs, group, aborted)
+			r.publishRoute(ctx, rs, group, rd)
 		}()
 	}
 	wg.Wait()
@@ -280,9 +296,9 @@ func (r *Relay) publishWave(ctx context.Context, todo []*item, aborted *atomic.B
 // allow: nothing while it is down or held but the probe, then calls of at
 // most the free in-flight slots and the rate's burst each. Items the
 // limits leave no time for stay undecided, for the next round.
-func (r *Relay) publishRoute(ctx context.Context, rs *routeState, group []*item, aborted *atomic.Bool) {
+func (r *Relay) publishRoute(ctx context.Context, rs *routeState, group []*item, rd *delivery) {
 	h := rs.health
-	for len(group) > 0 && !aborted.Load() {
+	for len(group) > 0 && !rd.aborted.Load() {
 		mode, wait, why := h.admit(time.Now())
 		if mode == admitWait {
 			deferItems(rs, group, wait, why)
@@ -304,7 +320,7 @@ func (r *Relay) publishRoute(ctx context.Context, rs *routeState, group []*item,
 			h.unprobe(mode == admitProbe)
 			return
 		}
-		r.publishGroup(ctx, rs, group[:n], aborted, mode == admitProbe)
+		r.publishGroup(ctx, rs, group[:n], rd, mode == admitProbe)
 		h.release(n)
 		group = group[n:]
 	}
@@ -320,7 +336,8 @@ func deferItems(rs *routeState, items []*item, wait time.Duration, why string) {
 
 // publishGroup publishes one call's worth of a route's items and settles
 // their outcomes in memory, telling the route's health how it went.
-func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item, aborted *atomic.Bool, probe bool) {
+func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item, rd *delivery, probe bool) {
+	aborted := rd.aborted
 	batch := make([]*Envelope, len(group))
 	spans := make([]trace.Span, len(group))
 	for i, it := range group {
@@ -348,7 +365,13 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 		}
 		results = append(results, result{err: errs[i], fresh: it.row.Attempts == 0 && !it.charged})
 	}
-	charge, wait, tr := rs.health.observe(confirmed, results, probe)
+	charge, wait, tr := rs.health.observe(confirmed, results, probe, rd.ok[rs].Load())
+	for _, res := range results {
+		if res.err == nil {
+			rd.ok[rs].Store(true)
+			break
+		}
+	}
 	r.transition(rs, tr)
 	for i, it := range group {
 		err := errs[i]

@@ -34,6 +34,10 @@ import (
 //     a row is a one-in-a-million run); the span catches an outage on a
 //     route that carries a message now and then.
 //
+// A call whose messages all failed after others of the route went
+// through in an earlier wave of the same batch (later messages of a key
+// go in later waves) counts as one with a success.
+//
 // The publish call that takes a route down is not charged, nor is any
 // failure of a call made while the route was down, nor a call in which
 // downAfter or more new messages all failed (they are put back new, for a
@@ -179,9 +183,10 @@ type transition struct {
 }
 
 // observe records the results of one publish call (probe: the call was
-// the probe) and returns whether its failures are the messages' to be
+// the probe; okBefore: a message of the route was confirmed earlier in the
+// same batch) and returns whether its failures are the messages' to be
 // charged, the wait for failures not charged, and the state change.
-func (h *health) observe(now time.Time, results []result, probe bool) (charge bool, wait time.Duration, tr transition) {
+func (h *health) observe(now time.Time, results []result, probe, okBefore bool) (charge bool, wait time.Duration, tr transition) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if probe {
@@ -239,7 +244,7 @@ func (h *health) observe(now time.Time, results []result, probe bool) (charge bo
 		}
 		return false, max(h.nextProbe.Sub(now), h.probeMin), tr
 	}
-	if ok > 0 {
+	if ok > 0 || okBefore {
 		return true, 0, tr
 	}
 	if fresh > 0 {

@@ -106,7 +106,7 @@ func TestHealthRule(t *testing.T) {
 				for j, err := range cl.errs {
 					res[j] = result{err: err, fresh: cl.fresh}
 				}
-				charge, _, _ := h.observe(now, res, false)
+				charge, _, _ := h.observe(now, res, false, false)
 				down, _, _ := h.state()
 				if charge != cl.charge || down != cl.down {
 					t.Fatalf("call %d: charged %v, down %v; want %v, %v", i, charge, down, cl.charge, cl.down)
@@ -132,7 +132,7 @@ func TestHealthRandomHalfNeverDown(t *testing.T) {
 			res[j].fresh = rng.IntN(3) > 0
 		}
 		now = now.Add(10 * time.Millisecond)
-		h.observe(now, res, false)
+		h.observe(now, res, false, false)
 		if down, _, _ := h.state(); down {
 			t.Fatalf("call %d: route down", i)
 		}
@@ -149,7 +149,7 @@ func TestHealthProbes(t *testing.T) {
 	h := newHealth(Route{ProbeMin: time.Second, ProbeMax: 4 * time.Second, MaxInFlight: 16})
 	now := time.Unix(1000, 0)
 	fail := []result{{err: errBusy, fresh: true}}
-	_, _, tr := h.observe(now, errResults(20), false)
+	_, _, tr := h.observe(now, errResults(20), false, false)
 	if !tr.down || !strings.Contains(tr.reason, "503") {
 		t.Fatalf("transition %+v, want down with the reason", tr)
 	}
@@ -173,7 +173,7 @@ func TestHealthProbes(t *testing.T) {
 		gaps = append(gaps, now.Sub(last).Round(time.Second))
 		last = now
 		probes++
-		if charge, _, _ := h.observe(now, fail, true); charge {
+		if charge, _, _ := h.observe(now, fail, true, false); charge {
 			t.Fatal("a failed probe was charged")
 		}
 	}
@@ -185,7 +185,7 @@ func TestHealthProbes(t *testing.T) {
 	if m, _, _ := h.admit(now); m != admitProbe {
 		t.Fatal("no probe when due")
 	}
-	_, _, tr = h.observe(now, []result{{}}, true)
+	_, _, tr = h.observe(now, []result{{}}, true, false)
 	if !tr.up || tr.probes != 6 || tr.downFor <= 0 {
 		t.Fatalf("transition %+v, want up after 6 probes", tr)
 	}
@@ -195,7 +195,7 @@ func TestHealthProbes(t *testing.T) {
 		n := h.acquire(context.Background(), 100)
 		windows = append(windows, n)
 		h.release(n)
-		h.observe(now, make([]result, n), false)
+		h.observe(now, make([]result, n), false, false)
 	}
 	if fmt.Sprint(windows) != "[1 2 4 8 16]" {
 		t.Fatalf("slow start windows %v", windows)
@@ -215,7 +215,7 @@ func errResults(n int) []result {
 func TestHealthRetryAfterHolds(t *testing.T) {
 	h := newHealth(Route{})
 	now := time.Unix(1000, 0)
-	h.observe(now, []result{{err: Mark(errBusy, ClassTransient, 3*time.Second), fresh: true}, {}}, false)
+	h.observe(now, []result{{err: Mark(errBusy, ClassTransient, 3*time.Second), fresh: true}, {}}, false, false)
 	if m, wait, _ := h.admit(now.Add(time.Second)); m != admitWait || wait != 2*time.Second {
 		t.Fatalf("admit: %v %v, want a 2s wait", m, wait)
 	}
@@ -271,5 +271,39 @@ func TestRoundOutageChargesNothing(t *testing.T) {
 	}
 	if o, _ := st.outcome(t, 20); o.Status != store.StatusSent {
 		t.Fatalf("m20: %+v, want sent", o)
+	}
+}
+
+// TestRoundLaterWaveFailuresAreTheirs: messages that fail in a later wave
+// of a batch, after others of the route went through in an earlier one,
+// are charged even though their own call had no success.
+func TestRoundLaterWaveFailuresAreTheirs(t *testing.T) {
+	var rows []store.Row
+	for i := range 4 {
+		key := string(rune('a' + i))
+		rows = append(rows, row(int64(2*i+1), "order.created", key, ""), row(int64(2*i+2), "order.created", key, ""))
+	}
+	st := &fakeStore{rows: rows}
+	r := newTestRelay(t, st, publishFunc(func(e *Envelope) error {
+		if e.ID[1]%2 == 0 { // the second message of each key
+			return errRejected
+		}
+		return nil
+	}))
+	if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(1); id <= 8; id++ {
+		o, _ := st.outcome(t, id)
+		want := store.StatusSent
+		if id%2 == 0 {
+			want = store.StatusDead
+		}
+		if o.Status != want {
+			t.Errorf("message %d: %+v, want %s", id, o, want)
+		}
+	}
+	if down, _, _ := r.router.routes[0].health.state(); down {
+		t.Fatal("route down")
 	}
 }
