@@ -481,6 +481,6 @@ func TestServerErrors(t *testing.T) {
 		err := publish(p, env("orders", "k", `1`))[0]
 		mustDo(t, admin, "SCRIPT", "KILL")
 		<-done
-		wantClass(t, err, outbox.ClassTransient, "BUSY")
+		wantClass(t, err, outbox.ClassUnavailable, "BUSY")
 	})
 }
