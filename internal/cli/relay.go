@@ -38,6 +38,12 @@ segment, "order.>" the rest, "*" anything. The first matching route wins:
 (or OUTBOX_TO, or the config's "to") as the route of last resort. A topic
 no route matches goes dead with "no route". At least one route is needed.
 
+Any destination URL also takes the route's own options, which the relay
+takes out of the URL: max_in_flight=N, rate=N/s (or N/m, N/h),
+probe_min=1s and probe_max=30s (the probes of a route that is down: one
+whose destination fails every delivery, new messages included; it is
+sent nothing else and charged nothing until a probe goes through).
+
 Destinations: ` + strings.Join(outboxurl.Supported, ", ") + `. Webhooks are signed with
 the route's "secret" from the config file, else OUTBOX_WEBHOOK_SECRET, else
 the config's "webhook_secret".
