@@ -110,3 +110,30 @@ func TestRedactText(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertRouteDown: a route down for longer than RouteDown is alerted
+// once, with its reason, and its recovery once more; an outage shorter
+// than the threshold is not alerted at all.
+func TestAlertRouteDown(t *testing.T) {
+	a := newAlerter(AlertConfig{MinInterval: time.Minute, RouteDown: 5 * time.Minute}, "r1", slog.New(slog.DiscardHandler))
+	t0 := time.Unix(1000, 0)
+	a.routeHealth("orders", true, t0, "HTTP 503 Service Unavailable")
+	a.routeHealth("billing", true, t0, "connection refused")
+	a.routeHealth("billing", false, t0.Add(time.Minute), "")
+	if out, wait := a.due(t0.Add(time.Minute)); len(out) != 0 || wait != 4*time.Minute {
+		t.Fatalf("after 1m: %d alerts, wait %v; want none, 4m", len(out), wait)
+	}
+	out, _ := a.due(t0.Add(5 * time.Minute))
+	if len(out) != 1 || out[0].Kind != AlertRouteDown || out[0].Route != "orders" || out[0].Reason != "HTTP 503 Service Unavailable" ||
+		out[0].DownSeconds == nil || *out[0].DownSeconds != 300 {
+		t.Fatalf("after 5m: %+v", out)
+	}
+	if out, _ := a.due(t0.Add(10 * time.Minute)); len(out) != 0 {
+		t.Fatalf("the outage was alerted again: %+v", out)
+	}
+	a.routeHealth("orders", false, t0.Add(12*time.Minute), "")
+	out, _ = a.due(t0.Add(12 * time.Minute))
+	if len(out) != 1 || out[0].Kind != AlertRouteUp || *out[0].DownSeconds != 720 || !strings.Contains(out[0].Text, "up again after 12m0s") {
+		t.Fatalf("recovery: %+v", out)
+	}
+}
