@@ -307,3 +307,23 @@ func TestRoundLaterWaveFailuresAreTheirs(t *testing.T) {
 		t.Fatal("route down")
 	}
 }
+
+// TestRoundFailedProbeRotates: a failed probe is put back for longer than
+// the messages held back with it, so that the next probe is another
+// message.
+func TestRoundFailedProbeRotates(t *testing.T) {
+	st := &fakeStore{}
+	r := newTestRelay(t, st, publishFunc(func(*Envelope) error { return errBusy }))
+	h := r.router.routes[0].health
+	now := time.Now()
+	h.observe(now.Add(-time.Minute), errResults(20), false, false) // down, a probe due
+	st.rows = []store.Row{row(1, "order.created", "", ""), row(2, "order.created", "", "")}
+	if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	probe, _ := st.outcome(t, 1)
+	held, _ := st.outcome(t, 2)
+	if probe.CountAttempt || held.CountAttempt || probe.Delay <= held.Delay {
+		t.Fatalf("probe %+v, held back %+v: want neither counted, the probe put back for longer", probe, held)
+	}
+}
