@@ -385,11 +385,11 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 			it.decided = true
 			cls, after := ClassOf(err)
 			if probe {
-				// A failed probe waits out one more interval than the
-				// messages held back, so that the next probe is another
-				// message: one that fails on its own cannot keep a
-				// destination that is back marked down.
-				after = max(after, 2*wait)
+				// A failed probe comes due a little after the messages
+				// held back, so that the next probe is another message:
+				// one that fails on its own cannot keep a destination
+				// that is back marked down.
+				after = max(after, wait+rs.health.probeMin)
 			}
 			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: max(wait, after), Unknown: cls == ClassUnknown,
 				Error: "not counted (route " + rs.name + " down or holding): " + redact.Text(oneLine(err.Error()))}
