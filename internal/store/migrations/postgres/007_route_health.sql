@@ -1,4 +1,4 @@
--- outbox schema version 6 (PostgreSQL): route health as each relay last
+-- outbox schema version 7 (PostgreSQL): route health as each relay last
 -- saw it, written when a route goes down or comes up again, for `outbox
 -- status` and the admin page. A relay removes its rows when it stops.
 CREATE TABLE outbox_route_health (

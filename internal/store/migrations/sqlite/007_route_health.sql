@@ -1,4 +1,4 @@
--- outbox schema version 6 (SQLite): route health as each relay last saw
+-- outbox schema version 7 (SQLite): route health as each relay last saw
 -- it, written when a route goes down or comes up again, for `outbox
 -- status` and the admin page. A relay removes its rows when it stops.
 CREATE TABLE outbox_route_health (

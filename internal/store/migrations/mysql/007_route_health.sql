@@ -1,4 +1,4 @@
--- outbox schema version 6 (MariaDB 10.6+, MySQL 8+): route health as each
+-- outbox schema version 7 (MariaDB 10.6+, MySQL 8+): route health as each
 -- relay last saw it, written when a route goes down or comes up again, for
 -- `outbox status` and the admin page. A relay removes its rows when it
 -- stops.
