@@ -72,24 +72,6 @@ func partitionRows(t *testing.T, db *testdb.DB) map[string]int {
 	return out
 }
 
-func attachedPartitions(t *testing.T, db *testdb.DB) map[string]bool {
-	t.Helper()
-	rows, err := db.SQL.Query("SELECT c.relname FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid WHERE i.inhparent = 'outbox_messages'::regclass")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out[s] = true
-	}
-	return out
-}
-
 // TestPartitionedProducerAndRelay: on a partitioned table, messages whose
 // ids fall into two days (and a foreign insert without message_id) are
 // all delivered, each key in enqueue order across the days, and a
@@ -225,7 +207,7 @@ VALUES ('%s', '%s', '{}', '%s', now() - interval '%s', now() - interval '%s', %s
 			if errs := s.errs(); len(errs) > 0 {
 				t.Fatalf("sweep errors: %v", errs)
 			}
-			parts := attachedPartitions(t, db)
+			parts := db.Attached(t)
 			if parts[dayPartition(12)] || !parts[dayPartition(11)] || !parts[dayPartition(10)] || !parts[ahead] {
 				t.Fatalf("partitions after retention: %v", parts)
 			}

@@ -41,20 +41,7 @@ VALUES ('%s', '{}', '%s', %s, %s, %s, %s)`, r.topic, r.status, testdb.Ago(db.Dia
 
 func topics(t *testing.T, db *testdb.DB, table string) []string {
 	t.Helper()
-	rows, err := db.SQL.Query("SELECT topic FROM " + table + " ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
+	return db.Strings(t, "SELECT topic FROM "+table+" ORDER BY id")
 }
 
 // sweeps records retention reports.

@@ -127,23 +127,7 @@ func Count(t testing.TB, db *testdb.DB, status string) int {
 // that a test can check each of them arrived. db must be PostgreSQL.
 func SentIDs(t testing.TB, db *testdb.DB) []string {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), "SELECT message_id FROM outbox_messages WHERE status = 'sent'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ids
+	return db.Strings(t, "SELECT message_id FROM outbox_messages WHERE status = 'sent'")
 }
 
 // Enqueuer commits messages through the outbox producer inside pgx

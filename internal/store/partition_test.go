@@ -34,24 +34,6 @@ func partitionOf(t *testing.T, db *testdb.DB, mid string) string {
 	return name
 }
 
-func attached(t *testing.T, db *testdb.DB) map[string]bool {
-	t.Helper()
-	rows, err := db.SQL.Query("SELECT c.relname FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid WHERE i.inhparent = 'outbox_messages'::regclass")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out[s] = true
-	}
-	return out
-}
-
 // TestPartitionedMigration: the partitioned layout is a partitioned table
 // with today and three days ahead, is detected from the catalog, takes
 // the later migrations, and is refused over an unpartitioned table.
@@ -63,7 +45,7 @@ func TestPartitionedMigration(t *testing.T) {
 	if err != nil || !on {
 		t.Fatalf("partitioned = %v, %v", on, err)
 	}
-	parts := attached(t, db)
+	parts := db.Attached(t)
 	for d := 0; d >= -3; d-- {
 		if !parts[dayName(d)] {
 			t.Errorf("no partition %s among %v", dayName(d), parts)
@@ -194,13 +176,13 @@ SELECT `+dayID(d)+`, 't.old', '{}', 'sent', now() - interval '1 day' * $1, now()
 	if dropped, err := st.DropPartition(ctx, held, false); err != nil || dropped {
 		t.Fatalf("partition with a pending row dropped: %v, %v", dropped, err)
 	}
-	if !attached(t, db)[held.Name] || db.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 't.pending'") != 1 {
+	if !db.Attached(t)[held.Name] || db.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 't.pending'") != 1 {
 		t.Fatal("refused drop changed the partition")
 	}
 	if dropped, err := st.DropPartition(ctx, old, false); err != nil || !dropped {
 		t.Fatalf("drop %s: %v, %v", old.Name, dropped, err)
 	}
-	if attached(t, db)[old.Name] || db.Count(t, "SELECT count(*) FROM pg_class WHERE oid = to_regclass($1)", old.Name) != 0 {
+	if db.Attached(t)[old.Name] || db.Count(t, "SELECT count(*) FROM pg_class WHERE oid = to_regclass($1)", old.Name) != 0 {
 		t.Fatalf("%s still there", old.Name)
 	}
 	// Archiving keeps the day as a plain table.
@@ -208,7 +190,7 @@ SELECT `+dayID(d)+`, 't.old', '{}', 'sent', now() - interval '1 day' * $1, now()
 	if dropped, err := st.DropPartition(ctx, held, true); err != nil || !dropped {
 		t.Fatalf("archive %s: %v, %v", held.Name, dropped, err)
 	}
-	if attached(t, db)[held.Name] {
+	if db.Attached(t)[held.Name] {
 		t.Fatalf("%s still attached", held.Name)
 	}
 	if n := db.Count(t, "SELECT count(*) FROM "+store.ArchiveName(held)); n != 6 {
@@ -234,7 +216,7 @@ func TestAddPartitionsLeavesDaysInDefault(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("created %d partitions (want days 4, 5 and 7): %v", n, err)
 	}
-	parts := attached(t, db)
+	parts := db.Attached(t)
 	if parts[dayName(-6)] || !parts[dayName(-5)] || !parts[dayName(-7)] {
 		t.Fatalf("partitions %v", parts)
 	}
@@ -287,25 +269,12 @@ SELECT `+dayID(d)+`, 't.x', 'k' || (g % 50), '{}', CASE WHEN g % 10 = 0 THEN 'pe
 	if s := seqScans(plan); len(s) > 0 || !strings.Contains(plan, "Index Cond: (id = u.id)") {
 		t.Fatalf("settle plan scans %v:\n%s", s, plan)
 	}
-	t.Logf("settle plan over %d partitions:\n%s", len(attached(t, db)), plan)
+	t.Logf("settle plan over %d partitions:\n%s", len(db.Attached(t)), plan)
 }
 
 func explain(t *testing.T, db *testdb.DB, q string, args ...any) string {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), "EXPLAIN "+q, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		b.WriteString(line + "\n")
-	}
-	return b.String()
+	return strings.Join(db.Strings(t, "EXPLAIN "+q, args...), "\n") + "\n"
 }
 
 // TestPartitionedReadCostFlat: the relay's read touches as many buffers

@@ -80,17 +80,8 @@ func sweep(t *testing.T, st *store.Store, limit int, p store.RetentionPolicy) (r
 
 func remainingTopics(t *testing.T, db *testdb.DB, table string) []string {
 	t.Helper()
-	rows, err := db.SQL.Query("SELECT topic FROM " + table + " ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
+	for _, s := range db.Strings(t, "SELECT topic FROM "+table+" ORDER BY id") {
 		out = append(out, s[len("t."):])
 	}
 	return out

@@ -22,3 +22,13 @@ func NewPartitioned(t testing.TB) *DB {
 	}
 	return db
 }
+
+// Attached is the set of partitions attached to outbox_messages.
+func (d *DB) Attached(t testing.TB) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, name := range d.Strings(t, "SELECT c.relname FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid WHERE i.inhparent = 'outbox_messages'::regclass") {
+		out[name] = true
+	}
+	return out
+}

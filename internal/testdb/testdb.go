@@ -105,19 +105,20 @@ func (d *DB) Count(t testing.TB, q string, args ...any) int {
 	return n
 }
 
-// Strings runs q and returns its one text column, row by row.
+// Strings runs a query of one text column and returns its values in
+// row order, failing the test on error.
 func (d *DB) Strings(t testing.TB, q string, args ...any) []string {
 	t.Helper()
 	rows, err := d.SQL.QueryContext(context.Background(), q, args...)
 	if err != nil {
 		t.Fatalf("query %q: %v", q, err)
 	}
-	defer func() { _ = rows.Close() }()
+	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var s string
 		if err := rows.Scan(&s); err != nil {
-			t.Fatalf("query %q: %v", q, err)
+			t.Fatalf("scan %q: %v", q, err)
 		}
 		out = append(out, s)
 	}
