@@ -73,18 +73,13 @@ func (st *Store) Partitioned(ctx context.Context) (bool, error) {
 // first. Partitions named otherwise (the default one, any an operator
 // attached) are left out.
 func (st *Store) DayPartitions(ctx context.Context) ([]DayPartition, error) {
-	rows, err := st.db.Query(ctx, `SELECT c.relname::text FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+	names, err := queryColumn[string](ctx, st.db, `SELECT c.relname::text FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
 WHERE i.inhparent = to_regclass('outbox_messages') ORDER BY c.relname`)
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}
-	defer rows.Close()
 	var out []DayPartition
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
+	for _, name := range names {
 		m := dayPartition.FindStringSubmatch(name)
 		if m == nil {
 			continue
@@ -95,7 +90,7 @@ WHERE i.inhparent = to_regclass('outbox_messages') ORDER BY c.relname`)
 		}
 		out = append(out, DayPartition{Name: name, Day: day})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // AddPartitions creates the missing day partitions from `from` to `to`

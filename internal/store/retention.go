@@ -148,6 +148,32 @@ func (st *Store) retain(ctx context.Context, s retentionStatements, after int64,
 
 // purgeArchived deletes the rows archived (MySQL, SQLite) and checks it
 // deleted them all.
+// archiveInTx archives the due rows among ids in one transaction: claim
+// (with the ids and the sent and dead retentions in microseconds) returns
+// the ids of the rows it took, copySQL (unless empty: claim copied them)
+// copies those rows to the archive, and they are then deleted.
+func archiveInTx(ctx context.Context, st *Store, s retentionStatements, claim, copySQL string, ids []int64, sent, dead int64) (int64, error) {
+	var moved int64
+	err := st.inTx(ctx, func(q Querier) error {
+		taken, err := queryColumn[int64](ctx, q, claim, jsonList(ids), sent, dead)
+		if err != nil || len(taken) == 0 {
+			return err
+		}
+		if copySQL != "" {
+			n, err := q.Exec(ctx, copySQL, jsonList(taken))
+			if err != nil {
+				return err
+			}
+			if n != int64(len(taken)) {
+				return fmt.Errorf("archive: copied %d of %d locked rows", n, len(taken))
+			}
+		}
+		moved, err = purgeArchived(ctx, q, s, taken)
+		return err
+	})
+	return moved, err
+}
+
 func purgeArchived(ctx context.Context, q Querier, s retentionStatements, archived []int64) (int64, error) {
 	n, err := q.Exec(ctx, s.purge, jsonList(archived))
 	if err != nil {
@@ -157,23 +183,6 @@ func purgeArchived(ctx context.Context, q Querier, s retentionStatements, archiv
 		return 0, fmt.Errorf("archive: deleted %d of %d archived rows", n, len(archived))
 	}
 	return n, nil
-}
-
-func queryIDs(ctx context.Context, q Querier, sql string, args ...any) ([]int64, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
 }
 
 // inTx runs fn in a transaction on a connection of its own.

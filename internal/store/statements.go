@@ -80,6 +80,14 @@ type statements struct {
 	tableExists string
 }
 
+// singleForm fills the statements PostgreSQL keeps in a second form
+// (insertFresh, readInline, settleInline) with their one form, for the
+// dialects that have only that.
+func singleForm(s statements) statements {
+	s.insertFresh, s.readInline, s.settleInline = s.insertOne, s.read, s.settle
+	return s
+}
+
 // Statements every dialect writes alike.
 const (
 	partitionsSQL         = `SELECT count(*) FROM outbox_leases`

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -45,7 +44,7 @@ SET m.attempts = m.attempts + u.inc,
     m.unknown_outcome = u.unknown,
     m.status = u.status
 WHERE m.status = 'pending' AND l.owner = ? AND l.expires_at > NOW(6)`
-	return statements{
+	return singleForm(statements{
 		insert: `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
 SELECT u.message_id, u.topic, u.business_key, u.payload, u.headers, COALESCE(u.max_attempts, 10),
        COALESCE(FROM_UNIXTIME(u.not_before_us / 1000000), NOW(6) + INTERVAL u.delay_us MICROSECOND)
@@ -53,12 +52,9 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
     message_id VARCHAR(36) PATH '$[0]', topic VARCHAR(255) PATH '$[1]', business_key VARCHAR(255) PATH '$[2]',
     payload LONGTEXT PATH '$[3]', headers TEXT PATH '$[4]', max_attempts INT PATH '$[5]',
     delay_us BIGINT PATH '$[6]', not_before_us BIGINT PATH '$[7]')) AS u`,
-		insertOne:    insertOne,
-		insertFresh:  insertOne,
-		read:         read,
-		readInline:   read,
-		settle:       settle,
-		settleInline: settle,
+		insertOne: insertOne,
+		read:      read,
+		settle:    settle,
 
 		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at) VALUES (?, NOW(6))
 ON DUPLICATE KEY UPDATE seen_at = NOW(6)`,
@@ -109,7 +105,7 @@ WHERE l.owner = ? AND l.inflight_max_id <> u.max_id`,
 
 		migrationsTable: "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INT NOT NULL PRIMARY KEY, applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB",
 		tableExists:     "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
-	}
+	})
 }
 
 // mysqlOldestDue reads the first due-rows index entry that has come.
@@ -223,23 +219,7 @@ func (mysql) insertOneArgs(m *NewMessage) []any {
 // the delete: those then see the same rows, whatever the clock says by
 // then.
 func (mysql) archive(ctx context.Context, st *Store, s retentionStatements, ids []int64, sent, dead int64) (int64, error) {
-	var moved int64
-	err := st.inTx(ctx, func(q Querier) error {
-		locked, err := queryIDs(ctx, q, s.lock, jsonList(ids), sent, dead)
-		if err != nil || len(locked) == 0 {
-			return err
-		}
-		n, err := q.Exec(ctx, s.archive, jsonList(locked))
-		if err != nil {
-			return err
-		}
-		if n != int64(len(locked)) {
-			return fmt.Errorf("archive: copied %d of %d locked rows", n, len(locked))
-		}
-		moved, err = purgeArchived(ctx, q, s, locked)
-		return err
-	})
-	return moved, err
+	return archiveInTx(ctx, st, s, s.lock, s.archive, ids, sent, dead)
 }
 
 // lockMigrations takes a named lock, waiting up to a minute.

@@ -61,7 +61,7 @@ FROM u
 WHERE outbox_messages.id = u.id AND +outbox_messages.status = 'pending'
   AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = outbox_messages.partition_no
               AND l.owner = ? AND l.expires_at > ` + sqliteNow + `)`
-	return statements{
+	return singleForm(statements{
 		insert: `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
 SELECT coalesce(json_extract(value, '$[0]'), ` + sqliteUUID + `),
        json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
@@ -69,12 +69,9 @@ SELECT coalesce(json_extract(value, '$[0]'), ` + sqliteUUID + `),
        coalesce(strftime('%Y-%m-%d %H:%M:%f', json_extract(value, '$[7]') / 1000000.0, 'unixepoch'),
                 strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (json_extract(value, '$[6]') / 1000000.0) || ' seconds'))
 FROM json_each(?) ORDER BY key`,
-		insertOne:    insertOne,
-		insertFresh:  insertOne,
-		read:         read,
-		readInline:   read,
-		settle:       settle,
-		settleInline: settle,
+		insertOne: insertOne,
+		read:      read,
+		settle:    settle,
 
 		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at) VALUES (?, ` + sqliteNow + `)
 ON CONFLICT (relay_id) DO UPDATE SET seen_at = excluded.seen_at`,
@@ -122,7 +119,7 @@ WHERE outbox_leases.partition_no = u.p AND outbox_leases.owner = ? AND outbox_le
 
 		migrationsTable: "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT (" + sqliteNow + "))",
 		tableExists:     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-	}
+	})
 }
 
 // sqliteOldestDue reads the first due-rows index entry that has come.
@@ -189,16 +186,7 @@ func (sqlite) searchStatus(status string, pending, byTopic bool) (string, string
 // archive copies the due rows and deletes them in one transaction, which
 // holds the write lock from its start.
 func (sqlite) archive(ctx context.Context, st *Store, s retentionStatements, ids []int64, sent, dead int64) (int64, error) {
-	var moved int64
-	err := st.inTx(ctx, func(q Querier) error {
-		locked, err := queryIDs(ctx, q, s.archive, jsonList(ids), sent, dead)
-		if err != nil || len(locked) == 0 {
-			return err
-		}
-		moved, err = purgeArchived(ctx, q, s, locked)
-		return err
-	})
-	return moved, err
+	return archiveInTx(ctx, st, s, s.archive, "", ids, sent, dead)
 }
 
 // lockMigrations needs no lock: SQLite serialises writers itself.

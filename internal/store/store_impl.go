@@ -203,20 +203,26 @@ func (st *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration) ([
 	if _, err := st.execRetry(ctx, st.s.registerRelay, id); err != nil {
 		return nil, err
 	}
-	rows, err := st.db.Query(ctx, st.s.liveRelays, ttl.Microseconds())
+	return queryColumn[string](ctx, st.db, st.s.liveRelays, ttl.Microseconds())
+}
+
+// queryColumn runs a query of one column and returns its values in row
+// order.
+func queryColumn[T any](ctx context.Context, q Querier, sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var live []string
+	var out []T
 	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
+		var v T
+		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		live = append(live, s)
+		out = append(out, v)
 	}
-	return live, rows.Err()
+	return out, rows.Err()
 }
 
 // PruneRelays forgets relays not seen for longer than age.
