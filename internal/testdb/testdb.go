@@ -7,19 +7,18 @@ package testdb
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"go.uber.org/goleak"
 
 	"github.com/txoutbox/outbox/driver/outboxpgx"
 	"github.com/txoutbox/outbox/driver/outboxsql"
@@ -49,36 +48,29 @@ func Unavailable(t testing.TB, what string, err error) {
 	t.Skipf("skipping outside CI: %s is not reachable: %v", what, err)
 }
 
+// VerifyNoLeaks runs the package's tests (m) and fails the run if one
+// leaves a goroutine behind. The goroutines of the database pools
+// (pgxpool's health check, database/sql's connection opener), which live
+// as long as a pool does, are not counted, nor those extra ignores.
+func VerifyNoLeaks(m *testing.M, extra ...goleak.Option) {
+	goleak.VerifyTestMain(m, append([]goleak.Option{
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+	}, extra...)...)
+}
+
 func randomName(prefix string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
 }
 
-// DB is a per-test database.
+// DB is a per-test database. Its embedded handles have SQL and Std set
+// on every dialect: on PostgreSQL, pgx's database/sql adapter over Pool.
 type DB struct {
 	// URL opens this test's database in the CLI's --db form.
-	URL     string
-	Dialect store.Dialect
-	Pool    *pgxpool.Pool // PostgreSQL only
-	SQL     *sql.DB       // always set (for PostgreSQL: pgx stdlib over its own pool)
-	Std     *outboxsql.Driver
-	PGX     *outboxpgx.Driver
-
-	once    sync.Once
-	backend *store.Backend
-}
-
-// Backend is the database/sql driver's backend (or pgx's on PostgreSQL).
-func (d *DB) Backend() *store.Backend {
-	d.once.Do(func() {
-		if d.PGX != nil {
-			d.backend = store.NewBackend(d.PGX)
-		} else {
-			d.backend = store.NewBackend(d.Std)
-		}
-	})
-	return d.backend
+	URL string
+	*dburl.DB
 }
 
 // Store is the store over the database's pool.
@@ -207,7 +199,7 @@ func PostgresAt(t testing.TB, u string) *DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &DB{URL: u, Dialect: store.Postgres, Pool: pool, SQL: sqlDB, Std: std, PGX: pgxDrv}
+	return &DB{URL: u, DB: &dburl.DB{Dialect: store.Postgres, Pool: pool, SQL: sqlDB, Std: std, PGX: pgxDrv}}
 }
 
 // PostgresDatabase creates an empty database of the test's own on the
@@ -275,7 +267,7 @@ func mysqlDB(t testing.TB) *DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return &DB{URL: u.String(), Dialect: store.MySQL, SQL: db.SQL, Std: db.Std}
+	return &DB{URL: u.String(), DB: db}
 }
 
 func sqlite(t testing.TB) *DB {
@@ -286,7 +278,7 @@ func sqlite(t testing.TB) *DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return &DB{URL: u, Dialect: store.SQLite, SQL: db.SQL, Std: db.Std}
+	return &DB{URL: u, DB: db}
 }
 
 // Placeholder rewrites "?" placeholders for d (PostgreSQL wants $n).
