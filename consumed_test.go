@@ -15,10 +15,7 @@ import (
 func TestMarkConsumed(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		ctx := context.Background()
-		ids, err := h.Enqueue(ctx, msgs(2, "a.b", nil), false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ids := enqueue(t, h, ctx, msgs(2, "a.b", nil))
 		drv := h.DB.Std
 		if err := outbox.MarkConsumed(ctx, drv, ids[0]); !errors.Is(err, outbox.ErrNotSent) {
 			t.Fatalf("pending message: %v", err)
@@ -27,10 +24,7 @@ func TestMarkConsumed(t *testing.T) {
 			t.Fatalf("unknown id: %v", err)
 		}
 		s := newSink()
-		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
 		relaytest.Run(t, r)
 		relaytest.WaitFor(t, 20*time.Second, "sent", func() bool {
 			return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == 2

@@ -82,16 +82,11 @@ func TestRelayMetricsAfterKnownSequence(t *testing.T) {
 		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub, Name: "all"})
 		cfg.Metrics = reg
 		cfg.MetricsInterval = 50 * time.Millisecond
-		r, err := h.NewRelay(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, cfg)
 		in := append(msgs(5, "m.ok", nil), outbox.Message{Topic: "m.flaky", Payload: []byte(`{}`)},
 			outbox.Message{Topic: "m.bad", Payload: []byte(`{}`)},
 			outbox.Message{Topic: "m.later", Payload: []byte(`{}`), Delay: time.Hour})
-		if _, err := h.Enqueue(ctx, in, false); err != nil {
-			t.Fatal(err)
-		}
+		enqueue(t, h, ctx, in)
 		partitions, err := h.DB.Store().Partitions(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -267,12 +262,7 @@ func TestRelayLogsStateChangesWithoutSecrets(t *testing.T) {
 		}
 		return nil
 	})
-	restPub := outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
-		if env.Topic == "l.dead" {
-			return outbox.Permanent(errors.New(`Post "https://user:s3cret@hooks.example.com/x?token=t0ken": 400 Bad Request`))
-		}
-		return nil
-	})
+	restPub := refusing("l.dead", outbox.Permanent(errors.New(`Post "https://user:s3cret@hooks.example.com/x?token=t0ken": 400 Bad Request`)))
 	logs := &logCapture{}
 	reg := prometheus.NewRegistry()
 	cfg := relaytest.Config(nil)
@@ -474,12 +464,7 @@ func (s *alertSink) wait(t *testing.T, n int) {
 func TestAlertsDeadLettersRateLimited(t *testing.T) {
 	db := testdb.New(t, store.Postgres)
 	sink := newAlertSink(t, http.StatusOK, false)
-	pub := outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
-		if env.Topic == "a.bad" {
-			return outbox.Permanent(errors.New("schema mismatch"))
-		}
-		return nil
-	})
+	pub := refusing("a.bad", outbox.Permanent(errors.New("schema mismatch")))
 	logs := &logCapture{}
 	cfg := relaytest.Config(pub)
 	cfg.Logger = slog.New(logs)
@@ -586,12 +571,7 @@ func TestAlertWebhookFailureDoesNotHoldDelivery(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			db := testdb.New(t, store.Postgres)
 			sink := c.sink(t)
-			pub := outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
-				if env.Topic == "w.bad" {
-					return outbox.Permanent(errors.New("no"))
-				}
-				return nil
-			})
+			pub := refusing("w.bad", outbox.Permanent(errors.New("no")))
 			logs := &logCapture{}
 			cfg := relaytest.Config(pub)
 			cfg.Logger = slog.New(logs)
@@ -625,4 +605,15 @@ func TestAlertWebhookFailureDoesNotHoldDelivery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusing is a destination that fails every message of topic with err
+// and takes every other one.
+func refusing(topic string, err error) outbox.Publisher {
+	return outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
+		if env.Topic == topic {
+			return err
+		}
+		return nil
+	})
 }

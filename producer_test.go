@@ -117,9 +117,7 @@ func TestRejectedMessageDoesNotPoisonTransaction(t *testing.T) {
 func TestDuplicateMessageID(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		id := "0192f0c4-3a6e-7cc4-9a3b-1f2e3d4c5b6a"
-		if _, err := h.Enqueue(context.Background(), []outbox.Message{{Topic: "a", Payload: []byte(`1`), ID: strings.ToUpper(id)}}, false); err != nil {
-			t.Fatal(err)
-		}
+		enqueue(t, h, context.Background(), []outbox.Message{{Topic: "a", Payload: []byte(`1`), ID: strings.ToUpper(id)}})
 		_, err := h.Enqueue(context.Background(), []outbox.Message{{Topic: "a", Payload: []byte(`2`), ID: id}}, false)
 		if !errors.Is(err, outbox.ErrDuplicateMessageID) {
 			t.Fatalf("want ErrDuplicateMessageID, got %v", err)
@@ -133,10 +131,7 @@ func TestDuplicateMessageID(t *testing.T) {
 func TestEnvelopeCarriesPayloadHeadersAndTrace(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		s := newSink()
-		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish), Destination: "orders"}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish), Destination: "orders"}))
 		traceID, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
 		spanID, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
 		ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled}))
@@ -146,10 +141,7 @@ func TestEnvelopeCarriesPayloadHeadersAndTrace(t *testing.T) {
 			{Topic: "blob.stored", Payload: binary, ContentType: "application/octet-stream"},
 			{Topic: "note.text", Payload: []byte("plain text ✓"), ContentType: "text/plain; charset=utf-8"},
 		}
-		ids, err := h.Enqueue(ctx, in, false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ids := enqueue(t, h, ctx, in)
 		relaytest.Run(t, r)
 		relaytest.WaitFor(t, 20*time.Second, "3 deliveries", func() bool { return s.distinct() == 3 })
 		s.mu.Lock()

@@ -46,15 +46,9 @@ func TestRelayBackoffScheduleDeadAndRequeue(t *testing.T) {
 			return errors.New("downstream said no")
 		})
 		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub, Retry: &outbox.RetryPolicy{Schedule: schedule}})
-		r, err := h.NewRelay(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, cfg)
 		m := outbox.Message{Topic: "pay.done", Payload: []byte(`{}`), MaxAttempts: 4}
-		ids, err := h.Enqueue(context.Background(), []outbox.Message{m}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ids := enqueue(t, h, context.Background(), []outbox.Message{m})
 		relaytest.Run(t, r)
 		relaytest.WaitFor(t, 20*time.Second, "message dead", func() bool { return listOne(t, h, ids[0]).Status == "dead" })
 		row := listOne(t, h, ids[0])
@@ -103,14 +97,9 @@ func TestRelayJitterStaysUnderCeiling(t *testing.T) {
 		}
 		return nil
 	})
-	r, err := h.NewRelay(&outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: pub}}, Retry: policy,
+	r := newRelay(t, h, &outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: pub}}, Retry: policy,
 		Workers: 1, Logger: relaytest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Enqueue(context.Background(), append(msgs(20, "a.b", nil), msgs(20, "a.ok", nil)...), false); err != nil {
-		t.Fatal(err)
-	}
+	enqueue(t, h, context.Background(), append(msgs(20, "a.b", nil), msgs(20, "a.ok", nil)...))
 	relaytest.Run(t, r)
 	relaytest.WaitFor(t, 20*time.Second, "20 first attempts recorded", func() bool {
 		return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 'a.b' AND attempts = 1") == 20
@@ -126,34 +115,27 @@ func TestRelayJitterStaysUnderCeiling(t *testing.T) {
 	}
 }
 
+// failingRouteRelay is a relay on h with two routes: every publish to
+// the topics of failing fails with err, and those of delivering arrive in
+// the returned sink.
+func failingRouteRelay(t *testing.T, h *harness.Harness, failing string, err error, delivering string) (*outbox.Relay, *sink) {
+	t.Helper()
+	s := newSink()
+	return newRelay(t, h, harness.Config(
+		outbox.Route{Pattern: failing, Publisher: outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error { return err })},
+		outbox.Route{Pattern: delivering, Publisher: outbox.PublisherFunc(s.publish)},
+	)), s
+}
+
 func TestRelayPermanentNoRouteAndOversizedGoDead(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
-		s := newSink()
-		refuse := outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error {
-			return outbox.Permanent(errors.New("HTTP 400: bad order"))
-		})
-		r, err := h.NewRelay(harness.Config(
-			outbox.Route{Pattern: "bad.*", Publisher: refuse},
-			outbox.Route{Pattern: "good.>", Publisher: outbox.PublisherFunc(s.publish)},
-		))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, s := failingRouteRelay(t, h, "bad.*", outbox.Permanent(errors.New("HTTP 400: bad order")), "good.>")
 		ctx := context.Background()
-		bad, err := h.Enqueue(ctx, []outbox.Message{{Topic: "bad.order", Payload: []byte(`1`)}}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lost, err := h.Enqueue(ctx, []outbox.Message{{Topic: "nowhere", Payload: []byte(`1`)}}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bad := enqueue(t, h, ctx, []outbox.Message{{Topic: "bad.order", Payload: []byte(`1`)}})
+		lost := enqueue(t, h, ctx, []outbox.Message{{Topic: "nowhere", Payload: []byte(`1`)}})
 		// A foreign producer writes a 2 MiB payload past the limit.
 		h.DB.Exec(t, testdb.Placeholder(h.DB.Dialect, "INSERT INTO outbox_messages (topic, payload) VALUES ('good.big', ?)"), `"`+strings.Repeat("x", 2<<20)+`"`)
-		good, err := h.Enqueue(ctx, msgs(50, "good.one", nil), false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		good := enqueue(t, h, ctx, msgs(50, "good.one", nil))
 		relaytest.Run(t, r)
 		relaytest.WaitFor(t, 20*time.Second, "good messages", func() bool { return s.distinct() == len(good) })
 		relaytest.WaitFor(t, 20*time.Second, "three dead", func() bool {
@@ -178,10 +160,7 @@ func TestRelayCommitOrderDiffersFromIDOrder(t *testing.T) {
 			t.Skip("SQLite has one writer: a transaction cannot hold an id while another commits")
 		}
 		s := newSink()
-		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
 		relaytest.Run(t, r)
 		ctx := context.Background()
 		p, err := outbox.NewProducer(h.DB.Std, nil)
@@ -197,10 +176,7 @@ func TestRelayCommitOrderDiffersFromIDOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fast, err := h.Enqueue(ctx, msgs(10, "early.commit", nil), false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fast := enqueue(t, h, ctx, msgs(10, "early.commit", nil))
 		rolled, err := h.Enqueue(ctx, msgs(5, "rolled.back", nil), true)
 		if err != nil {
 			t.Fatal(err)
@@ -245,14 +221,8 @@ func TestRelayCheckerSkipsWhatArrived(t *testing.T) {
 			defer mu.Unlock()
 			return arrived[env.ID] > 0, nil
 		})
-		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: pub, Checker: checker}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, err := h.Enqueue(context.Background(), msgs(20, "x.y", nil), false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, harness.Config(outbox.Route{Pattern: "*", Publisher: pub, Checker: checker}))
+		ids := enqueue(t, h, context.Background(), msgs(20, "x.y", nil))
 		relaytest.Run(t, r)
 		relaytest.WaitFor(t, 20*time.Second, "all sent", func() bool {
 			return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'") == len(ids)
@@ -276,44 +246,50 @@ func (f checkerFunc) Delivered(ctx context.Context, env *outbox.Envelope) (bool,
 	return f(ctx, env)
 }
 
+// outage is a destination that is down, refusing every message as
+// unavailable, until down is cleared; then messages arrive in its sink.
+type outage struct {
+	*sink
+	down  atomic.Bool
+	calls atomic.Int32 // publishes tried, refused or not
+}
+
+func newOutage() *outage {
+	o := &outage{sink: newSink()}
+	o.down.Store(true)
+	return o
+}
+
+func (o *outage) publish(ctx context.Context, env *outbox.Envelope) error {
+	o.calls.Add(1)
+	if o.down.Load() {
+		return outbox.Unavailable(errors.New("connection refused"))
+	}
+	return o.sink.publish(ctx, env)
+}
+
 func TestRelayUnavailablePausesWithoutBurningAttempts(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
-		var down atomic.Bool
-		down.Store(true)
-		var calls atomic.Int32
-		s := newSink()
-		pub := outbox.PublisherFunc(func(ctx context.Context, env *outbox.Envelope) error {
-			calls.Add(1)
-			if down.Load() {
-				return outbox.Unavailable(errors.New("connection refused"))
-			}
-			return s.publish(ctx, env)
-		})
-		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
-		r, err := h.NewRelay(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, err := h.Enqueue(context.Background(), msgs(30, "a.b", nil), false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := newOutage()
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(o.publish)})
+		r := newRelay(t, h, cfg)
+		ids := enqueue(t, h, context.Background(), msgs(30, "a.b", nil))
 		relaytest.Run(t, r)
 		// Every message is either tried (and refused) or held back by the
 		// paused route; none of it counts as an attempt.
 		relaytest.WaitFor(t, 10*time.Second, "every message refused or deferred", func() bool {
-			return calls.Load() > 0 && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE last_error IS NOT NULL") == 30
+			return o.calls.Load() > 0 && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE last_error IS NOT NULL") == 30
 		})
 		time.Sleep(1500 * time.Millisecond) // the route stays paused; no attempt is burnt
 		if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE attempts > 0 OR status <> 'pending'"); n != 0 {
 			t.Fatalf("%d messages burnt attempts while the destination was down", n)
 		}
-		before := calls.Load()
+		before := o.calls.Load()
 		if before > 30*4 {
 			t.Fatalf("%d publish calls in 1.5 s: the route was not paused", before)
 		}
-		down.Store(false)
-		relaytest.WaitFor(t, 30*time.Second, "delivery after recovery", func() bool { return s.distinct() == len(ids) })
+		o.down.Store(false)
+		relaytest.WaitFor(t, 30*time.Second, "delivery after recovery", func() bool { return o.distinct() == len(ids) })
 	})
 }
 
@@ -323,28 +299,12 @@ func TestRelayUnavailablePausesWithoutBurningAttempts(t *testing.T) {
 // is delivered within a few pauses.
 func TestRelayReadsNothingWhileEveryRouteIsPaused(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
-		var down atomic.Bool
-		down.Store(true)
-		var calls atomic.Int32
-		s := newSink()
-		pub := outbox.PublisherFunc(func(ctx context.Context, env *outbox.Envelope) error {
-			calls.Add(1)
-			if down.Load() {
-				return outbox.Unavailable(errors.New("connection refused"))
-			}
-			return s.publish(ctx, env)
-		})
+		o := newOutage()
 		reg := prometheus.NewRegistry()
-		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(o.publish)})
 		cfg.Metrics = reg
-		r, err := h.NewRelay(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, err := h.Enqueue(context.Background(), msgs(30, "a.b", nil), false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, cfg)
+		ids := enqueue(t, h, context.Background(), msgs(30, "a.b", nil))
 		relaytest.Run(t, r)
 		reads := func() float64 { return metricValues(t, reg)["outbox_read_duration_seconds_count{}"] }
 		relaytest.WaitFor(t, 10*time.Second, "the route paused", func() bool {
@@ -357,8 +317,8 @@ func TestRelayReadsNothingWhileEveryRouteIsPaused(t *testing.T) {
 		if n := reads() - before; n > 16 {
 			t.Fatalf("%.0f reads in 2 s while the only route was paused", n)
 		}
-		down.Store(false)
-		relaytest.WaitFor(t, 30*time.Second, "delivery after recovery", func() bool { return s.distinct() == len(ids) })
+		o.down.Store(false)
+		relaytest.WaitFor(t, 30*time.Second, "delivery after recovery", func() bool { return o.distinct() == len(ids) })
 	})
 }
 
@@ -374,13 +334,8 @@ func TestRelayShutdownFinishesInFlightBatch(t *testing.T) {
 			<-release
 			return s.publish(ctx, env)
 		})
-		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: pub}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.Enqueue(context.Background(), msgs(10, "a.b", nil), false); err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, harness.Config(outbox.Route{Pattern: "*", Publisher: pub}))
+		enqueue(t, h, context.Background(), msgs(10, "a.b", nil))
 		stop := relaytest.Run(t, r)
 		<-started
 		stopped := make(chan struct{})
@@ -411,13 +366,8 @@ func TestRelayShutdownTimeoutReleasesUnfinished(t *testing.T) {
 	})
 	cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
 	cfg.ShutdownTimeout = 300 * time.Millisecond
-	r, err := h.NewRelay(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Enqueue(context.Background(), msgs(5, "a.b", nil), false); err != nil {
-		t.Fatal(err)
-	}
+	r := newRelay(t, h, cfg)
+	enqueue(t, h, context.Background(), msgs(5, "a.b", nil))
 	stop := relaytest.Run(t, r)
 	time.Sleep(500 * time.Millisecond)
 	stop()
@@ -438,20 +388,13 @@ func TestRelayBatchSizeAdapts(t *testing.T) {
 		sizes = append(sizes, b.BatchSize)
 		mu.Unlock()
 	}
-	r, err := h.NewRelay(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Enqueue(context.Background(), msgs(3000, "a.b", nil), false); err != nil {
-		t.Fatal(err)
-	}
+	r := newRelay(t, h, cfg)
+	enqueue(t, h, context.Background(), msgs(3000, "a.b", nil))
 	relaytest.Run(t, r)
 	relaytest.WaitFor(t, 30*time.Second, "backlog drained", func() bool { return s.distinct() == 3000 })
 	// Then a trickle: single messages, well apart.
 	for i := 0; i < 8; i++ {
-		if _, err := h.Enqueue(context.Background(), msgs(1, "a.b", nil), false); err != nil {
-			t.Fatal(err)
-		}
+		enqueue(t, h, context.Background(), msgs(1, "a.b", nil))
 		relaytest.WaitFor(t, 10*time.Second, "trickle message", func() bool { return s.distinct() == 3001+i })
 	}
 	mu.Lock()
@@ -472,25 +415,10 @@ func TestRelayBatchSizeAdapts(t *testing.T) {
 // other routes flow.
 func TestPausedRouteLeavesOtherRoutesFlowing(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
-		healthy := newSink()
-		down := outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error {
-			return outbox.Unavailable(errors.New("broker refused the connection"))
-		})
-		r, err := h.NewRelay(harness.Config(
-			outbox.Route{Pattern: "billing.>", Publisher: down},
-			outbox.Route{Pattern: "order.>", Publisher: outbox.PublisherFunc(healthy.publish)},
-		))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, healthy := failingRouteRelay(t, h, "billing.>", outbox.Unavailable(errors.New("broker refused the connection")), "order.>")
 		ctx := context.Background()
-		if _, err := h.Enqueue(ctx, msgs(20, "billing.charged", func(i int) string { return []string{"a", "b"}[i%2] }), false); err != nil {
-			t.Fatal(err)
-		}
-		orders, err := h.Enqueue(ctx, msgs(20, "order.created", func(i int) string { return []string{"c", "d"}[i%2] }), false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		enqueue(t, h, ctx, msgs(20, "billing.charged", func(i int) string { return []string{"a", "b"}[i%2] }))
+		orders := enqueue(t, h, ctx, msgs(20, "order.created", func(i int) string { return []string{"c", "d"}[i%2] }))
 		relaytest.Run(t, r)
 		relaytest.WaitFor(t, 20*time.Second, "the healthy route's messages", func() bool { return healthy.distinct() == len(orders) })
 		if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 'billing.charged' AND status = 'pending' AND attempts = 0"); n != 20 {

@@ -42,23 +42,11 @@ func (p *panicky) Close() error { return nil }
 func TestRelayContainsPublisherPanic(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		ctx := context.Background()
-		before, err := h.Enqueue(ctx, msgs(30, "order.created", nil), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		poison, err := h.Enqueue(ctx, []outbox.Message{{Topic: "order.created", Payload: []byte(`{"poison":true}`), MaxAttempts: 3}}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		after, err := h.Enqueue(ctx, msgs(30, "order.created", nil), false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		before := enqueue(t, h, ctx, msgs(30, "order.created", nil))
+		poison := enqueue(t, h, ctx, []outbox.Message{{Topic: "order.created", Payload: []byte(`{"poison":true}`), MaxAttempts: 3}})
+		after := enqueue(t, h, ctx, msgs(30, "order.created", nil))
 		pub := &panicky{s: newSink(), poison: poison[0]}
-		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: pub}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, harness.Config(outbox.Route{Pattern: "*", Publisher: pub}))
 		relaytest.Run(t, r) // fails the test if Run returns an error
 		relaytest.WaitFor(t, 30*time.Second, "the poison message dead", func() bool {
 			return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'dead'") == 1

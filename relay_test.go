@@ -14,16 +14,10 @@ func TestRelayDeliversEverything(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		ctx := context.Background()
 		s := newSink()
-		r, err := h.NewRelay(harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)}))
 		var want []string
 		for i := 0; i < 5; i++ {
-			ids, err := h.Enqueue(ctx, msgs(100, "order.created", func(j int) string { return []string{"a", "b", "c", ""}[j%4] }), false)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ids := enqueue(t, h, ctx, msgs(100, "order.created", func(j int) string { return []string{"a", "b", "c", ""}[j%4] }))
 			want = append(want, ids...)
 		}
 		relaytest.Run(t, r)

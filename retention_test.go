@@ -110,10 +110,7 @@ func TestRetentionRemovesExpiredMessages(t *testing.T) {
 					oldRow{topic: "sent.recent", status: "sent", created: time.Minute, last: time.Minute, sent: time.Minute},
 				)
 				var s sweeps
-				r, err := h.NewRelay(retentionConfig(&s, archive))
-				if err != nil {
-					t.Fatal(err)
-				}
+				r := newRelay(t, h, retentionConfig(&s, archive))
 				relaytest.Run(t, r)
 				kept := []string{"pending.delayed", "sent.late", "dead.retried", "pending.waiting", "sent.recent"}
 				relaytest.WaitFor(t, 30*time.Second, "sweeps reporting 3 rows removed", func() bool {
@@ -157,15 +154,10 @@ func TestRetentionRemovesDeliveredMessages(t *testing.T) {
 		sink := newSink()
 		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(sink.publish)})
 		cfg.Retention = &outbox.RetentionConfig{Sent: 2 * time.Second, Dead: time.Hour, BatchSize: 50, Interval: 20 * time.Millisecond, OnSweep: s.record}
-		r, err := h.NewRelay(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, cfg)
 		relaytest.Run(t, r)
 		const n = 300
-		if _, err := h.Enqueue(context.Background(), msgs(n, "order.created", func(i int) string { return fmt.Sprint(i % 7) }), false); err != nil {
-			t.Fatal(err)
-		}
+		enqueue(t, h, context.Background(), msgs(n, "order.created", func(i int) string { return fmt.Sprint(i % 7) }))
 		relaytest.WaitFor(t, 30*time.Second, "every message delivered", func() bool { return sink.distinct() == n })
 		relaytest.WaitFor(t, 30*time.Second, "every message removed", func() bool {
 			return db.Count(t, "SELECT count(*) FROM outbox_messages") == 0
@@ -201,18 +193,12 @@ func TestRetentionRunsOnOneRelay(t *testing.T) {
 		var s sweeps
 		cfgA := retentionConfig(&s, false)
 		cfgA.ID = "relay-a"
-		a, err := h.NewRelay(cfgA)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := newRelay(t, h, cfgA)
 		stopA := relaytest.Run(t, a)
 		relaytest.WaitFor(t, 30*time.Second, "relay-a holding partition 0", func() bool { return leaseOwner(t, db) == "relay-a" })
 		cfgB := retentionConfig(&s, false)
 		cfgB.ID = "relay-b" // sorts after relay-a: partition 0 stays with a
-		b, err := h.NewRelay(cfgB)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := newRelay(t, h, cfgB)
 		relaytest.Run(t, b)
 		expired := oldRow{topic: "sent.old", status: "sent", created: 3 * time.Hour, last: 3 * time.Hour, sent: 2 * time.Hour}
 		for range 5 {
@@ -251,19 +237,14 @@ func TestRetentionShutdownMidSweep(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
 		db := h.DB
 		const n = 1000
-		if _, err := h.Enqueue(context.Background(), msgs(n, "order.created", nil), false); err != nil {
-			t.Fatal(err)
-		}
+		enqueue(t, h, context.Background(), msgs(n, "order.created", nil))
 		old := testdb.Ago(db.Dialect, 3*time.Hour)
 		db.Exec(t, "UPDATE outbox_messages SET status = 'sent', created_at = "+old+", available_at = "+old+", sent_at = "+old)
 
 		var s sweeps
 		cfg := retentionConfig(&s, true)
 		cfg.Retention.BatchSize = 5
-		r, err := h.NewRelay(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newRelay(t, h, cfg)
 		stop := relaytest.Run(t, r)
 		relaytest.WaitFor(t, 30*time.Second, "archiving under way", func() bool {
 			return db.Count(t, "SELECT count(*) FROM outbox_messages_archive") > 0
@@ -283,10 +264,7 @@ func TestRetentionShutdownMidSweep(t *testing.T) {
 
 		cfg2 := retentionConfig(&s, true)
 		cfg2.Retention.BatchSize = 100
-		r2, err := h.NewRelay(cfg2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r2 := newRelay(t, h, cfg2)
 		relaytest.Run(t, r2)
 		relaytest.WaitFor(t, 60*time.Second, "every row archived", func() bool {
 			return db.Count(t, "SELECT count(*) FROM outbox_messages") == 0

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"testing"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/harness"
 )
 
 // sink records deliveries.
@@ -57,4 +59,26 @@ func msgs(n int, topic string, key func(i int) string) []outbox.Message {
 		}
 	}
 	return out
+}
+
+// newRelay is a relay over h's database with cfg, failing the test if
+// it cannot be made.
+func newRelay(t *testing.T, h *harness.Harness, cfg *outbox.RelayConfig) *outbox.Relay {
+	t.Helper()
+	r, err := h.NewRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// enqueue commits ms through h's producer and returns their message ids,
+// failing the test on error.
+func enqueue(t *testing.T, h *harness.Harness, ctx context.Context, ms []outbox.Message) []string {
+	t.Helper()
+	ids, err := h.Enqueue(ctx, ms, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }

@@ -79,8 +79,15 @@ func TestListenNotifyWakesRelayInAnotherProcess(t *testing.T) {
 
 func TestInProcessWake(t *testing.T) {
 	db := testdb.New(t, store.SQLite) // polling only, plus in-process wake-ups
-	s := idleRelay(t, func(c *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(db.Std, c) })
-	p, err := outbox.NewProducer(db.Std, &outbox.Config{NotifyInterval: 300 * time.Millisecond})
+	wakesInProcess(t, db, db.Std, db.Std)
+}
+
+// wakesInProcess: a commit through a producer on producerDrv wakes an
+// idle relay on relayDrv, over db, long before its next poll.
+func wakesInProcess(t *testing.T, db *testdb.DB, relayDrv, producerDrv *outboxsql.Driver) {
+	t.Helper()
+	s := idleRelay(t, func(c *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(relayDrv, c) })
+	p, err := outbox.NewProducer(producerDrv, &outbox.Config{NotifyInterval: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,20 +127,5 @@ func TestInProcessWakeAcrossDrivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := idleRelay(t, func(c *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(relayDrv, c) })
-	p, err := outbox.NewProducer(producerDrv, &outbox.Config{NotifyInterval: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := db.SQL.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.EnqueueMany(context.Background(), tx, msgs(3, "wake.up", nil)); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	relaytest.WaitFor(t, 20*time.Second, "delivery woken in-process across drivers", func() bool { return s.distinct() == 3 })
+	wakesInProcess(t, db, relayDrv, producerDrv)
 }
