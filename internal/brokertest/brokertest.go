@@ -122,6 +122,24 @@ func Run(t *testing.T, newTarget func(t *testing.T) *Target) {
 	t.Run("Relay", func(t *testing.T) { RunRelay(t, newTarget) })
 }
 
+// suiteCase is one named test of a suite.
+type suiteCase struct {
+	name string
+	fn   func(t *testing.T, tg *Target)
+}
+
+// runParallel runs cases as parallel subtests, each on a target of its
+// own from newTarget.
+func runParallel(t *testing.T, newTarget func(t *testing.T) *Target, cases []suiteCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newTarget(t))
+		})
+	}
+}
+
 // wait receives from ch, failing the test after d.
 func wait[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
 	t.Helper()

@@ -24,19 +24,11 @@ import (
 // subtest, which runs in parallel with the others.
 func RunConsume(t *testing.T, newTarget func(t *testing.T) *Target) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, tg *Target)
-	}{
+	runParallel(t, newTarget, []suiteCase{
 		{"Decodes", decodes},
 		{"RedeliversAfterHandlerError", redelivers},
 		{"EndToEnd", consumeEndToEnd},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newTarget(t))
-		})
-	}
+	})
 }
 
 // publishOne publishes env through tg's publisher, failing on an error.

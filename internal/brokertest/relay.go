@@ -19,18 +19,10 @@ import (
 // which runs in parallel with the others.
 func RunRelay(t *testing.T, newTarget func(t *testing.T) *Target) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, tg *Target)
-	}{
+	runParallel(t, newTarget, []suiteCase{
 		{"SQLInsertArrivesIntact", sqlInsertArrives},
 		{"BadDestinationGoesDead", badDestinationGoesDead},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newTarget(t))
-		})
-	}
+	})
 }
 
 // relayConfig routes every topic to p as relaytest.Config does, with each

@@ -7,6 +7,7 @@ package faultproxy
 import (
 	"net"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -55,6 +56,26 @@ func New(target string) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
+}
+
+// Start is New for one test: an error fails t, and the proxy closes when
+// t ends.
+func Start(t testing.TB, target string) *Proxy {
+	t.Helper()
+	p, err := New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// Disconnect refuses every connection, open or new, until the function
+// it returns puts the proxy back to Pass: the form of a conformance
+// target's Disconnect.
+func (p *Proxy) Disconnect(*testing.T) func() {
+	p.SetMode(Refuse)
+	return func() { p.SetMode(Pass) }
 }
 
 // Addr is the proxy's host:port.

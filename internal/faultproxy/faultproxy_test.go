@@ -79,11 +79,7 @@ func recordingEcho(t *testing.T) (string, <-chan string) {
 func newProxy(t *testing.T) (*faultproxy.Proxy, <-chan string) {
 	t.Helper()
 	addr, lines := recordingEcho(t)
-	p, err := faultproxy.New(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := faultproxy.Start(t, addr)
 	return p, lines
 }
 

@@ -28,11 +28,13 @@ import (
 
 // Service URLs, overridable by environment.
 var (
-	PostgresURL = env("OUTBOX_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	MySQLURL    = env("OUTBOX_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
+	PostgresURL = Env("OUTBOX_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	MySQLURL    = Env("OUTBOX_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
 )
 
-func env(k, def string) string {
+// Env is the environment variable k, or def when k is unset or empty:
+// the tests' service addresses are overridden this way.
+func Env(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
 	}

@@ -19,6 +19,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,19 +120,59 @@ func Envelope(dest, key string, payload []byte, contentType string, extra map[st
 	return &outbox.Envelope{ID: NewID(), Topic: "conformance.test", Key: key, Destination: dest, Payload: payload, Headers: h, Attempt: 1, CreatedAt: time.Now()}
 }
 
-func publishOK(t *testing.T, p outbox.Publisher, batch []*outbox.Envelope) {
+// Publish publishes batch within d and returns its results, failing the
+// test unless there is one per message.
+func Publish(t testing.TB, p outbox.Publisher, d time.Duration, batch ...*outbox.Envelope) []error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	errs := p.Publish(ctx, batch)
 	if len(errs) != len(batch) {
 		t.Fatalf("Publish returned %d results for %d messages", len(errs), len(batch))
 	}
+	return errs
+}
+
+// WantClass fails the test unless err is an error of class want, on one
+// line, that says each of contains; what names the call that returned it.
+func WantClass(t testing.TB, what string, err error, want outbox.ErrorClass, contains ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: succeeded, want a %v error", what, want)
+	}
+	if got := outbox.Classify(err); got != want {
+		t.Fatalf("%s: error %q is %v, want %v", what, err, got, want)
+	}
+	for _, s := range contains {
+		if !strings.Contains(err.Error(), s) {
+			t.Fatalf("%s: error %q does not say %q", what, err, s)
+		}
+	}
+	if strings.ContainsAny(err.Error(), "\r\n") {
+		t.Fatalf("%s: error %q is not one line", what, err)
+	}
+}
+
+func publishOK(t *testing.T, p outbox.Publisher, batch []*outbox.Envelope) {
+	t.Helper()
+	errs := Publish(t, p, 30*time.Second, batch...)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("message %d (%s): %v", i, batch[i].ID, err)
 		}
 	}
+}
+
+// deliver publishes batch to dest, every message confirmed, and returns
+// what arrived there by message id.
+func deliver(t *testing.T, tg *Target, dest string, batch []*outbox.Envelope) map[string]Received {
+	t.Helper()
+	publishOK(t, tg.Publisher, batch)
+	byID := map[string]Received{}
+	for _, r := range tg.Receive(t, dest, len(batch)) {
+		byID[r.ID] = r
+	}
+	return byID
 }
 
 func contentArrivesIntact(t *testing.T, tg *Target) {
@@ -146,16 +187,11 @@ func contentArrivesIntact(t *testing.T, tg *Target) {
 		Envelope(dest, "", []byte("plain text, no key"), "text/plain", nil),
 		Envelope(dest, "k-big", bytes.Repeat([]byte("x"), 200<<10), "text/plain", nil),
 	}
-	publishOK(t, tg.Publisher, batch)
-	got := tg.Receive(t, dest, len(batch))
-	byID := map[string]Received{}
-	for _, r := range got {
-		byID[r.ID] = r
-	}
+	byID := deliver(t, tg, dest, batch)
 	for _, env := range batch {
 		r, ok := byID[env.ID]
 		if !ok {
-			t.Fatalf("message %s did not arrive (or its id was lost); got %d messages", env.ID, len(got))
+			t.Fatalf("message %s did not arrive (or its id was lost); got %d distinct ids", env.ID, len(byID))
 		}
 		if !bytes.Equal(r.Payload, env.Payload) {
 			t.Errorf("%s: payload differs (%d bytes, want %d)", env.ID, len(r.Payload), len(env.Payload))
@@ -187,14 +223,9 @@ func oneResultPerMessage(t *testing.T, tg *Target) {
 	for i := 0; i < 300; i++ {
 		batch = append(batch, Envelope(dest, fmt.Sprintf("key-%d", i), fmt.Appendf(nil, `{"i":%d}`, i), "application/json", nil))
 	}
-	publishOK(t, tg.Publisher, batch)
-	got := tg.Receive(t, dest, len(batch))
-	seen := map[string]bool{}
-	for _, r := range got {
-		seen[r.ID] = true
-	}
+	got := deliver(t, tg, dest, batch)
 	for _, env := range batch {
-		if !seen[env.ID] {
+		if _, ok := got[env.ID]; !ok {
 			t.Fatalf("confirmed message %s never arrived", env.ID)
 		}
 	}

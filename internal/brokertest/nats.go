@@ -1,0 +1,39 @@
+package brokertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+// NATSURL is the local NATS server with JetStream that the tests use;
+// OUTBOX_TEST_NATS overrides it.
+var NATSURL = testdb.Env("OUTBOX_TEST_NATS", "nats://127.0.0.1:4222")
+
+// JetStream connects to the NATS server at url (with a 5 s connect
+// timeout, then opts) and checks that it runs JetStream. A server that
+// cannot be reached fails the test in CI and skips it elsewhere; the
+// connection closes when the test ends.
+func JetStream(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Timeout(5 * time.Second)}, opts...)...)
+	if err != nil {
+		testdb.Unavailable(t, "NATS at "+url, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		testdb.Unavailable(t, "JetStream at "+url, err)
+	}
+	return nc, js
+}
