@@ -5,13 +5,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/publisher/outboxnats"
 )
 
 // BenchmarkDrain measures one relay draining a PostgreSQL backlog of b.N
@@ -19,27 +17,10 @@ import (
 //
 //	go test -run '^$' -bench Drain -benchtime 100000x ./publisher/outboxnats/
 func BenchmarkDrain(b *testing.B) {
-	_, js := connect(b)
-	stream := newStream(b, js, nil)
-	p, err := outboxnats.New(js, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	js, p, stream := publisherOn(b, nil)
 	relaytest.Drain(b, testdb.New(b, store.Postgres), stream+".order.created", p)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		b.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if info.State.Msgs != uint64(b.N) {
-		b.Fatalf("stream holds %d messages, want %d", info.State.Msgs, b.N)
+	if n := streamCount(b, js, stream); n != uint64(b.N) {
+		b.Fatalf("stream holds %d messages, want %d", n, b.N)
 	}
 }
 
@@ -49,13 +30,7 @@ func BenchmarkDrain(b *testing.B) {
 //
 //	go test -run '^$' -bench Publish ./publisher/outboxnats/
 func BenchmarkPublish(b *testing.B) {
-	_, js := connect(b)
-	stream := newStream(b, js, nil)
-	p, err := outboxnats.New(js, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	_, p, stream := publisherOn(b, nil)
 	payload := []byte(`{"order_id":1,"pad":"` + strings.Repeat("x", 440) + `"}`)
 	const size = 1000
 	batch := make([]*outbox.Envelope, size)

@@ -28,21 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // natsURL is the local NATS server with JetStream the tests use.
-var natsURL = func() string {
-	if v := os.Getenv("OUTBOX_TEST_NATS"); v != "" {
-		return v
-	}
-	return "nats://127.0.0.1:4222"
-}()
-
-// unavailable fails the test in CI and skips it elsewhere.
-func unavailable(t testing.TB, what string, err error) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is not available (CI=true, so this fails): %v", what, err)
-	}
-	t.Skipf("skipping outside CI: %s is not available: %v", what, err)
-}
+var natsURL = brokertest.NATSURL
 
 // connect opens a connection to the local NATS server, closed at cleanup.
 func connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
@@ -52,21 +38,7 @@ func connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 
 func connectTo(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(url, append([]nats.Option{nats.Timeout(5 * time.Second), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)...)
-	if err != nil {
-		unavailable(t, "NATS at "+url, err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := js.AccountInfo(ctx); err != nil {
-		unavailable(t, "JetStream at "+url, err)
-	}
-	return nc, js
+	return brokertest.JetStream(t, url, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)...)
 }
 
 func randomHex() string {
@@ -187,7 +159,7 @@ func startServer(t testing.TB) *server {
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/nats-server"); serr != nil {
-			unavailable(t, "the nats-server binary", err)
+			testdb.Unavailable(t, "the nats-server binary", err)
 		}
 		bin = "/usr/sbin/nats-server"
 	}

@@ -19,7 +19,16 @@ import (
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
-func newPublisher(t *testing.T, js jetstream.JetStream) *outboxnats.Publisher {
+// publisherOn is a JetStream context on the local NATS, a publisher over
+// it and a fresh stream to publish into, created with tweak applied to its configuration (if not
+// nil).
+func publisherOn(t testing.TB, tweak func(*jetstream.StreamConfig)) (jetstream.JetStream, *outboxnats.Publisher, string) {
+	t.Helper()
+	_, js := connect(t)
+	return js, newPublisher(t, js), newStream(t, js, tweak)
+}
+
+func newPublisher(t testing.TB, js jetstream.JetStream) *outboxnats.Publisher {
 	t.Helper()
 	p, err := outboxnats.New(js, nil)
 	if err != nil {
@@ -31,33 +40,6 @@ func newPublisher(t *testing.T, js jetstream.JetStream) *outboxnats.Publisher {
 
 func env(dest, key, payload string) *outbox.Envelope {
 	return publishertest.Envelope(dest, key, []byte(payload), "application/json", nil)
-}
-
-func publish(t *testing.T, p outbox.Publisher, d time.Duration, batch ...*outbox.Envelope) []error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	errs := p.Publish(ctx, batch)
-	if len(errs) != len(batch) {
-		t.Fatalf("Publish returned %d results for %d messages", len(errs), len(batch))
-	}
-	return errs
-}
-
-func wantClass(t *testing.T, what string, err error, want outbox.ErrorClass, contains string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: succeeded, want a %v error", what, want)
-	}
-	if c := outbox.Classify(err); c != want {
-		t.Fatalf("%s: error %q is %v, want %v", what, err, c, want)
-	}
-	if !strings.Contains(err.Error(), contains) {
-		t.Fatalf("%s: error %q does not say %q", what, err, contains)
-	}
-	if strings.ContainsAny(err.Error(), "\r\n") {
-		t.Fatalf("%s: error %q is not one line", what, err)
-	}
 }
 
 func TestNewValidates(t *testing.T) {
@@ -78,14 +60,12 @@ func TestNewValidates(t *testing.T) {
 // success, and the stream keeps one copy.
 func TestDuplicateIDIsSuccess(t *testing.T) {
 	t.Parallel()
-	_, js := connect(t)
-	p := newPublisher(t, js)
-	stream := newStream(t, js, nil)
+	js, p, stream := publisherOn(t, nil)
 	first := env(stream+".orders", "k", `{"n":1}`)
 	again := *first
 	again.Attempt = 2
 	for i, e := range []*outbox.Envelope{first, &again} {
-		if errs := publish(t, p, 10*time.Second, e); errs[0] != nil {
+		if errs := publishertest.Publish(t, p, 10*time.Second, e); errs[0] != nil {
 			t.Fatalf("publish %d: %v", i+1, errs[0])
 		}
 	}
@@ -133,10 +113,10 @@ func TestInvalidMessagesArePermanent(t *testing.T) {
 		{"over max_payload", big, "max_payload"},
 		{"no message id", noID, "no id"},
 	} {
-		errs := publish(t, p, 10*time.Second, tc.env)
-		wantClass(t, tc.name, errs[0], outbox.ClassPermanent, tc.want)
+		errs := publishertest.Publish(t, p, 10*time.Second, tc.env)
+		publishertest.WantClass(t, tc.name, errs[0], outbox.ClassPermanent, tc.want)
 	}
-	if errs := publish(t, p, 10*time.Second, nil); outbox.Classify(errs[0]) != outbox.ClassPermanent {
+	if errs := publishertest.Publish(t, p, 10*time.Second, nil); outbox.Classify(errs[0]) != outbox.ClassPermanent {
 		t.Errorf("nil envelope: %v, want a permanent error", errs[0])
 	}
 	if n := streamCount(t, js, stream); n != 0 {
@@ -147,15 +127,13 @@ func TestInvalidMessagesArePermanent(t *testing.T) {
 // A batch mixing good and bad messages gets a result for each, in order.
 func TestMixedBatchResultsInOrder(t *testing.T) {
 	t.Parallel()
-	_, js := connect(t)
-	p := newPublisher(t, js)
-	stream := newStream(t, js, nil)
+	js, p, stream := publisherOn(t, nil)
 	missing := "nostream_" + randomHex() + ".x"
 	batch := []*outbox.Envelope{
 		env(stream+".a", "1", `1`), env(missing, "2", `2`), env(stream+".*", "3", `3`),
 		env(stream+".b", "4", `4`), env(missing, "5", `5`), env(stream+".c", "6", `6`),
 	}
-	errs := publish(t, p, 20*time.Second, batch...)
+	errs := publishertest.Publish(t, p, 20*time.Second, batch...)
 	for i, ok := range []bool{true, false, false, true, false, true} {
 		if ok && errs[i] != nil {
 			t.Errorf("message %d: %v", i, errs[i])
@@ -164,7 +142,7 @@ func TestMixedBatchResultsInOrder(t *testing.T) {
 			t.Errorf("message %d: %v, want a permanent error", i, errs[i])
 		}
 	}
-	wantClass(t, "missing stream", errs[1], outbox.ClassPermanent, "no JetStream stream for subject")
+	publishertest.WantClass(t, "missing stream", errs[1], outbox.ClassPermanent, "no JetStream stream for subject")
 	got := map[string]bool{}
 	for _, m := range readStream(t, js, stream, 3, 10*time.Second) {
 		got[m.Headers().Get(jetstream.MsgIDHeader)] = true
@@ -180,24 +158,20 @@ func TestMixedBatchResultsInOrder(t *testing.T) {
 // max_payload.
 func TestStreamMaxMsgSizeIsPermanent(t *testing.T) {
 	t.Parallel()
-	_, js := connect(t)
-	p := newPublisher(t, js)
-	stream := newStream(t, js, func(c *jetstream.StreamConfig) { c.MaxMsgSize = 1024 })
+	_, p, stream := publisherOn(t, func(c *jetstream.StreamConfig) { c.MaxMsgSize = 1024 })
 	e := env(stream+".orders", "k", `"`+strings.Repeat("x", 2048)+`"`)
-	wantClass(t, "over max_msg_size", publish(t, p, 10*time.Second, e)[0], outbox.ClassPermanent, "max_msg_size")
+	publishertest.WantClass(t, "over max_msg_size", publishertest.Publish(t, p, 10*time.Second, e)[0], outbox.ClassPermanent, "max_msg_size")
 }
 
 // A full stream (limits with discard=new) refuses for now: retried, not
 // dead, and not unknown.
 func TestFullStreamIsTransient(t *testing.T) {
 	t.Parallel()
-	_, js := connect(t)
-	p := newPublisher(t, js)
-	stream := newStream(t, js, func(c *jetstream.StreamConfig) { c.MaxMsgs = 1; c.Discard = jetstream.DiscardNew })
-	if errs := publish(t, p, 10*time.Second, env(stream+".a", "k", `1`)); errs[0] != nil {
+	_, p, stream := publisherOn(t, func(c *jetstream.StreamConfig) { c.MaxMsgs = 1; c.Discard = jetstream.DiscardNew })
+	if errs := publishertest.Publish(t, p, 10*time.Second, env(stream+".a", "k", `1`)); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	wantClass(t, "full stream", publish(t, p, 10*time.Second, env(stream+".a", "k", `2`))[0], outbox.ClassTransient, "JetStream refused the message")
+	publishertest.WantClass(t, "full stream", publishertest.Publish(t, p, 10*time.Second, env(stream+".a", "k", `2`))[0], outbox.ClassTransient, "JetStream refused the message")
 }
 
 // proxied connects through a fault proxy in front of the local server.
@@ -208,13 +182,30 @@ func proxied(t *testing.T) (*faultproxy.Proxy, *nats.Conn, jetstream.JetStream) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp, err := faultproxy.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fp.Close() })
+	fp := faultproxy.Start(t, u.Host)
 	nc, js := connectTo(t, "nats://"+fp.Addr(), nats.ReconnectBufSize(-1))
 	return fp, nc, js
+}
+
+// viaProxy is a publisher whose connection goes through a fault proxy,
+// and a stream made over a direct connection, to publish into and count.
+type viaProxy struct {
+	fp     *faultproxy.Proxy
+	nc     *nats.Conn          // the proxied connection
+	js     jetstream.JetStream // over nc
+	direct jetstream.JetStream
+	stream string
+	p      *outboxnats.Publisher // over js
+}
+
+func newViaProxy(t *testing.T) *viaProxy {
+	t.Helper()
+	v := &viaProxy{}
+	_, v.direct = connect(t)
+	v.stream = newStream(t, v.direct, nil)
+	v.fp, v.nc, v.js = proxied(t)
+	v.p = newPublisher(t, v.js)
+	return v
 }
 
 // While the connection is down every message is unavailable (the relay
@@ -222,26 +213,23 @@ func proxied(t *testing.T) (*faultproxy.Proxy, *nats.Conn, jetstream.JetStream) 
 // the connection recovers by itself and publishing works again.
 func TestUnavailableThenReconnects(t *testing.T) {
 	t.Parallel()
-	_, direct := connect(t)
-	stream := newStream(t, direct, nil)
-	fp, nc, js := proxied(t)
-	p := newPublisher(t, js)
-	if errs := publish(t, p, 10*time.Second, env(stream+".a", "k", `1`)); errs[0] != nil {
+	v := newViaProxy(t)
+	if errs := publishertest.Publish(t, v.p, 10*time.Second, env(v.stream+".a", "k", `1`)); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	fp.SetMode(faultproxy.Refuse)
-	relaytest.WaitFor(t, 10*time.Second, "the client to notice the disconnect", func() bool { return !nc.IsConnected() })
-	down := []*outbox.Envelope{env(stream+".a", "k1", `2`), env(stream+".b", "k2", `3`)}
-	for i, err := range publish(t, p, 10*time.Second, down...) {
-		wantClass(t, "publish while disconnected", err, outbox.ClassUnavailable, "not connected")
+	v.fp.SetMode(faultproxy.Refuse)
+	relaytest.WaitFor(t, 10*time.Second, "the client to notice the disconnect", func() bool { return !v.nc.IsConnected() })
+	down := []*outbox.Envelope{env(v.stream+".a", "k1", `2`), env(v.stream+".b", "k2", `3`)}
+	for i, err := range publishertest.Publish(t, v.p, 10*time.Second, down...) {
+		publishertest.WantClass(t, "publish while disconnected", err, outbox.ClassUnavailable, "not connected")
 		_ = i
 	}
-	fp.SetMode(faultproxy.Pass)
-	relaytest.WaitFor(t, 20*time.Second, "the client to reconnect", nc.IsConnected)
-	if errs := publish(t, p, 10*time.Second, down...); errs[0] != nil || errs[1] != nil {
+	v.fp.SetMode(faultproxy.Pass)
+	relaytest.WaitFor(t, 20*time.Second, "the client to reconnect", v.nc.IsConnected)
+	if errs := publishertest.Publish(t, v.p, 10*time.Second, down...); errs[0] != nil || errs[1] != nil {
 		t.Fatalf("publish after reconnect: %v", errs)
 	}
-	if n := streamCount(t, direct, stream); n != 3 {
+	if n := streamCount(t, v.direct, v.stream); n != 3 {
 		t.Fatalf("stream holds %d messages, want 3", n)
 	}
 }
@@ -250,13 +238,10 @@ func TestUnavailableThenReconnects(t *testing.T) {
 // comes, so the outcome is unknown, never success.
 func TestNoPubAckIsUnknown(t *testing.T) {
 	t.Parallel()
-	_, direct := connect(t)
-	stream := newStream(t, direct, nil)
-	fp, _, js := proxied(t)
-	p := newPublisher(t, js)
-	fp.SetMode(faultproxy.Blackhole)
-	for _, err := range publish(t, p, time.Second, env(stream+".a", "k1", `1`), env(stream+".b", "k2", `2`)) {
-		wantClass(t, "no PubAck", err, outbox.ClassUnknown, "no PubAck")
+	v := newViaProxy(t)
+	v.fp.SetMode(faultproxy.Blackhole)
+	for _, err := range publishertest.Publish(t, v.p, time.Second, env(v.stream+".a", "k1", `1`), env(v.stream+".b", "k2", `2`)) {
+		publishertest.WantClass(t, "no PubAck", err, outbox.ClassUnknown, "no PubAck")
 	}
 }
 
@@ -264,23 +249,20 @@ func TestNoPubAckIsUnknown(t *testing.T) {
 // an unknown outcome rather than a deadline.
 func TestDisconnectWhileAwaitingIsUnknown(t *testing.T) {
 	t.Parallel()
-	_, direct := connect(t)
-	stream := newStream(t, direct, nil)
-	fp, _, js := proxied(t)
-	p := newPublisher(t, js)
-	fp.SetMode(faultproxy.Blackhole)
+	v := newViaProxy(t)
+	v.fp.SetMode(faultproxy.Blackhole)
 	done := make(chan []error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		done <- p.Publish(ctx, []*outbox.Envelope{env(stream+".a", "k1", `1`), env(stream+".b", "k2", `2`)})
+		done <- v.p.Publish(ctx, []*outbox.Envelope{env(v.stream+".a", "k1", `1`), env(v.stream+".b", "k2", `2`)})
 	}()
-	relaytest.WaitFor(t, 10*time.Second, "the messages to be in flight", func() bool { return js.PublishAsyncPending() == 2 })
-	fp.SetMode(faultproxy.Refuse)
+	relaytest.WaitFor(t, 10*time.Second, "the messages to be in flight", func() bool { return v.js.PublishAsyncPending() == 2 })
+	v.fp.SetMode(faultproxy.Refuse)
 	select {
 	case errs := <-done:
 		for _, err := range errs {
-			wantClass(t, "disconnect while awaiting", err, outbox.ClassUnknown, "connection")
+			publishertest.WantClass(t, "disconnect while awaiting", err, outbox.ClassUnknown, "connection")
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Publish kept waiting after the connection dropped")
@@ -303,11 +285,11 @@ func TestClosedConnection(t *testing.T) {
 	if !nc.IsConnected() {
 		t.Fatal("Close closed the caller's connection")
 	}
-	wantClass(t, "publish after Close", publish(t, p, 5*time.Second, env(stream+".a", "k", `1`))[0], outbox.ClassTransient, "closed")
+	publishertest.WantClass(t, "publish after Close", publishertest.Publish(t, p, 5*time.Second, env(stream+".a", "k", `1`))[0], outbox.ClassTransient, "closed")
 
 	p2 := newPublisher(t, js)
 	nc.Close()
-	wantClass(t, "closed connection", publish(t, p2, 5*time.Second, env(stream+".a", "k", `1`))[0], outbox.ClassUnavailable, "connection closed")
+	publishertest.WantClass(t, "closed connection", publishertest.Publish(t, p2, 5*time.Second, env(stream+".a", "k", `1`))[0], outbox.ClassUnavailable, "connection closed")
 }
 
 // A batch larger than the context's WithPublishAsyncMaxPending waits for
@@ -325,7 +307,7 @@ func TestBatchLargerThanMaxPending(t *testing.T) {
 	for i := range 300 {
 		batch = append(batch, env(stream+".orders", "key-"+strconv.Itoa(i), strconv.Itoa(i)))
 	}
-	for i, err := range publish(t, p, 30*time.Second, batch...) {
+	for i, err := range publishertest.Publish(t, p, 30*time.Second, batch...) {
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}

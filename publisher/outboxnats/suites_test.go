@@ -11,7 +11,6 @@ import (
 
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
-	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
@@ -53,11 +52,8 @@ func target(t *testing.T) *brokertest.Target {
 				}
 				return out
 			},
-			Disconnect: func(*testing.T) func() {
-				proxy.SetMode(faultproxy.Refuse)
-				return func() { proxy.SetMode(faultproxy.Pass) }
-			},
-			Features: publishertest.Features{Keys: true, ArbitraryHeaders: true, MissingDestinationIsPermanent: true},
+			Disconnect: proxy.Disconnect,
+			Features:   publishertest.Features{Keys: true, ArbitraryHeaders: true, MissingDestinationIsPermanent: true},
 		},
 		Consume: func(t *testing.T, dest string, h brokertest.Handler) {
 			c := durable(t, consumer, streamOf(dest))
