@@ -45,19 +45,30 @@ func envelope(topic, key, payload string) *outbox.Envelope {
 	return publishertest.Envelope(topic, key, []byte(payload), "application/json", nil)
 }
 
+// notLeader makes c answer the next produce request (every one, if
+// always) with NOT_LEADER_FOR_PARTITION, and counts the requests so
+// answered.
+func notLeader(c *kfake.Cluster, always bool) *atomic.Int32 {
+	var n atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		n.Add(1)
+		if always {
+			c.KeepControl()
+		}
+		return answerProduce(req, kerr.NotLeaderForPartition.Code), nil, true
+	})
+	return &n
+}
+
 // A leader change answered once is retried inside the client: the record
 // is written once and the publish succeeds.
 func TestNotLeaderOnceIsRetried(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "orders"))
-	var injected atomic.Int32
-	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		injected.Add(1)
-		return answerProduce(req, kerr.NotLeaderForPartition.Code), nil, true
-	})
+	injected := notLeader(c, false)
 	p := dial(t, c)
 	env := envelope("orders", "order-1", `{"n":1}`)
-	if errs := publish(t, p, 15*time.Second, env); errs[0] != nil {
+	if errs := publishertest.Publish(t, p, 15*time.Second, env); errs[0] != nil {
 		t.Fatalf("publish after one NOT_LEADER_FOR_PARTITION: %v", errs[0])
 	}
 	if injected.Load() != 1 {
@@ -74,14 +85,9 @@ func TestNotLeaderOnceIsRetried(t *testing.T) {
 func TestNotLeaderThatPersistsIsRetryable(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
-	var injected atomic.Int32
-	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		injected.Add(1)
-		c.KeepControl()
-		return answerProduce(req, kerr.NotLeaderForPartition.Code), nil, true
-	})
+	injected := notLeader(c, true)
 	p := dial(t, c, kgo.RecordDeliveryTimeout(time.Second))
-	errs := publish(t, p, 15*time.Second, envelope("orders", "k", `1`))
+	errs := publishertest.Publish(t, p, 15*time.Second, envelope("orders", "k", `1`))
 	if errs[0] == nil {
 		t.Fatal("publish succeeded while every produce was refused")
 	}
@@ -101,7 +107,7 @@ func TestMessageTooLargeIsPermanent(t *testing.T) {
 		return answerProduce(req, kerr.MessageTooLarge.Code), nil, true
 	})
 	p := dial(t, c)
-	errs := publish(t, p, 15*time.Second, envelope("orders", "k", `{"big":true}`))
+	errs := publishertest.Publish(t, p, 15*time.Second, envelope("orders", "k", `{"big":true}`))
 	if cls := outbox.Classify(errs[0]); errs[0] == nil || cls != outbox.ClassPermanent {
 		t.Fatalf("MESSAGE_TOO_LARGE from the broker gave %v (%v), want a permanent error", errs[0], cls)
 	}
@@ -109,7 +115,7 @@ func TestMessageTooLargeIsPermanent(t *testing.T) {
 		t.Errorf("error %q does not say why", errs[0])
 	}
 	// The next record goes through: the failure was the record's own.
-	if errs := publish(t, p, 15*time.Second, envelope("orders", "k", `2`)); errs[0] != nil {
+	if errs := publishertest.Publish(t, p, 15*time.Second, envelope("orders", "k", `2`)); errs[0] != nil {
 		t.Fatalf("publish after a too-large record: %v", errs[0])
 	}
 }
@@ -121,7 +127,7 @@ func TestRecordOverClientLimitIsPermanent(t *testing.T) {
 	p := dial(t, c, kgo.ProducerBatchMaxBytes(64<<10))
 	big := publishertest.Envelope("orders", "k", bytes.Repeat([]byte("x"), 100<<10), "text/plain", nil)
 	small := envelope("orders", "other", `1`)
-	errs := publish(t, p, 15*time.Second, big, small)
+	errs := publishertest.Publish(t, p, 15*time.Second, big, small)
 	if cls := outbox.Classify(errs[0]); errs[0] == nil || cls != outbox.ClassPermanent {
 		t.Fatalf("100 KiB record over a 64 KiB limit gave %v (%v), want permanent", errs[0], cls)
 	}
@@ -143,7 +149,7 @@ func TestUnansweredProduceIsUnknown(t *testing.T) {
 	})
 	p := dial(t, c, kgo.ProduceRequestTimeout(time.Second), kgo.RequestTimeoutOverhead(time.Second))
 	env := envelope("orders", "k", `{"n":1}`)
-	errs := publish(t, p, 1500*time.Millisecond, env)
+	errs := publishertest.Publish(t, p, 1500*time.Millisecond, env)
 	if errs[0] == nil {
 		t.Fatal("an unanswered produce was reported delivered")
 	}
@@ -165,7 +171,7 @@ func TestMissingTopicIsPermanentAndNotCreated(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 	p := dial(t, c)
-	errs := publish(t, p, 15*time.Second, envelope("no-such-topic", "k", `1`), envelope("orders", "k", `1`))
+	errs := publishertest.Publish(t, p, 15*time.Second, envelope("no-such-topic", "k", `1`), envelope("orders", "k", `1`))
 	if cls := outbox.Classify(errs[0]); errs[0] == nil || cls != outbox.ClassPermanent || !strings.Contains(errs[0].Error(), "does not exist") {
 		t.Fatalf("missing topic gave %v (%v), want permanent 'does not exist'", errs[0], cls)
 	}
@@ -199,12 +205,12 @@ func TestBrokerDownIsUnavailableAndRecovers(t *testing.T) {
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 	port := portOf(t, c)
 	p := dial(t, c)
-	if errs := publish(t, p, 15*time.Second, envelope("orders", "k", `1`)); errs[0] != nil {
+	if errs := publishertest.Publish(t, p, 15*time.Second, envelope("orders", "k", `1`)); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	c.Close()
 	for i := range 2 {
-		errs := publish(t, p, time.Minute, envelope("orders", "k", fmt.Sprint(i+2)))
+		errs := publishertest.Publish(t, p, time.Minute, envelope("orders", "k", fmt.Sprint(i+2)))
 		if cls := outbox.Classify(errs[0]); cls != outbox.ClassUnavailable {
 			t.Fatalf("publish %d with the broker down: %v (%v), want unavailable", i+1, errs[0], cls)
 		}
@@ -212,7 +218,7 @@ func TestBrokerDownIsUnavailableAndRecovers(t *testing.T) {
 	c2 := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"), kfake.Ports(port))
 	env := envelope("orders", "k", `{"after":"restart"}`)
 	relaytest.WaitFor(t, 30*time.Second, "a publish to succeed after the restart", func() bool {
-		return publish(t, p, 10*time.Second, env)[0] == nil
+		return publishertest.Publish(t, p, 10*time.Second, env)[0] == nil
 	})
 	found := false
 	for _, r := range newConsumer(t, c2.ListenAddrs(), "orders").readN(t, 1, 10*time.Second) {
@@ -247,7 +253,7 @@ func TestSameKeySamePartition(t *testing.T) {
 		for _, k := range keys {
 			batch = append(batch, envelope("orders", k, fmt.Sprintf(`{"seq":%d}`, seq)))
 		}
-		for i, err := range publish(t, p, 15*time.Second, batch...) {
+		for i, err := range publishertest.Publish(t, p, 15*time.Second, batch...) {
 			if err != nil {
 				t.Fatalf("batch %d message %d: %v", seq, i, err)
 			}

@@ -45,17 +45,25 @@ func randomTopic(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b)
 }
 
-// createTopic creates a topic the way an operator would.
-func createTopic(t testing.TB, addrs []string, partitions int32, topic string) {
+// adminClient is an admin client on addrs, and the function that closes
+// it.
+func adminClient(t testing.TB, addrs []string) (*kadm.Client, func()) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	return kadm.NewClient(cl), cl.Close
+}
+
+// createTopic creates a topic the way an operator would.
+func createTopic(t testing.TB, addrs []string, partitions int32, topic string) {
+	t.Helper()
+	adm, done := adminClient(t, addrs)
+	defer done()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -130,15 +138,4 @@ func received(r *kgo.Record) publishertest.Received {
 		ID: h[outboxkafka.HeaderMessageID], Key: string(r.Key), Topic: h[outbox.HeaderTopic],
 		Destination: r.Topic, Payload: r.Value, Headers: h,
 	}
-}
-
-func publish(t testing.TB, p outbox.Publisher, d time.Duration, batch ...*outbox.Envelope) []error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	errs := p.Publish(ctx, batch)
-	if len(errs) != len(batch) {
-		t.Fatalf("Publish returned %d results for %d messages", len(errs), len(batch))
-	}
-	return errs
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
+	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
 func TestNewRefusesUnsafeClients(t *testing.T) {
@@ -80,7 +81,7 @@ func TestInvalidMessagesArePermanent(t *testing.T) {
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 	p := dial(t, c)
 	ok := envelope("orders", "k", `1`)
-	errs := publish(t, p, 15*time.Second, envelope("order:created", "k", `1`), nil, envelope("", "k", `1`), ok)
+	errs := publishertest.Publish(t, p, 15*time.Second, envelope("order:created", "k", `1`), nil, envelope("", "k", `1`), ok)
 	for i, want := range []string{"':'", "nil envelope", "empty topic"} {
 		if errs[i] == nil || outbox.Classify(errs[i]) != outbox.ClassPermanent || !strings.Contains(errs[i].Error(), want) {
 			t.Errorf("message %d: %v (%v), want a permanent error saying %s", i, errs[i], outbox.Classify(errs[i]), want)
@@ -116,7 +117,7 @@ func TestRecordShape(t *testing.T) {
 	env.Payload = nil
 	env.Headers[outboxkafka.HeaderMessageID] = "forged"
 	env.Headers["b-header"], env.Headers["a-header"] = "2", "1"
-	if errs := publish(t, p, 15*time.Second, env); errs[0] != nil {
+	if errs := publishertest.Publish(t, p, 15*time.Second, env); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	r := newConsumer(t, c.ListenAddrs(), "orders").readN(t, 1, 10*time.Second)[0]
@@ -157,7 +158,7 @@ func TestClose(t *testing.T) {
 	if err := own.Client().ProduceSync(t.Context(), &kgo.Record{Topic: "orders"}).FirstErr(); !errors.Is(err, kgo.ErrClientClosed) {
 		t.Errorf("Dial's client after Close: %v, want closed", err)
 	}
-	if errs := publish(t, own, time.Second, envelope("orders", "k", `1`)); !errors.Is(errs[0], outboxkafka.ErrClosed) {
+	if errs := publishertest.Publish(t, own, time.Second, envelope("orders", "k", `1`)); !errors.Is(errs[0], outboxkafka.ErrClosed) {
 		t.Errorf("Publish after Close: %v", errs[0])
 	}
 
@@ -170,11 +171,11 @@ func TestClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := publish(t, theirs, 15*time.Second, envelope("orders", "k", `1`)); errs[0] != nil {
+	if errs := publishertest.Publish(t, theirs, 15*time.Second, envelope("orders", "k", `1`)); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	_ = theirs.Close()
-	if errs := publish(t, theirs, time.Second, envelope("orders", "k", `2`)); errs[0] == nil {
+	if errs := publishertest.Publish(t, theirs, time.Second, envelope("orders", "k", `2`)); errs[0] == nil {
 		t.Error("Publish after Close succeeded")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -190,12 +191,12 @@ func TestCloseDuringPublish(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 	p := dial(t, c)
-	if errs := publish(t, p, 15*time.Second, envelope("orders", "k", `1`)); errs[0] != nil {
+	if errs := publishertest.Publish(t, p, 15*time.Second, envelope("orders", "k", `1`)); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	refused := blockProduce(c)
 	done := make(chan []error, 1)
-	go func() { done <- publish(t, p, time.Minute, envelope("orders", "k", `2`)) }()
+	go func() { done <- publishertest.Publish(t, p, time.Minute, envelope("orders", "k", `2`)) }()
 	relaytest.WaitFor(t, 10*time.Second, "the record to reach the broker", func() bool { return refused.Load() > 0 })
 	_ = p.Close()
 	select {

@@ -163,14 +163,11 @@ func blockProduce(c *kfake.Cluster) *atomic.Int32 {
 // endOffsets returns the end offset of each partition of topic.
 func endOffsets(t *testing.T, addrs []string, topic string) map[int32]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	adm, done := adminClient(t, addrs)
+	defer done()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	offs, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = offs.Error()
 	}
