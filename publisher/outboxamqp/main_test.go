@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -25,14 +24,7 @@ func TestMain(m *testing.M) {
 }
 
 // rabbitURL is the local RabbitMQ the tests publish to.
-var rabbitURL = envOr("OUTBOX_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
+var rabbitURL = testdb.Env("OUTBOX_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
 
 // rabbitAddr is rabbitURL's host:port, for the fault proxy.
 func rabbitAddr(t testing.TB) string {
@@ -101,23 +93,32 @@ type consumer struct {
 	done chan struct{}
 }
 
-// consume binds a fresh queue to exchange with bindingKey and collects
-// what arrives until the test ends.
-func consume(t testing.TB, exchange, bindingKey string) *consumer {
+// bindQueue declares an exclusive queue (deleted with its last consumer
+// if autoDelete) bound to exchange with bindingKey, and returns a channel
+// of the same connection to consume it on, and its name.
+func bindQueue(t testing.TB, exchange, bindingKey string, autoDelete bool) (*amqp.Channel, string) {
 	t.Helper()
 	conn := dialRabbit(t)
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	q, err := ch.QueueDeclare("", false, autoDelete, true, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ch.QueueBind(q.Name, bindingKey, exchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	return ch, q.Name
+}
+
+// consume binds a fresh queue to exchange with bindingKey and collects
+// what arrives until the test ends.
+func consume(t testing.TB, exchange, bindingKey string) *consumer {
+	t.Helper()
+	ch, queue := bindQueue(t, exchange, bindingKey, true)
+	deliveries, err := ch.Consume(queue, "", true, true, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,16 +22,6 @@ func env(dest, key, payload string) *outbox.Envelope {
 	return publishertest.Envelope(dest, key, []byte(payload), "application/json", nil)
 }
 
-func wantClass(t *testing.T, what string, err error, want outbox.ErrorClass) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: succeeded, want a %v error", what, want)
-	}
-	if got := outbox.Classify(err); got != want {
-		t.Fatalf("%s: %q is %v, want %v", what, err, got, want)
-	}
-}
-
 // TestMixedBatch: in one pipelined batch, the messages the broker returns
 // as unroutable fail permanently and the others succeed, each with its own
 // result, although every one of them was acked.
@@ -59,7 +49,7 @@ func TestMixedBatch(t *testing.T) {
 			}
 			continue
 		}
-		wantClass(t, fmt.Sprint("message ", i, " to an unbound key"), err, outbox.ClassPermanent)
+		publishertest.WantClass(t, fmt.Sprint("message ", i, " to an unbound key"), err, outbox.ClassPermanent)
 		want := fmt.Sprintf(`unroutable: no queue bound to exchange "amq.topic" with routing key %q`, unbound)
 		if !errors.Is(err, outboxamqp.ErrUnroutable) || !strings.Contains(err.Error(), want) {
 			t.Errorf("message %d: error %q, want it to say %q", i, err, want)
@@ -84,7 +74,7 @@ func TestMissingExchange(t *testing.T) {
 	dest := randomName("missing.")
 	batch := []*outbox.Envelope{env(dest, "a", `1`), env(dest, "b", `2`), env(dest, "c", `3`)}
 	for i, err := range p.Publish(publishCtx(t, 20*time.Second), batch) {
-		wantClass(t, fmt.Sprint("message ", i), err, outbox.ClassPermanent)
+		publishertest.WantClass(t, fmt.Sprint("message ", i), err, outbox.ClassPermanent)
 		if !errors.Is(err, outboxamqp.ErrNoExchange) || !strings.Contains(err.Error(), exchange) {
 			t.Errorf("message %d: error %q does not say exchange %s does not exist", i, err, exchange)
 		}
@@ -130,7 +120,7 @@ func TestNackIsTransient(t *testing.T) {
 		t.Fatalf("first message, into an empty queue: %v", errs[0])
 	}
 	for i := 1; i < 3; i++ {
-		wantClass(t, fmt.Sprint("message ", i, " into a full queue"), errs[i], outbox.ClassTransient)
+		publishertest.WantClass(t, fmt.Sprint("message ", i, " into a full queue"), errs[i], outbox.ClassTransient)
 		if !errors.Is(errs[i], outboxamqp.ErrNacked) {
 			t.Errorf("message %d: %q is not ErrNacked", i, errs[i])
 		}
@@ -150,7 +140,7 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	_ = ln.Close()
 	p := newPublisher(t, "amqp://guest:s3cr3t-pw@"+addr+"/", &outboxamqp.Config{DialTimeout: 2 * time.Second})
 	for i, err := range p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env("x.y", "a", `1`), env("x.y", "b", `2`)}) {
-		wantClass(t, fmt.Sprint("message ", i), err, outbox.ClassUnavailable)
+		publishertest.WantClass(t, fmt.Sprint("message ", i), err, outbox.ClassUnavailable)
 		if strings.Contains(err.Error(), "s3cr3t-pw") || !strings.Contains(err.Error(), addr) {
 			t.Errorf("error %q: want the address and no password", err)
 		}
@@ -164,10 +154,25 @@ func TestBadCredentialsAreUnavailable(t *testing.T) {
 	dialRabbit(t)
 	p := newPublisher(t, "amqp://outbox-nobody:wr0ng-pw@"+rabbitAddr(t)+"/", nil)
 	err := p.Publish(publishCtx(t, 20*time.Second), []*outbox.Envelope{env("x.y", "a", `1`)})[0]
-	wantClass(t, "publish with a bad password", err, outbox.ClassUnavailable)
+	publishertest.WantClass(t, "publish with a bad password", err, outbox.ClassUnavailable)
 	if strings.Contains(err.Error(), "wr0ng-pw") {
 		t.Errorf("error %q leaks the password", err)
 	}
+}
+
+// throughProxy is a fresh destination with a consumer, and a publisher
+// whose connection goes through a fault proxy and has already delivered
+// one message there.
+func throughProxy(t *testing.T, prefix string) (*faultproxy.Proxy, string, *consumer, *outboxamqp.Publisher) {
+	t.Helper()
+	proxy := faultproxy.Start(t, rabbitAddr(t))
+	dest := randomName(prefix)
+	c := consume(t, outboxamqp.DefaultExchange, dest)
+	p := newPublisher(t, viaAddr(t, proxy.Addr()), &outboxamqp.Config{DialTimeout: 2 * time.Second})
+	if err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `0`)})[0]; err != nil {
+		t.Fatal(err)
+	}
+	return proxy, dest, c, p
 }
 
 // TestReconnect: the connection is cut; while it cannot be re-established
@@ -175,17 +180,7 @@ func TestBadCredentialsAreUnavailable(t *testing.T) {
 // the broker is reachable again the same publisher delivers.
 func TestReconnect(t *testing.T) {
 	t.Parallel()
-	proxy, err := faultproxy.New(rabbitAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	dest := randomName("reconnect.")
-	c := consume(t, outboxamqp.DefaultExchange, dest)
-	p := newPublisher(t, viaAddr(t, proxy.Addr()), &outboxamqp.Config{DialTimeout: 2 * time.Second})
-	if err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `1`)})[0]; err != nil {
-		t.Fatal(err)
-	}
+	proxy, dest, c, p := throughProxy(t, "reconnect.")
 	proxy.SetMode(faultproxy.Refuse)
 	for i := range 3 {
 		err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `2`)})[0]
@@ -196,8 +191,8 @@ func TestReconnect(t *testing.T) {
 			t.Fatalf("publish %d while unreachable: %q is %v, want unavailable (or unknown)", i, err, cls)
 		}
 	}
-	err = p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `2`)})[0]
-	wantClass(t, "publish on a refused connection", err, outbox.ClassUnavailable)
+	err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `2`)})[0]
+	publishertest.WantClass(t, "publish on a refused connection", err, outbox.ClassUnavailable)
 	proxy.SetMode(faultproxy.Pass)
 	last := env(dest, "a", `3`)
 	if err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{last})[0]; err != nil {
@@ -212,17 +207,7 @@ func TestReconnect(t *testing.T) {
 // publisher recovers by itself.
 func TestBlackhole(t *testing.T) {
 	t.Parallel()
-	proxy, err := faultproxy.New(rabbitAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	dest := randomName("blackhole.")
-	c := consume(t, outboxamqp.DefaultExchange, dest)
-	p := newPublisher(t, viaAddr(t, proxy.Addr()), &outboxamqp.Config{DialTimeout: 2 * time.Second})
-	if err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `0`)})[0]; err != nil {
-		t.Fatal(err)
-	}
+	proxy, dest, c, p := throughProxy(t, "blackhole.")
 
 	proxy.SetMode(faultproxy.Blackhole)
 	var batch []*outbox.Envelope
@@ -230,10 +215,10 @@ func TestBlackhole(t *testing.T) {
 		batch = append(batch, env(dest, fmt.Sprint("k", i), fmt.Sprint(i+1)))
 	}
 	for i, err := range p.Publish(publishCtx(t, 2*time.Second), batch) {
-		wantClass(t, fmt.Sprint("blackholed message ", i), err, outbox.ClassUnknown)
+		publishertest.WantClass(t, fmt.Sprint("blackholed message ", i), err, outbox.ClassUnknown)
 	}
 	// The connection was dropped; a new one cannot get through either.
-	err = p.Publish(publishCtx(t, 5*time.Second), []*outbox.Envelope{env(dest, "a", `21`)})[0]
+	err := p.Publish(publishCtx(t, 5*time.Second), []*outbox.Envelope{env(dest, "a", `21`)})[0]
 	if err == nil {
 		t.Fatal("publish succeeded through a blackhole")
 	}
@@ -261,7 +246,7 @@ func TestMaxMessageBytes(t *testing.T) {
 	if errs[0] != nil {
 		t.Fatalf("small message: %v", errs[0])
 	}
-	wantClass(t, "oversized message", errs[1], outbox.ClassPermanent)
+	publishertest.WantClass(t, "oversized message", errs[1], outbox.ClassPermanent)
 	if !errors.Is(errs[1], outboxamqp.ErrTooLarge) {
 		t.Errorf("%q is not ErrTooLarge", errs[1])
 	}
@@ -276,11 +261,7 @@ func TestMaxMessageBytes(t *testing.T) {
 func TestCloseDuringPublish(t *testing.T) {
 	t.Parallel()
 	dialRabbit(t)
-	proxy, err := faultproxy.New(rabbitAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, rabbitAddr(t))
 	p, err := outboxamqp.New(viaAddr(t, proxy.Addr()), nil)
 	if err != nil {
 		t.Fatal(err)

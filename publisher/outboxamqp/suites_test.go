@@ -28,11 +28,7 @@ import (
 // consumers connect directly.
 func target(t *testing.T) *brokertest.Target {
 	dialRabbit(t)
-	proxy, err := faultproxy.New(rabbitAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, rabbitAddr(t))
 	p := newPublisher(t, viaAddr(t, proxy.Addr()), nil)
 	var mu sync.Mutex
 	consumers := map[string]*consumer{}
@@ -59,14 +55,11 @@ func target(t *testing.T) *brokertest.Target {
 				}
 				return out
 			},
-			Disconnect: func(*testing.T) func() {
-				proxy.SetMode(faultproxy.Refuse)
-				return func() { proxy.SetMode(faultproxy.Pass) }
-			},
-			Features: publishertest.Features{Keys: true, ArbitraryHeaders: true, MissingDestinationIsPermanent: true},
+			Disconnect: proxy.Disconnect,
+			Features:   publishertest.Features{Keys: true, ArbitraryHeaders: true, MissingDestinationIsPermanent: true},
 		},
 		Consume: func(t *testing.T, dest string, h brokertest.Handler) {
-			ch, queue := boundQueue(t, dest)
+			ch, queue := bindQueue(t, outboxamqp.DefaultExchange, dest, false)
 			runConsume(t, ch, queue, h)
 		},
 		PublishForeign: func(t *testing.T, dest string) {
@@ -120,11 +113,7 @@ func TestCrashEndToEnd(t *testing.T) {
 func TestOutage(t *testing.T) {
 	t.Parallel()
 	brokertest.RunOutage(t, brokertest.Outage{Name: "ProxyRefuses", Start: func(t *testing.T) *brokertest.OutageTarget {
-		proxy, err := faultproxy.New(rabbitAddr(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = proxy.Close() })
+		proxy := faultproxy.Start(t, rabbitAddr(t))
 		topic := randomName("outage.")
 		c := consume(t, outboxamqp.DefaultExchange, topic)
 		return &brokertest.OutageTarget{
@@ -151,26 +140,6 @@ func TestDecodeForeignDelivery(t *testing.T) {
 	if _, err := outboxamqp.Decode(amqp.Delivery{Body: []byte("foreign")}); !errors.Is(err, outboxamqp.ErrNoMessageID) {
 		t.Errorf("Decode of a foreign delivery: %v, want ErrNoMessageID", err)
 	}
-}
-
-// boundQueue declares an exclusive queue bound to the default exchange
-// with bindingKey and returns a channel of the same connection to consume
-// it on, and its name.
-func boundQueue(t *testing.T, bindingKey string) (*amqp.Channel, string) {
-	t.Helper()
-	conn := dialRabbit(t)
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := ch.QueueDeclare("", false, false, true, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(q.Name, bindingKey, outboxamqp.DefaultExchange, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	return ch, q.Name
 }
 
 // runConsume runs Consume until the test ends and checks it returned nil.
