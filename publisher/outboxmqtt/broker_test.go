@@ -29,12 +29,7 @@ import (
 )
 
 // brokerAddr is the shared local Mosquitto.
-var brokerAddr = func() string {
-	if v := os.Getenv("OUTBOX_TEST_MQTT"); v != "" {
-		return v
-	}
-	return "127.0.0.1:1883"
-}()
+var brokerAddr = testdb.Env("OUTBOX_TEST_MQTT", "127.0.0.1:1883")
 
 // requireBroker checks that the shared Mosquitto answers.
 func requireBroker(t testing.TB) {

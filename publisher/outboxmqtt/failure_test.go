@@ -18,6 +18,7 @@ import (
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
+	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
 // deadAddr is a loopback address where nothing listens (below the
@@ -25,19 +26,6 @@ import (
 func deadAddr(t *testing.T) string {
 	t.Helper()
 	return "127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))
-}
-
-func wantClass(t *testing.T, what string, err error, want outbox.ErrorClass) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: succeeded, want a %v error", what, want)
-	}
-	if got := outbox.Classify(err); got != want {
-		t.Fatalf("%s: %q is %v, want %v", what, err, got, want)
-	}
-	if strings.ContainsAny(err.Error(), "\n") {
-		t.Errorf("%s: error is not one line: %q", what, err)
-	}
 }
 
 // TestInvalidTopicIsPermanentWithoutSending: what MQTT cannot carry fails
@@ -70,10 +58,10 @@ func TestInvalidTopicIsPermanentWithoutSending(t *testing.T) {
 		batch = append(batch, c.env)
 	}
 	errs := publish(p, 10*time.Second, batch...)
-	wantClass(t, "valid topic while disconnected", errs[0], outbox.ClassUnavailable)
+	publishertest.WantClass(t, "valid topic while disconnected", errs[0], outbox.ClassUnavailable)
 	for i, c := range cases {
 		err := errs[i+1]
-		wantClass(t, "destination "+quote(c.env.Destination), err, outbox.ClassPermanent)
+		publishertest.WantClass(t, "destination "+quote(c.env.Destination), err, outbox.ClassPermanent)
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("destination %s: error %q does not say %q", quote(c.env.Destination), err, c.want)
 		}
@@ -95,7 +83,7 @@ func TestNotConnectedIsUnavailable(t *testing.T) {
 	p := dial(t, deadAddr(t), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{ConnectWait: 200 * time.Millisecond, Logger: relaytest.Logger()}})
 	errs := publish(p, 10*time.Second, env("a.b", "k1", `1`), env("a.b", "k2", `2`))
 	for i, err := range errs {
-		wantClass(t, "publish while the broker is down", err, outbox.ClassUnavailable)
+		publishertest.WantClass(t, "publish while the broker is down", err, outbox.ClassUnavailable)
 		if !strings.Contains(err.Error(), "not connected") {
 			t.Errorf("message %d: %q does not say it is not connected", i, err)
 		}
@@ -120,7 +108,7 @@ func TestNotAuthorizedIsPermanent(t *testing.T) {
 	m := startMosquitto(t, "acl_file "+acl+"\n")
 	p := dial(t, m.addr, &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	errs := publish(p, 20*time.Second, env("closed.orders", "k", `1`), env("open.orders", "k2", `2`))
-	wantClass(t, "publish to a topic the ACL denies", errs[0], outbox.ClassPermanent)
+	publishertest.WantClass(t, "publish to a topic the ACL denies", errs[0], outbox.ClassPermanent)
 	var pe *outboxmqtt.PubackError
 	if !errors.As(errs[0], &pe) || pe.ReasonCode != 0x87 || pe.Topic != "closed/orders" {
 		t.Fatalf("error %q: want a PubackError 0x87 for closed/orders, got %#v", errs[0], pe)
@@ -148,7 +136,7 @@ func TestTooLargeIsPermanentWithoutSending(t *testing.T) {
 	}
 	big, small := env(dest, "a", `"`+strings.Repeat("x", 5000)+`"`), env(dest, "b", `2`)
 	errs := publish(p, 20*time.Second, big, small)
-	wantClass(t, "a 5000-byte message to a 4000-byte broker", errs[0], outbox.ClassPermanent)
+	publishertest.WantClass(t, "a 5000-byte message to a 4000-byte broker", errs[0], outbox.ClassPermanent)
 	if !strings.Contains(errs[0].Error(), "maximum packet size is 4000") {
 		t.Errorf("error %q does not name the limit", errs[0])
 	}
@@ -197,7 +185,7 @@ func TestPubackReasonCodes(t *testing.T) {
 			}
 			continue
 		}
-		wantClass(t, fmt.Sprintf("PUBACK 0x%02X", c.code), errs[i], c.want)
+		publishertest.WantClass(t, fmt.Sprintf("PUBACK 0x%02X", c.code), errs[i], c.want)
 		var pe *outboxmqtt.PubackError
 		if !errors.As(errs[i], &pe) || pe.ReasonCode != c.code || pe.Reason != "scripted answer" {
 			t.Errorf("PUBACK 0x%02X: error %q, PubackError %#v", c.code, errs[i], pe)
@@ -213,7 +201,7 @@ func TestConnectionLostAfterSendIsUnknown(t *testing.T) {
 	f := newFakeBroker(t, 100, func(*packets.Publish, func(byte)) int { return -1 })
 	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	errs := publish(p, 5*time.Minute, env("lost.x", "k", `1`))
-	wantClass(t, "connection dropped after PUBLISH", errs[0], outbox.ClassUnknown)
+	publishertest.WantClass(t, "connection dropped after PUBLISH", errs[0], outbox.ClassUnknown)
 	if !strings.Contains(errs[0].Error(), "connection to the broker lost") {
 		t.Errorf("error %q does not say the connection was lost", errs[0])
 	}
@@ -230,7 +218,7 @@ func TestNoPubackIsUnknown(t *testing.T) {
 	}
 	errs := publish(p, 2*time.Second, env("silent.x", "a", `1`), env("silent.x", "b", `2`))
 	for _, err := range errs {
-		wantClass(t, "no PUBACK before the deadline", err, outbox.ClassUnknown)
+		publishertest.WantClass(t, "no PUBACK before the deadline", err, outbox.ClassUnknown)
 	}
 }
 
@@ -315,7 +303,7 @@ func TestCloseEndsPublishInProgress(t *testing.T) {
 	select {
 	case errs := <-done:
 		for i, err := range errs {
-			wantClass(t, fmt.Sprint("message ", i, " in flight at Close"), err, outbox.ClassUnknown)
+			publishertest.WantClass(t, fmt.Sprint("message ", i, " in flight at Close"), err, outbox.ClassUnknown)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Publish still running a minute after Close")

@@ -19,11 +19,7 @@ import (
 // bad destinations: the relay refuses them as topics before the publisher
 // sees them (the publisher's own refusal is tested in failure_test.go).
 func target(t *testing.T, addr string) *brokertest.Target {
-	proxy, err := faultproxy.New(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, addr)
 	p := dial(t, proxy.Addr(), nil)
 	subs := map[string]*subscriber{}
 	return &brokertest.Target{
@@ -48,11 +44,8 @@ func target(t *testing.T, addr string) *brokertest.Target {
 				}
 				return out
 			},
-			Disconnect: func(*testing.T) func() {
-				proxy.SetMode(faultproxy.Refuse)
-				return func() { proxy.SetMode(faultproxy.Pass) }
-			},
-			Features: publishertest.Features{Keys: true, ArbitraryHeaders: true},
+			Disconnect: proxy.Disconnect,
+			Features:   publishertest.Features{Keys: true, ArbitraryHeaders: true},
 		},
 		Consume: func(t *testing.T, dest string, h brokertest.Handler) {
 			runConsume(t, consumeConfig(addr, outboxmqtt.Topic(dest)), h)
@@ -106,11 +99,7 @@ func TestOutage(t *testing.T) {
 	t.Parallel()
 	brokertest.RunOutage(t, brokertest.Outage{Name: "BrokerKilled", Start: func(t *testing.T) *brokertest.OutageTarget {
 		m := startMosquitto(t, "")
-		proxy, err := faultproxy.New(m.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = proxy.Close() })
+		proxy := faultproxy.Start(t, m.addr)
 		prefix := "outage" + randomHex(4)
 		sub := subscribe(t, m.addr, prefix+"/#")
 		var connects int32

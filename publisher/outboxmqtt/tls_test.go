@@ -1,20 +1,20 @@
 package outboxmqtt_test
 
 import (
-	"bytes"
 	"crypto/tls"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
+	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
 // TestTLS publishes over mqtts:// to a Mosquitto TLS listener, opened from
@@ -55,13 +55,13 @@ func TestTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		p := dial(t, m.addr, &outboxmqtt.DialConfig{
 			TLS:    tlsConfig(t, u),
 			Config: outboxmqtt.Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))},
 		})
 		err = publish(p, 10*time.Second, env("tls.orders", "k", `2`))[0]
-		wantClass(t, "publish over unverifiable TLS ("+raw+")", err, outbox.ClassUnavailable)
+		publishertest.WantClass(t, "publish over unverifiable TLS ("+raw+")", err, outbox.ClassUnavailable)
 		relaytest.WaitFor(t, 10*time.Second, "a certificate error in the log", func() bool { return strings.Contains(logs.String(), "certificate") })
 	}
 	// The certificate's other name verifies when asked for.
@@ -80,22 +80,4 @@ func tlsConfig(t *testing.T, u *url.URL) *tls.Config {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
