@@ -34,11 +34,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	testdb.VerifyNoLeaks(m, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 
 // benchRun runs the command and returns its exit status and outputs.
@@ -193,15 +189,18 @@ func workloadsAgainst(t *testing.T, url string, dialect store.Dialect) {
 	})
 }
 
-func TestWorkloadsSQLite(t *testing.T) {
-	t.Parallel()
-	workloadsAgainst(t, sqliteURL(t), store.SQLite)
-}
-
-func TestWorkloadsPostgres(t *testing.T) {
-	t.Parallel()
-	db := testdb.New(t, store.Postgres)
-	workloadsAgainst(t, db.URL, store.Postgres)
+// TestWorkloads runs every workload on each database.
+func TestWorkloads(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			if d == store.SQLite {
+				workloadsAgainst(t, sqliteURL(t), d)
+			} else {
+				workloadsAgainst(t, testdb.New(t, d).URL, d)
+			}
+		})
+	}
 }
 
 // TestInterrupted: a run cancelled mid-way (SIGINT) still leaves nothing
@@ -229,12 +228,6 @@ func TestInterrupted(t *testing.T) {
 			t.Errorf("%s: %d partitions still leased", args[0], n)
 		}
 	}
-}
-
-func TestWorkloadsMySQL(t *testing.T) {
-	t.Parallel()
-	db := testdb.New(t, store.MySQL)
-	workloadsAgainst(t, db.URL, store.MySQL)
 }
 
 func TestTableOutput(t *testing.T) {

@@ -47,59 +47,60 @@ func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
-// producers are the two producers every conn holds.
-type producers[TTx any] struct {
+// outboxConn is what every conn does through its outbox driver alone:
+// its two producers, migrations and relays.
+type outboxConn[TTx any] struct {
+	drv   outbox.Driver[TTx]
 	quiet *outbox.Producer[TTx] // DisableNotify
 	loud  *outbox.Producer[TTx] // default Config
 }
 
-func newProducers[TTx any](drv outbox.Driver[TTx]) (producers[TTx], error) {
+func newOutboxConn[TTx any](drv outbox.Driver[TTx]) (outboxConn[TTx], error) {
 	quiet, err := outbox.NewProducer(drv, &outbox.Config{DisableNotify: true})
 	if err != nil {
-		return producers[TTx]{}, err
+		return outboxConn[TTx]{}, err
 	}
 	loud, err := outbox.NewProducer(drv, nil)
 	if err != nil {
-		return producers[TTx]{}, err
+		return outboxConn[TTx]{}, err
 	}
-	return producers[TTx]{quiet: quiet, loud: loud}, nil
+	return outboxConn[TTx]{drv: drv, quiet: quiet, loud: loud}, nil
 }
 
-func (p producers[TTx]) pick(notify bool) *outbox.Producer[TTx] {
+func (o outboxConn[TTx]) pick(notify bool) *outbox.Producer[TTx] {
 	if notify {
-		return p.loud
+		return o.loud
 	}
-	return p.quiet
+	return o.quiet
+}
+
+func (o outboxConn[TTx]) migrate(ctx context.Context) error {
+	_, err := outbox.Migrate(ctx, o.drv, nil)
+	return err
+}
+
+func (o outboxConn[TTx]) newRelay(cfg *outbox.RelayConfig) (*outbox.Relay, error) {
+	return outbox.NewRelay(o.drv, cfg)
 }
 
 // pgConn is PostgreSQL through pgx.
 type pgConn struct {
 	pool *pgxpool.Pool
-	drv  *outboxpgx.Driver
-	p    producers[pgx.Tx]
+	outboxConn[pgx.Tx]
 }
 
 func newPGConn(pool *pgxpool.Pool, drv *outboxpgx.Driver) (*pgConn, error) {
-	p, err := newProducers[pgx.Tx](drv)
+	o, err := newOutboxConn[pgx.Tx](drv)
 	if err != nil {
 		return nil, err
 	}
-	return &pgConn{pool: pool, drv: drv, p: p}, nil
+	return &pgConn{pool: pool, outboxConn: o}, nil
 }
 
 func (c *pgConn) inTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error {
 	ctx, cancel := detach(ctx)
 	defer cancel()
 	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return fn(ctx, pgTx{c, tx}) })
-}
-
-func (c *pgConn) migrate(ctx context.Context) error {
-	_, err := outbox.Migrate(ctx, c.drv, nil)
-	return err
-}
-
-func (c *pgConn) newRelay(cfg *outbox.RelayConfig) (*outbox.Relay, error) {
-	return outbox.NewRelay(c.drv, cfg)
 }
 
 type pgTx struct {
@@ -113,22 +114,21 @@ func (t pgTx) exec(ctx context.Context, sql string, args ...any) error {
 }
 
 func (t pgTx) enqueue(ctx context.Context, notify bool, msgs []outbox.Message) ([]string, error) {
-	return t.c.p.pick(notify).EnqueueMany(ctx, t.tx, msgs)
+	return t.c.pick(notify).EnqueueMany(ctx, t.tx, msgs)
 }
 
 // sqlConn is MySQL/MariaDB and SQLite through database/sql.
 type sqlConn struct {
-	db  *sql.DB
-	drv *outboxsql.Driver
-	p   producers[*sql.Tx]
+	db *sql.DB
+	outboxConn[*sql.Tx]
 }
 
 func newSQLConn(db *sql.DB, drv *outboxsql.Driver) (*sqlConn, error) {
-	p, err := newProducers[*sql.Tx](drv)
+	o, err := newOutboxConn[*sql.Tx](drv)
 	if err != nil {
 		return nil, err
 	}
-	return &sqlConn{db: db, drv: drv, p: p}, nil
+	return &sqlConn{db: db, outboxConn: o}, nil
 }
 
 func (c *sqlConn) inTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error {
@@ -148,15 +148,6 @@ func (c *sqlConn) inTx(ctx context.Context, fn func(ctx context.Context, tx txn)
 	return nil
 }
 
-func (c *sqlConn) migrate(ctx context.Context) error {
-	_, err := outbox.Migrate(ctx, c.drv, nil)
-	return err
-}
-
-func (c *sqlConn) newRelay(cfg *outbox.RelayConfig) (*outbox.Relay, error) {
-	return outbox.NewRelay(c.drv, cfg)
-}
-
 type sqlTx struct {
 	c  *sqlConn
 	tx *sql.Tx
@@ -168,5 +159,5 @@ func (t sqlTx) exec(ctx context.Context, sql string, args ...any) error {
 }
 
 func (t sqlTx) enqueue(ctx context.Context, notify bool, msgs []outbox.Message) ([]string, error) {
-	return t.c.p.pick(notify).EnqueueMany(ctx, t.tx, msgs)
+	return t.c.pick(notify).EnqueueMany(ctx, t.tx, msgs)
 }
