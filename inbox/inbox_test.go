@@ -79,94 +79,97 @@ func messages(t *testing.T) int {
 	return 100000
 }
 
-func TestExactlyOnceUnderConcurrentDuplicates(t *testing.T) {
+// withEffects runs fn on each dialect, in parallel, with a fresh
+// database holding an effects table that handlers write to.
+func withEffects(t *testing.T, fn func(t *testing.T, d store.Dialect, db *testdb.DB)) {
 	for _, d := range testdb.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			db := testdb.New(t, d)
 			db.Exec(t, "CREATE TABLE effects (message_id VARCHAR(64) NOT NULL)")
-			n := messages(t)
-			ids, all := deliveries(n)
-			var applied int64
-			if d == store.Postgres {
-				ib, err := inbox.New(db.PGX, &inbox.Config{Consumer: "inventory"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				applied = consume(t, all, func(ctx context.Context, id string) (bool, error) {
-					return ib.Handle(ctx, id, func(ctx context.Context, tx pgx.Tx) error {
-						_, err := tx.Exec(ctx, "INSERT INTO effects (message_id) VALUES ($1)", id)
-						return err
-					})
-				})
-			} else {
-				ib, err := inbox.New(db.Std, &inbox.Config{Consumer: "inventory"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				applied = consume(t, all, func(ctx context.Context, id string) (bool, error) {
-					return ib.Handle(ctx, id, func(ctx context.Context, tx *sql.Tx) error {
-						_, err := tx.ExecContext(ctx, "INSERT INTO effects (message_id) VALUES (?)", id)
-						return err
-					})
-				})
-			}
-			effects := db.Count(t, "SELECT count(*) FROM effects")
-			distinct := db.Count(t, "SELECT count(DISTINCT message_id) FROM effects")
-			t.Logf("%d deliveries of %d ids → %d effects", len(all), len(ids), effects)
-			if effects != n || distinct != n || applied != int64(n) {
-				t.Fatalf("%d effects (%d distinct, %d reported applied) for %d messages", effects, distinct, applied, n)
-			}
+			fn(t, d, db)
 		})
 	}
 }
 
-func TestHandlerFailureRollsBackAndRedeliveryAppliesOnce(t *testing.T) {
-	for _, d := range testdb.Dialects {
-		t.Run(string(d), func(t *testing.T) {
-			t.Parallel()
-			db := testdb.New(t, d)
-			db.Exec(t, "CREATE TABLE effects (message_id VARCHAR(64) NOT NULL)")
-			ib, err := inbox.New(db.Std, &inbox.Config{Consumer: "billing"})
+func TestExactlyOnceUnderConcurrentDuplicates(t *testing.T) {
+	withEffects(t, func(t *testing.T, d store.Dialect, db *testdb.DB) {
+		n := messages(t)
+		ids, all := deliveries(n)
+		var applied int64
+		if d == store.Postgres {
+			ib, err := inbox.New(db.PGX, &inbox.Config{Consumer: "inventory"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			id := "0192f0c4-3a6e-7cc4-9a3b-1f2e3d4c5b6a"
-			boom := errors.New("downstream timeout")
-			calls := 0
-			handler := func(ctx context.Context, tx *sql.Tx) error {
-				calls++
-				if _, err := tx.ExecContext(ctx, testdb.Placeholder(d, "INSERT INTO effects (message_id) VALUES (?)"), id); err != nil {
+			applied = consume(t, all, func(ctx context.Context, id string) (bool, error) {
+				return ib.Handle(ctx, id, func(ctx context.Context, tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, "INSERT INTO effects (message_id) VALUES ($1)", id)
 					return err
-				}
-				if calls == 1 {
-					return boom // after writing: the effect must roll back
-				}
-				return nil
+				})
+			})
+		} else {
+			ib, err := inbox.New(db.Std, &inbox.Config{Consumer: "inventory"})
+			if err != nil {
+				t.Fatal(err)
 			}
-			applied, err := ib.Handle(context.Background(), id, handler)
-			if !errors.Is(err, boom) || applied {
-				t.Fatalf("first delivery: applied=%v err=%v", applied, err)
+			applied = consume(t, all, func(ctx context.Context, id string) (bool, error) {
+				return ib.Handle(ctx, id, func(ctx context.Context, tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, "INSERT INTO effects (message_id) VALUES (?)", id)
+					return err
+				})
+			})
+		}
+		effects := db.Count(t, "SELECT count(*) FROM effects")
+		distinct := db.Count(t, "SELECT count(DISTINCT message_id) FROM effects")
+		t.Logf("%d deliveries of %d ids → %d effects", len(all), len(ids), effects)
+		if effects != n || distinct != n || applied != int64(n) {
+			t.Fatalf("%d effects (%d distinct, %d reported applied) for %d messages", effects, distinct, applied, n)
+		}
+	})
+}
+
+func TestHandlerFailureRollsBackAndRedeliveryAppliesOnce(t *testing.T) {
+	withEffects(t, func(t *testing.T, d store.Dialect, db *testdb.DB) {
+		ib, err := inbox.New(db.Std, &inbox.Config{Consumer: "billing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "0192f0c4-3a6e-7cc4-9a3b-1f2e3d4c5b6a"
+		boom := errors.New("downstream timeout")
+		calls := 0
+		handler := func(ctx context.Context, tx *sql.Tx) error {
+			calls++
+			if _, err := tx.ExecContext(ctx, testdb.Placeholder(d, "INSERT INTO effects (message_id) VALUES (?)"), id); err != nil {
+				return err
 			}
-			if n := db.Count(t, "SELECT count(*) FROM effects") + db.Count(t, "SELECT count(*) FROM outbox_inbox"); n != 0 {
-				t.Fatalf("%d rows left by a failed handler", n)
+			if calls == 1 {
+				return boom // after writing: the effect must roll back
 			}
-			for i := 0; i < 3; i++ {
-				applied, err = ib.Handle(context.Background(), id, handler)
-				if err != nil || applied != (i == 0) {
-					t.Fatalf("redelivery %d: applied=%v err=%v", i, applied, err)
-				}
+			return nil
+		}
+		applied, err := ib.Handle(context.Background(), id, handler)
+		if !errors.Is(err, boom) || applied {
+			t.Fatalf("first delivery: applied=%v err=%v", applied, err)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM effects") + db.Count(t, "SELECT count(*) FROM outbox_inbox"); n != 0 {
+			t.Fatalf("%d rows left by a failed handler", n)
+		}
+		for i := 0; i < 3; i++ {
+			applied, err = ib.Handle(context.Background(), id, handler)
+			if err != nil || applied != (i == 0) {
+				t.Fatalf("redelivery %d: applied=%v err=%v", i, applied, err)
 			}
-			if n := db.Count(t, "SELECT count(*) FROM effects"); n != 1 || calls != 2 {
-				t.Fatalf("%d effects after %d handler calls", n, calls)
-			}
-			// Another consumer processes the same message independently.
-			other, _ := inbox.New(db.Std, &inbox.Config{Consumer: "analytics"})
-			if ok, err := other.Handle(context.Background(), id, func(context.Context, *sql.Tx) error { return nil }); !ok || err != nil {
-				t.Fatalf("second consumer: %v %v", ok, err)
-			}
-		})
-	}
+		}
+		if n := db.Count(t, "SELECT count(*) FROM effects"); n != 1 || calls != 2 {
+			t.Fatalf("%d effects after %d handler calls", n, calls)
+		}
+		// Another consumer processes the same message independently.
+		other, _ := inbox.New(db.Std, &inbox.Config{Consumer: "analytics"})
+		if ok, err := other.Handle(context.Background(), id, func(context.Context, *sql.Tx) error { return nil }); !ok || err != nil {
+			t.Fatalf("second consumer: %v %v", ok, err)
+		}
+	})
 }
 
 func TestConfigAndPurge(t *testing.T) {

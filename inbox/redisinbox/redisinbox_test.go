@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,15 +12,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/txoutbox/outbox/inbox/redisinbox"
+	"github.com/txoutbox/outbox/internal/testdb"
 )
 
 func client(t *testing.T) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Redis at 127.0.0.1:6379 is not reachable (CI=true, so this fails): %v", err)
-		}
-		t.Skipf("skipping outside CI: Redis at 127.0.0.1:6379 is not reachable: %v", err)
+		testdb.Unavailable(t, "Redis at 127.0.0.1:6379", err)
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
