@@ -2,6 +2,8 @@ package brokertest
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -36,4 +38,19 @@ func JetStream(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetst
 		testdb.Unavailable(t, "JetStream at "+url, err)
 	}
 	return nc, js
+}
+
+// NATSServer is the path of the nats-server binary, for a server of the
+// test's own; where there is none the test fails in CI and is skipped
+// elsewhere.
+func NATSServer(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("nats-server")
+	if err == nil {
+		return bin
+	}
+	if _, serr := os.Stat("/usr/sbin/nats-server"); serr != nil {
+		testdb.Unavailable(t, "the nats-server binary", err)
+	}
+	return "/usr/sbin/nats-server"
 }

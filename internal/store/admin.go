@@ -612,7 +612,7 @@ func (st *Store) replayArchived(ctx context.Context, q Querier, ids []int64) (in
 	}
 	back := &cond{dl: st.dl}
 	back.addAll(st.dl.idsIn(ids))
-	moved, err := queryIDs(ctx, q, "SELECT id FROM outbox_messages WHERE "+back.sql(), back.args...)
+	moved, err := queryColumn[int64](ctx, q, "SELECT id FROM outbox_messages WHERE "+back.sql(), back.args...)
 	if err != nil || len(moved) == 0 {
 		return 0, err
 	}

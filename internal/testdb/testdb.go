@@ -61,7 +61,9 @@ func VerifyNoLeaks(m *testing.M, extra ...goleak.Option) {
 	}, extra...)...)
 }
 
-func randomName(prefix string) string {
+// RandomName is prefix and 12 random hex digits: a name of the test's
+// own for a schema, a stream, a topic or a queue.
+func RandomName(prefix string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
@@ -165,7 +167,7 @@ func createOwn(t testing.TB, create, drop string) string {
 	if err != nil {
 		Unavailable(t, "PostgreSQL at "+dburl.Redact(PostgresURL), err)
 	}
-	name := randomName("t_")
+	name := RandomName("t_")
 	if _, err := admin.Exec(ctx, fmt.Sprintf(create, name)); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +256,7 @@ func mysqlDB(t testing.TB) *DB {
 	if err != nil {
 		Unavailable(t, "MariaDB/MySQL at "+dburl.Redact(MySQLURL), err)
 	}
-	name := randomName("t_")
+	name := RandomName("t_")
 	if _, err := admin.SQL.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
