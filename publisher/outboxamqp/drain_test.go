@@ -15,12 +15,12 @@ import (
 //
 //	go test -run '^$' -bench Drain -benchtime 100000x ./publisher/outboxamqp/
 func BenchmarkDrain(b *testing.B) {
-	topic := randomName("drain.")
+	topic := testdb.RandomName("drain.")
 	ch, err := dialRabbit(b).Channel()
 	if err != nil {
 		b.Fatal(err)
 	}
-	qname := randomName("outbox-drain-")
+	qname := testdb.RandomName("outbox-drain-")
 	if _, err := ch.QueueDeclare(qname, true, false, false, false, nil); err != nil {
 		b.Fatal(err)
 	}

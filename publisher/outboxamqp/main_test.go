@@ -2,8 +2,6 @@ package outboxamqp_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net"
 	"strings"
 	"sync"
@@ -75,12 +73,6 @@ func newPublisher(t testing.TB, rawURL string, cfg *outboxamqp.Config) *outboxam
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
-}
-
-func randomName(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
 }
 
 // consumer is a real AMQP consumer: a server-named, exclusive, auto-delete

@@ -14,6 +14,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -27,8 +28,8 @@ func env(dest, key, payload string) *outbox.Envelope {
 // result, although every one of them was acked.
 func TestMixedBatch(t *testing.T) {
 	t.Parallel()
-	bound := randomName("mixed.bound.")
-	unbound := randomName("mixed.unbound.")
+	bound := testdb.RandomName("mixed.bound.")
+	unbound := testdb.RandomName("mixed.unbound.")
 	c := consume(t, outboxamqp.DefaultExchange, bound)
 	p := newPublisher(t, rabbitURL, nil)
 	var batch []*outbox.Envelope
@@ -69,9 +70,9 @@ func TestMixedBatch(t *testing.T) {
 func TestMissingExchange(t *testing.T) {
 	t.Parallel()
 	conn := dialRabbit(t)
-	exchange := randomName("outbox-test-missing-")
+	exchange := testdb.RandomName("outbox-test-missing-")
 	p := newPublisher(t, rabbitURL, &outboxamqp.Config{Exchange: exchange})
-	dest := randomName("missing.")
+	dest := testdb.RandomName("missing.")
 	batch := []*outbox.Envelope{env(dest, "a", `1`), env(dest, "b", `2`), env(dest, "c", `3`)}
 	for i, err := range p.Publish(publishCtx(t, 20*time.Second), batch) {
 		publishertest.WantClass(t, fmt.Sprint("message ", i), err, outbox.ClassPermanent)
@@ -106,7 +107,7 @@ func TestNackIsTransient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dest := randomName("nack.")
+	dest := testdb.RandomName("nack.")
 	q, err := ch.QueueDeclare("", false, true, true, false, amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestBadCredentialsAreUnavailable(t *testing.T) {
 func throughProxy(t *testing.T, prefix string) (*faultproxy.Proxy, string, *consumer, *outboxamqp.Publisher) {
 	t.Helper()
 	proxy := faultproxy.Start(t, rabbitAddr(t))
-	dest := randomName(prefix)
+	dest := testdb.RandomName(prefix)
 	c := consume(t, outboxamqp.DefaultExchange, dest)
 	p := newPublisher(t, viaAddr(t, proxy.Addr()), &outboxamqp.Config{DialTimeout: 2 * time.Second})
 	if err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `0`)})[0]; err != nil {
@@ -239,7 +240,7 @@ func TestBlackhole(t *testing.T) {
 // permanently without being sent; the rest of the batch goes through.
 func TestMaxMessageBytes(t *testing.T) {
 	t.Parallel()
-	dest := randomName("size.")
+	dest := testdb.RandomName("size.")
 	c := consume(t, outboxamqp.DefaultExchange, dest)
 	p := newPublisher(t, rabbitURL, &outboxamqp.Config{MaxMessageBytes: 10})
 	errs := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `"short"`), env(dest, "b", `"far too long"`)})
@@ -304,7 +305,7 @@ func TestCloseDuringPublish(t *testing.T) {
 // own amqp091-go configuration); the publisher uses and closes them.
 func TestConnectOption(t *testing.T) {
 	t.Parallel()
-	dest := randomName("connect.")
+	dest := testdb.RandomName("connect.")
 	c := consume(t, outboxamqp.DefaultExchange, dest)
 	dials := 0
 	p := newPublisher(t, "", &outboxamqp.Config{Connect: func(ctx context.Context) (*amqp.Connection, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -36,14 +37,14 @@ func target(t *testing.T) *brokertest.Target {
 		Target: publishertest.Target{
 			Publisher: p,
 			NewDestination: func(t *testing.T) string {
-				dest := randomName("suite.")
+				dest := testdb.RandomName("suite.")
 				c := consume(t, outboxamqp.DefaultExchange, dest)
 				mu.Lock()
 				consumers[dest] = c
 				mu.Unlock()
 				return dest
 			},
-			MissingDestination: func(*testing.T) string { return randomName("suite.unbound.") },
+			MissingDestination: func(*testing.T) string { return testdb.RandomName("suite.unbound.") },
 			Receive: func(t *testing.T, dest string, n int) []publishertest.Received {
 				mu.Lock()
 				c := consumers[dest]
@@ -72,7 +73,7 @@ func target(t *testing.T) *brokertest.Target {
 			}
 		},
 		BadDestinations: func(*testing.T) []brokertest.BadDestination {
-			unbound := randomName("suite.unroutable.")
+			unbound := testdb.RandomName("suite.unroutable.")
 			return []brokertest.BadDestination{{Topic: unbound,
 				Says: []string{fmt.Sprintf(`unroutable: no queue bound to exchange "amq.topic" with routing key %q`, unbound)}}}
 		},
@@ -114,7 +115,7 @@ func TestOutage(t *testing.T) {
 	t.Parallel()
 	brokertest.RunOutage(t, brokertest.Outage{Name: "ProxyRefuses", Start: func(t *testing.T) *brokertest.OutageTarget {
 		proxy := faultproxy.Start(t, rabbitAddr(t))
-		topic := randomName("outage.")
+		topic := testdb.RandomName("outage.")
 		c := consume(t, outboxamqp.DefaultExchange, topic)
 		return &brokertest.OutageTarget{
 			Publisher:   newPublisher(t, viaAddr(t, proxy.Addr()), &outboxamqp.Config{DialTimeout: 2 * time.Second}),

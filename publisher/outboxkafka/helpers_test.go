@@ -2,8 +2,6 @@ package outboxkafka_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
 
@@ -37,12 +35,6 @@ func dial(t testing.TB, c *kfake.Cluster, opts ...kgo.Opt) *outboxkafka.Publishe
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
-}
-
-func randomTopic(prefix string) string {
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	return prefix + "-" + hex.EncodeToString(b)
 }
 
 // adminClient is an admin client on addrs, and the function that closes

@@ -16,6 +16,7 @@ import (
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -47,11 +48,11 @@ func target(t *testing.T) *brokertest.Target {
 		Target: publishertest.Target{
 			Publisher: p,
 			NewDestination: func(t *testing.T) string {
-				topic := randomTopic("suite")
+				topic := testdb.RandomName("suite-")
 				createTopic(t, addrs, 4, topic)
 				return topic
 			},
-			MissingDestination: func(*testing.T) string { return randomTopic("missing") },
+			MissingDestination: func(*testing.T) string { return testdb.RandomName("missing-") },
 			Receive: func(t *testing.T, dest string, n int) []publishertest.Received {
 				var out []publishertest.Received
 				for _, r := range newConsumer(t, addrs, dest).readN(t, n, 20*time.Second) {
@@ -93,7 +94,7 @@ func target(t *testing.T) *brokertest.Target {
 			return n
 		},
 		BadDestinations: func(*testing.T) []brokertest.BadDestination {
-			missing := randomTopic("missing")
+			missing := testdb.RandomName("missing-")
 			return []brokertest.BadDestination{{Topic: missing, Says: []string{missing}}}
 		},
 		URL:    "kafka://" + strings.Join(addrs, ","),
@@ -141,7 +142,7 @@ func groupClient(t *testing.T, addrs []string, topic string) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(addrs...),
-		kgo.ConsumerGroup(randomTopic("group")),
+		kgo.ConsumerGroup(testdb.RandomName("group-")),
 		kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

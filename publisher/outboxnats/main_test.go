@@ -2,11 +2,8 @@ package outboxnats_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -41,17 +38,11 @@ func connectTo(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetst
 	return brokertest.JetStream(t, url, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)...)
 }
 
-func randomHex() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // newStream creates a stream capturing "<prefix>.>" and returns prefix,
 // which is also the stream's name. The stream is deleted at cleanup.
 func newStream(t testing.TB, js jetstream.JetStream, tweak func(*jetstream.StreamConfig)) string {
 	t.Helper()
-	name := "outboxtest_" + randomHex()
+	name := testdb.RandomName("outboxtest_")
 	cfg := jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage}
 	if tweak != nil {
 		tweak(&cfg)
@@ -156,14 +147,7 @@ func (s *server) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(s.port
 // a temporary directory; it is killed at cleanup.
 func startServer(t testing.TB) *server {
 	t.Helper()
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/nats-server"); serr != nil {
-			testdb.Unavailable(t, "the nats-server binary", err)
-		}
-		bin = "/usr/sbin/nats-server"
-	}
-	s := &server{t: t, bin: bin, port: brokertest.FreePort(t), dir: t.TempDir()}
+	s := &server{t: t, bin: brokertest.NATSServer(t), port: brokertest.FreePort(t), dir: t.TempDir()}
 	s.start()
 	t.Cleanup(s.stop)
 	return s

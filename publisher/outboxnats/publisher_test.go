@@ -15,6 +15,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -128,7 +129,7 @@ func TestInvalidMessagesArePermanent(t *testing.T) {
 func TestMixedBatchResultsInOrder(t *testing.T) {
 	t.Parallel()
 	js, p, stream := publisherOn(t, nil)
-	missing := "nostream_" + randomHex() + ".x"
+	missing := testdb.RandomName("nostream_") + ".x"
 	batch := []*outbox.Envelope{
 		env(stream+".a", "1", `1`), env(missing, "2", `2`), env(stream+".*", "3", `3`),
 		env(stream+".b", "4", `4`), env(missing, "5", `5`), env(stream+".c", "6", `6`),

@@ -40,7 +40,7 @@ func target(t *testing.T) *brokertest.Target {
 				return newStream(t, consumer, nil) + ".orders"
 			},
 			MissingDestination: func(*testing.T) string {
-				return "nostream_" + randomHex() + ".orders"
+				return testdb.RandomName("nostream_") + ".orders"
 			},
 			Receive: func(t *testing.T, dest string, n int) []publishertest.Received {
 				var out []publishertest.Received
@@ -76,7 +76,7 @@ func target(t *testing.T) *brokertest.Target {
 		},
 		Stored: func(t *testing.T, dest string) int { return int(streamCount(t, consumer, streamOf(dest))) },
 		BadDestinations: func(*testing.T) []brokertest.BadDestination {
-			missing := "nostream_" + randomHex() + ".order.created"
+			missing := testdb.RandomName("nostream_") + ".order.created"
 			return []brokertest.BadDestination{{Topic: missing, LastError: `outboxnats: no JetStream stream for subject "` + missing + `"`}}
 		},
 		URL:    natsURL,
