@@ -10,7 +10,6 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/publisher/outboxredis"
 )
 
 // BenchmarkPublish measures the publisher alone: batches of 1000 messages
@@ -20,11 +19,7 @@ func BenchmarkPublish(b *testing.B) {
 	srv := startServer(b, "--appendonly", "yes", "--appendfsync", "everysec")
 	admin := srv.client(b, nil)
 	createStream(b, admin, "bench")
-	p, err := outboxredis.New(srv.client(b, nil), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	p := newPublisher(b, srv.client(b, nil), nil)
 	payload := fmt.Appendf(nil, `{"pad":%q}`, strings.Repeat("x", 480))
 	const batchSize = 1000
 	batch := make([]*outbox.Envelope, batchSize)
@@ -53,11 +48,7 @@ func BenchmarkDrain(b *testing.B) {
 	srv := startServer(b, "--appendonly", "yes", "--appendfsync", "everysec")
 	admin := srv.client(b, nil)
 	createStream(b, admin, "bench.drain")
-	p, err := outboxredis.New(srv.client(b, nil), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	p := newPublisher(b, srv.client(b, nil), nil)
 	relaytest.Drain(b, testdb.New(b, store.Postgres), "bench.drain", p)
 	if l, err := admin.XLen(context.Background(), "bench.drain").Result(); err != nil || l < int64(b.N) {
 		b.Fatalf("XLEN = %d, %v; want %d", l, err, b.N)

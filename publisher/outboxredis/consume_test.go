@@ -93,9 +93,7 @@ func TestConsumeMissingGroup(t *testing.T) {
 // those of a consumer that never came back are taken over.
 func TestConsumeReclaimsPending(t *testing.T) {
 	t.Parallel()
-	admin := localClient(t)
-	stream := streamName(t, admin, "reclaim")
-	createStream(t, admin, stream)
+	admin, stream := localStream(t, "reclaim")
 	db, ib := effectsDB(t)
 	if errs := publish(newPublisher(t, admin, nil), env(stream, "a", `{}`), env(stream, "b", `{}`)); errs[0] != nil || errs[1] != nil {
 		t.Fatal(errs)

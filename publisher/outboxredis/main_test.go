@@ -2,8 +2,6 @@ package outboxredis_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -28,10 +25,7 @@ func TestMain(m *testing.M) {
 		// go-redis logs every failed dial; the outage tests make many.
 		redis.SetLogger(quietRedisLog{})
 	}
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-	)
+	testdb.VerifyNoLeaks(m)
 }
 
 type quietRedisLog struct{}
@@ -40,14 +34,7 @@ func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
 // redisAddr is the shared local Redis the conformance and end-to-end tests
 // use, with keys of their own.
-var redisAddr = envOr("OUTBOX_TEST_REDIS", "127.0.0.1:6379")
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
+var redisAddr = testdb.Env("OUTBOX_TEST_REDIS", "127.0.0.1:6379")
 
 // localClient is a client of the shared Redis, closed at cleanup.
 func localClient(t testing.TB) *redis.Client {
@@ -63,19 +50,23 @@ func localClient(t testing.TB) *redis.Client {
 	return c
 }
 
-func randomHex() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // streamName returns a fresh name (a valid topic too) whose key is
 // deleted at cleanup. The stream is not created.
 func streamName(t testing.TB, admin *redis.Client, what string) string {
 	t.Helper()
-	name := "outboxtest." + what + "." + randomHex()
+	name := testdb.RandomName("outboxtest." + what + ".")
 	t.Cleanup(func() { _ = admin.Del(context.Background(), name).Err() })
 	return name
+}
+
+// localStream is a client of the local Redis and a new empty stream on
+// it, named after what.
+func localStream(t testing.TB, what string) (*redis.Client, string) {
+	t.Helper()
+	admin := localClient(t)
+	stream := streamName(t, admin, what)
+	createStream(t, admin, stream)
+	return admin, stream
 }
 
 // createStream creates an empty stream the way an operator would: with

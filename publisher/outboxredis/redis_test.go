@@ -61,9 +61,7 @@ func wantClass(t *testing.T, err error, want outbox.ErrorClass, contains ...stri
 // of another language sees it (raw XRANGE).
 func TestWireFormat(t *testing.T) {
 	t.Parallel()
-	admin := localClient(t)
-	stream := streamName(t, admin, "wire")
-	createStream(t, admin, stream)
+	admin, stream := localStream(t, "wire")
 	p := newPublisher(t, admin, nil)
 	e := publishertest.Envelope(stream, "order-42", []byte(`{"order_id":42,"note":"<&>"}`), "application/json",
 		map[string]string{"x-tenant": "acme", outbox.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
@@ -171,9 +169,7 @@ func TestCreateStreams(t *testing.T) {
 
 func TestMaxLenTrims(t *testing.T) {
 	t.Parallel()
-	admin := localClient(t)
-	stream := streamName(t, admin, "maxlen")
-	createStream(t, admin, stream)
+	admin, stream := localStream(t, "maxlen")
 	p := newPublisher(t, admin, &outboxredis.Config{MaxLen: 10})
 	const total = 600
 	for round := 0; round < total/100; round++ {
@@ -201,9 +197,7 @@ func TestMaxLenTrims(t *testing.T) {
 // in several pipelines, every message confirmed, in order.
 func TestLargeBatchSplitsPipelines(t *testing.T) {
 	t.Parallel()
-	admin := localClient(t)
-	stream := streamName(t, admin, "split")
-	createStream(t, admin, stream)
+	admin, stream := localStream(t, "split")
 	p := newPublisher(t, admin, &outboxredis.Config{MaxPipelineBytes: 4096})
 	var batch []*outbox.Envelope
 	for i := 0; i < 50; i++ {
@@ -229,9 +223,7 @@ func TestLargeBatchSplitsPipelines(t *testing.T) {
 // with 0 and the message is not confirmed, although it is on the primary.
 func TestWaitReplicas(t *testing.T) {
 	t.Parallel()
-	admin := localClient(t)
-	stream := streamName(t, admin, "wait")
-	createStream(t, admin, stream)
+	admin, stream := localStream(t, "wait")
 	p := newPublisher(t, admin, &outboxredis.Config{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
 	errs := publish(p, env(stream, "a", `1`), env(stream, "b", `2`))
 	for _, err := range errs {
@@ -280,9 +272,7 @@ func TestNewValidates(t *testing.T) {
 // CloseClient, and waits for a publish in flight.
 func TestCloseLeavesCallersClient(t *testing.T) {
 	t.Parallel()
-	admin := localClient(t)
-	stream := streamName(t, admin, "close")
-	createStream(t, admin, stream)
+	_, stream := localStream(t, "close")
 	ctx := context.Background()
 
 	mine := redis.NewClient(&redis.Options{Addr: redisAddr})
@@ -351,14 +341,8 @@ func TestConnectionRefusedIsUnavailable(t *testing.T) {
 // went out leaves the outcome unknown, never success.
 func TestNoReplyIsUnknown(t *testing.T) {
 	t.Parallel()
-	admin := localClient(t)
-	stream := streamName(t, admin, "blackhole")
-	createStream(t, admin, stream)
-	proxy, err := faultproxy.New(redisAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	_, stream := localStream(t, "blackhole")
+	proxy := faultproxy.Start(t, redisAddr)
 	c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, ReadTimeout: 200 * time.Millisecond, MaxRetries: 1})
 	p := newPublisher(t, c, &outboxredis.Config{CloseClient: true})
 	if errs := publish(p, env(stream, "warm", `0`)); errs[0] != nil {

@@ -22,11 +22,7 @@ import (
 // not exist, are the bad destinations.
 func target(t *testing.T) *brokertest.Target {
 	admin := localClient(t)
-	proxy, err := faultproxy.New(redisAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, redisAddr)
 	client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
 	p, err := outboxredis.New(client, &outboxredis.Config{CloseClient: true})
 	if err != nil {
@@ -52,11 +48,8 @@ func target(t *testing.T) *brokertest.Target {
 				}
 				return out
 			},
-			Disconnect: func(*testing.T) func() {
-				proxy.SetMode(faultproxy.Refuse)
-				return func() { proxy.SetMode(faultproxy.Pass) }
-			},
-			Features: publishertest.Features{Keys: true, ArbitraryHeaders: true, MissingDestinationIsPermanent: true},
+			Disconnect: proxy.Disconnect,
+			Features:   publishertest.Features{Keys: true, ArbitraryHeaders: true, MissingDestinationIsPermanent: true},
 		},
 		Consume: func(t *testing.T, dest string, h brokertest.Handler) {
 			for _, name := range []string{"c1", "c2"} {
