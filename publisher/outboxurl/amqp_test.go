@@ -20,7 +20,7 @@ import (
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
-var amqpTestURL = envOr("OUTBOX_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
+var amqpTestURL = testdb.Env("OUTBOX_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
 
 func openAMQP(t *testing.T, raw string, opts *outboxurl.Options) *outboxamqp.Publisher {
 	t.Helper()

@@ -113,7 +113,7 @@ func TestOpenMQTTErrors(t *testing.T) {
 // the local Mosquitto: a PUBACK is the broker's confirmation.
 func TestOpenMQTT(t *testing.T) {
 	t.Parallel()
-	addr := envOr("OUTBOX_TEST_MQTT", "127.0.0.1:1883")
+	addr := testdb.Env("OUTBOX_TEST_MQTT", "127.0.0.1:1883")
 	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
 		testdb.Unavailable(t, "Mosquitto at "+addr, err)

@@ -6,38 +6,29 @@ import (
 	"errors"
 	"net"
 	"net/url"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
-var natsTestURL = envOr("OUTBOX_TEST_NATS", "nats://127.0.0.1:4222")
+var natsTestURL = brokertest.NATSURL
 
 // natsStream creates a stream "<name>.>" on the local server through a
 // connection of its own and returns the name and that JetStream context.
 func natsStream(t *testing.T) (string, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(natsTestURL, nats.Timeout(5*time.Second))
-	if err != nil {
-		testdb.Unavailable(t, "NATS at "+natsTestURL, err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := brokertest.JetStream(t, natsTestURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	b := make([]byte, 6)
@@ -48,16 +39,6 @@ func natsStream(t *testing.T) (string, jetstream.JetStream) {
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
 	return name, js
-}
-
-func natsFreePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func TestOpenNATS(t *testing.T) {
@@ -97,7 +78,7 @@ func TestOpenNATS(t *testing.T) {
 
 func TestOpenNATSErrors(t *testing.T) {
 	t.Parallel()
-	dead := "127.0.0.1:" + strconv.Itoa(natsFreePort(t))
+	dead := "127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))
 	for _, tc := range []struct {
 		raw  string
 		want []string
@@ -157,16 +138,10 @@ func TestOpenNATSNoPlaintextFallback(t *testing.T) {
 // any out fails.
 func TestOpenNATSTLS(t *testing.T) {
 	t.Parallel()
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/nats-server"); serr != nil {
-			testdb.Unavailable(t, "the nats-server binary", err)
-		}
-		bin = "/usr/sbin/nats-server"
-	}
+	bin := brokertest.NATSServer(t)
 	ca := testtls.NewCA(t)
 	server, client := ca.Server(t, "server", "nats.test"), ca.Client(t, "client")
-	port := natsFreePort(t)
+	port := brokertest.FreePort(t)
 	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port),
 		"--tls", "--tlscert", server.CertFile, "--tlskey", server.KeyFile, "--tlsverify", "--tlscacert", ca.File)
 	if err := cmd.Start(); err != nil {

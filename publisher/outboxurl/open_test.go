@@ -1,21 +1,12 @@
 package outboxurl_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
-
-// envOr is the environment variable k, or def when it is unset.
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
 
 // openAs opens raw, closes the publisher at the end of the test, and fails
 // the test unless Open succeeds with a T.

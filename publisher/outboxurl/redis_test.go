@@ -119,7 +119,7 @@ func TestOpenRedisErrors(t *testing.T) {
 // Redis.
 func TestOpenRedisPublishes(t *testing.T) {
 	t.Parallel()
-	addr := envOr("OUTBOX_TEST_REDIS", "127.0.0.1:6379")
+	addr := testdb.Env("OUTBOX_TEST_REDIS", "127.0.0.1:6379")
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = admin.Close() })
 	ctx := context.Background()
