@@ -15,14 +15,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
@@ -30,12 +29,7 @@ import (
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 )
 
-var natsURL = func() string {
-	if v := os.Getenv("OUTBOX_TEST_NATS"); v != "" {
-		return v
-	}
-	return "nats://127.0.0.1:4222"
-}()
+var natsURL = brokertest.NATSURL
 
 // build compiles the example commands into a temporary directory.
 func build(t *testing.T) string {
@@ -81,16 +75,6 @@ func service(t *testing.T, bin string, env ...string) {
 	})
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // order posts one order and returns the ids in the answer; a refused
 // connection (the service still starting) is reported as such.
 func order(addr, sku string, qty int) (orderID int64, messageID string, err error) {
@@ -118,18 +102,7 @@ func TestOrderReservesStockOnce(t *testing.T) {
 		t.Skip("builds and runs the examples: -short")
 	}
 	ctx := t.Context()
-	nc, err := nats.Connect(natsURL, nats.Timeout(5*time.Second))
-	if err != nil {
-		testdb.Unavailable(t, "NATS at "+natsURL, err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.AccountInfo(ctx); err != nil {
-		testdb.Unavailable(t, "JetStream at "+natsURL, err)
-	}
+	_, js := brokertest.JetStream(t, natsURL)
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	stream := "exampletest_" + hex.EncodeToString(b)
@@ -154,7 +127,7 @@ func TestOrderReservesStockOnce(t *testing.T) {
 		_, err := js.Consumer(ctx, stream, "inventory")
 		return err == nil
 	})
-	addr := freeAddr(t)
+	addr := "127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))
 	service(t, filepath.Join(bin, "orders"), "DATABASE_URL="+ordersDB.URL, "ADDR="+addr, "TOPIC="+subject)
 
 	pub, err := outboxnats.New(js, nil)
