@@ -145,28 +145,21 @@ func isUniqueViolation(err error) bool { return errors.Is(err, driver.ErrUniqueV
 
 // Read returns up to limit ready messages of the given partitions.
 func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error) {
-	rows, err := st.db.Query(ctx, st.s.read, st.dl.intList(parts), limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make([]Row, 0, limit)
-	for rows.Next() {
+	return appendRows(ctx, st.db, make([]Row, 0, limit), func(scan func(...any) error) (Row, error) {
 		var r Row
 		var key *string
 		var created float64
 		var unknown any
-		if err := rows.Scan(&r.ID, &r.MessageID, &r.Topic, &key, &r.Payload, &r.Headers, &r.Attempts, &r.MaxAttempts, &r.Partition, &unknown, &created); err != nil {
-			return nil, err
+		if err := scan(&r.ID, &r.MessageID, &r.Topic, &key, &r.Payload, &r.Headers, &r.Attempts, &r.MaxAttempts, &r.Partition, &unknown, &created); err != nil {
+			return r, err
 		}
 		if key != nil {
 			r.Key, r.HasKey = *key, true
 		}
 		r.UnknownOutcome = truthy(unknown)
 		r.CreatedAt = fromEpoch(created)
-		out = append(out, r)
-	}
-	return out, rows.Err()
+		return r, nil
+	}, st.s.read, st.dl.intList(parts), limit)
 }
 
 func truthy(v any) bool {
@@ -209,20 +202,29 @@ func (st *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration) ([
 // queryColumn runs a query of one column and returns its values in row
 // order.
 func queryColumn[T any](ctx context.Context, q Querier, sql string, args ...any) ([]T, error) {
+	return appendRows(ctx, q, nil, func(scan func(...any) error) (T, error) {
+		var v T
+		err := scan(&v)
+		return v, err
+	}, sql, args...)
+}
+
+// appendRows runs a query and appends to dst each of its rows as scanRow
+// reads it with scan.
+func appendRows[T any](ctx context.Context, q Querier, dst []T, scanRow func(scan func(...any) error) (T, error), sql string, args ...any) ([]T, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []T
 	for rows.Next() {
-		var v T
-		if err := rows.Scan(&v); err != nil {
+		v, err := scanRow(rows.Scan)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, v)
+		dst = append(dst, v)
 	}
-	return out, rows.Err()
+	return dst, rows.Err()
 }
 
 // PruneRelays forgets relays not seen for longer than age.
@@ -301,22 +303,13 @@ func (st *Store) Acquire(ctx context.Context, owner string, parts []int, ttl tim
 
 // Held returns the partitions owner holds.
 func (st *Store) Held(ctx context.Context, owner string) ([]Lease, error) {
-	rows, err := st.db.Query(ctx, st.s.held, owner)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Lease
-	for rows.Next() {
+	return appendRows(ctx, st.db, nil, func(scan func(...any) error) (Lease, error) {
 		var l Lease
 		var prev string
-		if err := rows.Scan(&l.Partition, &l.InflightMaxID, &prev); err != nil {
-			return nil, err
-		}
+		err := scan(&l.Partition, &l.InflightMaxID, &prev)
 		l.Taken = prev != "" && prev != owner
-		out = append(out, l)
-	}
-	return out, rows.Err()
+		return l, err
+	}, st.s.held, owner)
 }
 
 // Renew extends owner's unexpired leases by ttl and returns how many.
@@ -449,27 +442,20 @@ func (st *Store) List(ctx context.Context, f Filter) ([]Message, error) {
   %s, %s, %s, coalesce(last_error, '')
 FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, dl.text("message_id"), dl.text("headers"),
 		dl.epoch("available_at"), dl.epoch("created_at"), dl.epoch("sent_at"), c.sql(), c.arg(limit))
-	rows, err := st.db.Query(ctx, q, c.args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
+	return appendRows(ctx, st.db, nil, func(scan func(...any) error) (Message, error) {
 		var m Message
 		var avail, created float64
 		var sent *float64
-		if err := rows.Scan(&m.ID, &m.MessageID, &m.Topic, &m.Key, &m.Payload, &m.Headers, &m.Status, &m.Attempts, &m.MaxAttempts, &avail, &created, &sent, &m.LastError); err != nil {
-			return nil, err
+		if err := scan(&m.ID, &m.MessageID, &m.Topic, &m.Key, &m.Payload, &m.Headers, &m.Status, &m.Attempts, &m.MaxAttempts, &avail, &created, &sent, &m.LastError); err != nil {
+			return m, err
 		}
 		m.AvailableAt, m.CreatedAt = fromEpoch(avail), fromEpoch(created)
 		if sent != nil {
 			t := fromEpoch(*sent)
 			m.SentAt = &t
 		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+		return m, nil
+	}, q, c.args...)
 }
 
 // Requeue moves dead messages matching f back to pending with attempts reset.
