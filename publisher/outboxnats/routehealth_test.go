@@ -20,7 +20,7 @@ import (
 // is created every message is delivered.
 func TestRelayMissingStreamRouteDown(t *testing.T) {
 	_, js := connect(t)
-	name := "outboxtest_" + randomHex()
+	name := testdb.RandomName("outboxtest_")
 	db := testdb.New(t, store.Postgres)
 	e := relaytest.NewEnqueuer(t, db)
 	var msgs []outbox.Message
