@@ -22,7 +22,7 @@ func TestRelayUnroutableRouteDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exchange := randomName("outboxtest_")
+	exchange := testdb.RandomName("outboxtest_")
 	if err := ch.ExchangeDeclare(exchange, "topic", false, true, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
