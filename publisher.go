@@ -47,7 +47,10 @@ type Publisher interface {
 // Checker is the compensation step: before a message whose previous attempt
 // ended with an unknown outcome (a timeout, a relay crash) is sent again,
 // the relay asks whether the destination already has it. true marks the
-// message sent without sending it again.
+// message sent without sending it again; false sends it again. An error
+// means the destination could not say: the relay asks again a little later
+// (1 s doubling to a minute) without sending the message and without
+// charging an attempt.
 //
 // A Publisher may implement Checker itself, or a Route may name one.
 type Checker interface {

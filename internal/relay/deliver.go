@@ -250,7 +250,16 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 			defer func() { <-sem; wg.Done() }()
 			ok, err := it.route.Checker.Delivered(ctx, it.env)
 			if err != nil {
-				r.log.Debug("outbox relay: checker failed; sending again", "message_id", it.row.MessageID, "err", redact.Text(err.Error()))
+				if ctx.Err() != nil {
+					return // shutting down: the message stays as it was
+				}
+				// The destination could not say: ask again later rather
+				// than risk a second effect, charging nothing (it is not
+				// the message's fault) and keeping the outcome unknown.
+				r.log.Debug("outbox relay: could not check whether a message was delivered; asking again later", "message_id", it.row.MessageID, "err", redact.Text(err.Error()))
+				it.decided = true
+				it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: checkAgainAfter(it.row.Attempts),
+					Error: "checking delivery: " + redact.Text(oneLine(err.Error())), Unknown: true}
 				return
 			}
 			if ok {
@@ -261,6 +270,13 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 		}()
 	}
 	wg.Wait()
+}
+
+// checkAgainAfter is how long a message waits when its Checker could not
+// say whether it was delivered: 1 s doubling with its attempts, at most a
+// minute.
+func checkAgainAfter(attempts int) time.Duration {
+	return min(time.Second<<min(max(attempts, 0), 6), time.Minute)
 }
 
 // delivery is what the waves of one batch share.

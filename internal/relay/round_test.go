@@ -228,3 +228,50 @@ func TestContentTypeOfPlainSQLRows(t *testing.T) {
 		}
 	}
 }
+
+type checkFunc func(context.Context, *Envelope) (bool, error)
+
+func (f checkFunc) Delivered(ctx context.Context, env *Envelope) (bool, error) { return f(ctx, env) }
+
+// TestRoundCheckerCannotSay: when the Checker of an uncertain message
+// fails, the message is neither sent again nor charged: it waits to be
+// asked about again, still uncertain. A "yes" marks it sent, a "no" sends
+// it.
+func TestRoundCheckerCannotSay(t *testing.T) {
+	rows := []store.Row{row(1, "order.created", "", ""), row(2, "order.created", "", ""), row(3, "order.created", "", "")}
+	for i := range rows {
+		rows[i].UnknownOutcome, rows[i].Attempts = true, 2
+	}
+	st := &fakeStore{rows: rows}
+	var mu sync.Mutex
+	var published []string
+	pub := publishFunc(func(e *Envelope) error {
+		mu.Lock()
+		published = append(published, e.ID)
+		mu.Unlock()
+		return nil
+	})
+	r := newTestRelay(t, st, pub)
+	r.router.routes[0].Checker = checkFunc(func(_ context.Context, e *Envelope) (bool, error) {
+		switch e.ID {
+		case "m1":
+			return false, errors.New("check endpoint answered 503")
+		case "m2":
+			return true, nil
+		}
+		return false, nil
+	})
+	if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(published) != 1 || published[0] != "m3" {
+		t.Fatalf("published %v, want only m3 (the one the checker said was not delivered)", published)
+	}
+	o1, _ := st.outcome(t, 1)
+	if o1.Status != store.StatusPending || o1.CountAttempt || !o1.Unknown || o1.Delay <= 0 || !strings.Contains(o1.Error, "503") {
+		t.Errorf("message the checker could not answer for: %+v; want pending, uncharged, still unknown, later, with the reason", o1)
+	}
+	if o2, _ := st.outcome(t, 2); o2.Status != store.StatusSent {
+		t.Errorf("message the checker confirmed: %+v, want sent", o2)
+	}
+}

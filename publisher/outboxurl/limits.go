@@ -33,18 +33,9 @@ var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max
 // naming the option and never contain credentials.
 func SplitRouteOptions(rawURL string) (string, RouteOptions, error) {
 	var o RouteOptions
-	base, query, ok := strings.Cut(rawURL, "?")
-	if !ok {
-		return rawURL, o, nil
-	}
-	query, fragment, hasFragment := strings.Cut(query, "#")
-	var keep []string
-	for _, part := range strings.Split(query, "&") {
-		name, value, _ := strings.Cut(part, "=")
-		if !isRouteOption(name) {
-			keep = append(keep, part)
-			continue
-		}
+	rest, taken := cutParams(rawURL, isRouteOption)
+	for _, p := range taken {
+		name, value := p[0], p[1]
 		v, err := url.QueryUnescape(value)
 		if err == nil {
 			err = o.set(name, v)
@@ -56,6 +47,28 @@ func SplitRouteOptions(rawURL string) (string, RouteOptions, error) {
 	if o.ProbeMax > 0 && o.ProbeMin > o.ProbeMax {
 		return "", o, fmt.Errorf("destination %s: probe_min %s is more than probe_max %s", Redact(rawURL), o.ProbeMin, o.ProbeMax)
 	}
+	return rest, o, nil
+}
+
+// cutParams returns rawURL without the query parameters take selects, and
+// those parameters' names and raw values in order; the rest of the URL is
+// kept byte for byte.
+func cutParams(rawURL string, take func(name string) bool) (string, [][2]string) {
+	base, query, ok := strings.Cut(rawURL, "?")
+	if !ok {
+		return rawURL, nil
+	}
+	query, fragment, hasFragment := strings.Cut(query, "#")
+	var keep []string
+	var taken [][2]string
+	for _, part := range strings.Split(query, "&") {
+		name, value, _ := strings.Cut(part, "=")
+		if !take(name) {
+			keep = append(keep, part)
+			continue
+		}
+		taken = append(taken, [2]string{name, value})
+	}
 	out := base
 	if len(keep) > 0 {
 		out += "?" + strings.Join(keep, "&")
@@ -63,7 +76,7 @@ func SplitRouteOptions(rawURL string) (string, RouteOptions, error) {
 	if hasFragment {
 		out += "#" + fragment
 	}
-	return out, o, nil
+	return out, taken
 }
 
 func isRouteOption(name string) bool {

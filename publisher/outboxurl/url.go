@@ -94,9 +94,16 @@ func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
 		if u.Host == "" || u.Hostname() == "" {
 			return nil, fmt.Errorf("destination %s has no host", Redact(rawURL))
 		}
-		p, err := outboxwebhook.New(rawURL, &outboxwebhook.Config{Secret: opts.WebhookSecret, Timeout: opts.Timeout})
+		endpoint, check, err := takeParam(rawURL, "check_url")
+		if err != nil {
+			return nil, err
+		}
+		p, err := outboxwebhook.New(endpoint, &outboxwebhook.Config{Secret: opts.WebhookSecret, Timeout: opts.Timeout, CheckURL: check})
 		if err != nil {
 			return nil, err // not a typed nil in the interface
+		}
+		if c := p.Checker(); c != nil {
+			return checkingWebhook{p, c}, nil
 		}
 		return p, nil
 	case brokers[s] != nil:
@@ -106,6 +113,30 @@ func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
 	default:
 		return nil, fmt.Errorf("destination %s: unknown scheme %q (supported: %s)", Redact(rawURL), s, list())
 	}
+}
+
+// checkingWebhook is a webhook publisher that is also the Checker of its
+// check_url, so that the relay asks it before sending an uncertain message
+// again.
+type checkingWebhook struct {
+	*outboxwebhook.Publisher
+	outbox.Checker
+}
+
+// takeParam returns rawURL without its query parameter name, and the
+// parameter's unescaped value ("" when absent); the rest of the URL is
+// kept byte for byte.
+func takeParam(rawURL, name string) (string, string, error) {
+	rest, taken := cutParams(rawURL, func(n string) bool { return n == name })
+	var value string
+	for _, p := range taken {
+		v, err := url.QueryUnescape(p[1])
+		if err != nil {
+			return "", "", fmt.Errorf("destination %s: %s is not URL-encoded: %v", Redact(rawURL), name, err)
+		}
+		value = v
+	}
+	return rest, value, nil
 }
 
 func list() string {

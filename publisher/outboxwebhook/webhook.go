@@ -97,6 +97,12 @@ type Config struct {
 	// Headers are added to every request; they win over the message's own
 	// headers but not over the webhook-* headers. Defaults to none.
 	Headers map[string]string
+	// CheckURL, when set, is where the receiver says whether it already
+	// processed a message: an http or https URL containing {id}, replaced
+	// by the message id (e.g. https://inventory/hooks/processed/{id}).
+	// Publisher.Checker then asks it before a message whose last attempt
+	// ended unknown is sent again (see Checker). Defaults to "", no check.
+	CheckURL string
 }
 
 // Publisher POSTs messages to one webhook endpoint. It is safe for
@@ -109,7 +115,8 @@ type Publisher struct {
 	timeout     time.Duration
 	concurrency int
 	headers     http.Header
-	ownClient   bool // Close may close its idle connections
+	ownClient   bool   // Close may close its idle connections
+	check       string // CheckURL; "" when none
 	closed      atomic.Bool
 	now         func() time.Time
 }
@@ -173,6 +180,12 @@ func New(endpoint string, cfg *Config) (*Publisher, error) {
 		p.ownClient = true
 	}
 	p.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if cfg.CheckURL != "" {
+		if err := validCheckURL(cfg.CheckURL); err != nil {
+			return nil, err
+		}
+		p.check = cfg.CheckURL
+	}
 	return p, nil
 }
 
