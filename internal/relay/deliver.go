@@ -35,7 +35,16 @@ type item struct {
 	// charged: this attempt was recorded before the publish (a suspect
 	// published alone, see charge); the settle must not count it again.
 	charged bool
+	// checked: the route's Checker said the message has not arrived, so
+	// no earlier attempt can have reached the destination.
+	checked bool
 }
+
+// uncertain reports whether an earlier attempt may have reached the
+// destination: the row says so and no Checker has said otherwise. It
+// stays so whatever this attempt's failure, until the message is sent or
+// checked, so that the Checker is asked before every send.
+func (it *item) uncertain() bool { return it.row.UnknownOutcome && !it.checked }
 
 // attempt is the number of the attempt being made.
 func (it *item) attempt() int {
@@ -266,6 +275,8 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 				it.decided = true
 				it.out = store.Outcome{ID: it.row.ID, Status: store.StatusSent, CountAttempt: true}
 				it.confirmed = time.Now()
+			} else {
+				it.checked = true
 			}
 		}()
 	}
@@ -346,7 +357,7 @@ func (r *Relay) publishRoute(ctx context.Context, rs *routeState, group []*item,
 func deferItems(rs *routeState, items []*item, wait time.Duration, why string) {
 	for _, it := range items {
 		it.decided = true
-		it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: wait, Error: "route " + rs.name + ": " + why}
+		it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: wait, Error: "route " + rs.name + ": " + why, Unknown: it.uncertain()}
 	}
 }
 
@@ -407,7 +418,7 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 				// that is back marked down.
 				after = max(after, wait+rs.health.probeMin)
 			}
-			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: max(wait, after), Unknown: cls == ClassUnknown,
+			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: max(wait, after), Unknown: cls == ClassUnknown || it.uncertain(),
 				Error: "not counted (route " + rs.name + " down or holding): " + redact.Text(oneLine(err.Error()))}
 		default:
 			it.decided = true
@@ -493,5 +504,5 @@ func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 		policy = *rs.Retry
 	}
 	delay := max(policy.Delay(attempt), after)
-	return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: delay, Error: msg, CountAttempt: true, Unknown: cls == ClassUnknown}
+	return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: delay, Error: msg, CountAttempt: true, Unknown: cls == ClassUnknown || it.uncertain()}
 }

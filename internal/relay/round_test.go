@@ -275,3 +275,41 @@ func TestRoundCheckerCannotSay(t *testing.T) {
 		t.Errorf("message the checker confirmed: %+v, want sent", o2)
 	}
 }
+
+// TestRoundUncertaintyIsKept: a message whose earlier attempt may have
+// arrived stays uncertain when its next attempt fails for a definite
+// reason, so the Checker is asked before it is sent again; once the
+// Checker has said it did not arrive, a definite failure clears it.
+func TestRoundUncertaintyIsKept(t *testing.T) {
+	rows := []store.Row{row(1, "order.created", "", ""), row(2, "order.created", "", "")}
+	for i := range rows {
+		rows[i].UnknownOutcome, rows[i].Attempts = true, 1
+	}
+	st := &fakeStore{rows: rows}
+	pub := publishFunc(func(e *Envelope) error { return errors.New("HTTP 503") })
+	r := newTestRelay(t, st, pub)
+	r.router.routes[0].Checker = checkFunc(func(_ context.Context, e *Envelope) (bool, error) {
+		if e.ID == "m2" {
+			return false, nil
+		}
+		return false, errors.New("check endpoint down")
+	})
+	if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := st.outcome(t, 1); !o.Unknown {
+		t.Errorf("m1 (its check failed): %+v, want still uncertain", o)
+	}
+	if o, _ := st.outcome(t, 2); o.Unknown || !o.CountAttempt {
+		t.Errorf("m2 (checked: not delivered; then a definite failure): %+v, want certain and charged", o)
+	}
+	r.router.routes[0].Checker = nil
+	st.rows = []store.Row{rows[0]}
+	st.settled = nil
+	if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := st.outcome(t, 1); !o.Unknown {
+		t.Errorf("an uncertain message that failed again with a definite error: %+v, want still uncertain", o)
+	}
+}
