@@ -5,15 +5,16 @@
 #
 # Exit status 0 when COMMAND is found (already, or after installing the
 # packages with apt-get, as root or through sudo); 1 with one line on stderr
-# otherwise. Services a package starts on installation are left stopped:
+# otherwise. COMMAND "-" installs the packages unconditionally, for callers
+# that check for what they need themselves (libraries, extensions). Services a package starts on installation are left stopped:
 # the tests start their own instances.
 set -u
 [ $# -ge 2 ] || { echo "usage: scripts/apt-install.sh COMMAND PACKAGE…" >&2; exit 2; }
 cmd=$1
 shift
 
-found() { command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; }
-found && exit 0
+found() { [ "$cmd" = - ] || command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; }
+[ "$cmd" != - ] && found && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "apt-install.sh: no $cmd on PATH and no apt-get to install $*" >&2
