@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/txoutbox/outbox/internal/relay"
+	"github.com/txoutbox/outbox/internal/testdb"
 )
 
 const (
@@ -22,27 +23,8 @@ const (
 	unitFile      = "systemd/outbox-relay.service"
 )
 
-// tool finds a command line tool the test needs: env names an override.
-// Missing, it fails the test in CI and skips it elsewhere, saying how to
-// get it.
-func tool(t *testing.T, name, env, install string) string {
-	t.Helper()
-	if p := os.Getenv(env); p != "" {
-		return p
-	}
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed (%s)", name, install)
-	}
-	t.Skipf("%s is not installed (%s); set CI=true to make this a failure", name, install)
-	return ""
-}
-
 func promtool(t *testing.T) string {
-	return tool(t, "promtool", "PROMTOOL", "scripts/promtool.sh installs it")
+	return testdb.Command(t, "promtool", "PROMTOOL", "scripts/promtool.sh installs it")
 }
 
 // runTool runs a tool in dir and fails the test unless it succeeds.
@@ -292,7 +274,7 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("%s lacks %q", unitFile, strings.TrimSpace(want))
 		}
 	}
-	bin := tool(t, "systemd-analyze", "SYSTEMD_ANALYZE", "Debian package systemd")
+	bin := testdb.Command(t, "systemd-analyze", "SYSTEMD_ANALYZE", "Debian package systemd")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ type producer struct {
 
 var producers = []producer{
 	{"php", func(t *testing.T, db *testdb.DB, orders, keys string) *exec.Cmd {
-		php := tool(t, "php", "scripts/languages.sh installs php-cli, php-pgsql and php-mysql")
+		php := testdb.Command(t, "php", "", "scripts/languages.sh installs php-cli, php-pgsql and php-mysql")
 		u := dbURL(t, db)
 		cmd := exec.Command(php, filepath.Join("php", "producer.php"))
 		dsn := "mysql:host=" + u.Hostname() + ";port=" + u.Port() + ";dbname=" + strings.TrimPrefix(u.Path, "/")
@@ -41,7 +41,7 @@ var producers = []producer{
 		return cmd
 	}},
 	{"java", func(t *testing.T, db *testdb.DB, orders, keys string) *exec.Cmd {
-		java := tool(t, "java", "a JDK")
+		java := testdb.Command(t, "java", "", "a JDK")
 		u := dbURL(t, db)
 		jar, jdbc := "/usr/share/java/mariadb-java-client.jar", "jdbc:mariadb://"+u.Host+u.Path+"?user="+u.User.Username()
 		if db.Dialect == store.Postgres {
@@ -51,7 +51,10 @@ var producers = []producer{
 			jdbc += "&password=" + url.QueryEscape(pw)
 		}
 		if _, err := os.Stat(jar); err != nil {
-			unavailable(t, jar+" (scripts/languages.sh installs it)", err)
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is missing (CI=true, so this fails; scripts/languages.sh installs it)", jar)
+			}
+			t.Skipf("skipping outside CI: %s is missing (scripts/languages.sh installs it)", jar)
 		}
 		return exec.Command(java, "-cp", jar, filepath.Join("java", "Producer.java"), jdbc, orders, keys)
 	}},
@@ -154,24 +157,6 @@ func (a *arrivals) check(t *testing.T, ids []string, producer string) {
 		}
 		last[d.key] = d.orderID
 	}
-}
-
-// tool finds a language's command, failing in CI when it is missing.
-func tool(t *testing.T, name, how string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		unavailable(t, name+" ("+how+")", err)
-	}
-	return path
-}
-
-func unavailable(t *testing.T, what string, err error) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is not installed (CI=true, so this fails): %v", what, err)
-	}
-	t.Skipf("skipping outside CI: %s is not installed: %v", what, err)
 }
 
 func dbURL(t *testing.T, db *testdb.DB) *url.URL {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,6 +49,27 @@ func Unavailable(t testing.TB, what string, err error) {
 		t.Fatalf("%s is not reachable (CI=true, so this fails): %v", what, err)
 	}
 	t.Skipf("skipping outside CI: %s is not reachable: %v", what, err)
+}
+
+// Command finds the program name a test runs (env, when set, names it
+// instead), failing the test in CI and skipping it elsewhere when it is
+// missing; install says how to get it.
+func Command(t testing.TB, name, env, install string) string {
+	t.Helper()
+	if env != "" {
+		if p := os.Getenv(env); p != "" {
+			return p
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is not installed (CI=true, so this fails; %s): %v", name, install, err)
+	}
+	t.Skipf("skipping outside CI: %s is not installed (%s): %v", name, install, err)
+	return ""
 }
 
 // VerifyNoLeaks runs the package's tests (m) and fails the run if one
