@@ -441,7 +441,7 @@ func TestSQLiteRelativeURL(t *testing.T) {
 	}
 	rel, err := filepath.Rel(cwd, abs)
 	if err != nil || filepath.IsAbs(rel) {
-		t.Skipf("no relative path from %s to %s", cwd, abs)
+		testdb.Unavailable(t, "a relative path from "+cwd+" to "+abs, err)
 	}
 	run(t, nil, "migrate", "--db", "sqlite://"+abs).ok(t)
 	run(t, nil, "enqueue", "--db", "sqlite://"+rel, "--topic", "a", "--payload", "{}").ok(t)

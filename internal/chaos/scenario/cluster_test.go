@@ -27,9 +27,6 @@ import (
 // node is started again before the next kill). Everything committed is
 // in the stream, every row marked sent is in it: lost 0, falsely-sent 0.
 func TestChaosNATSClusterLeaderKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	cluster := testnats.Start(t, 3)
 	direct, err := nats.Connect(cluster.URLs(), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
@@ -140,9 +137,6 @@ func currentReplicas(js jetstream.JetStream, stream string) int {
 // 5 × scale times during the drain. Lost 0, falsely-sent 0 (every row
 // marked sent is in the topic), inversions 0.
 func TestChaosKafkaLeadershipMoves(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	k, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(kafkaPartitions, kafkaTopic))

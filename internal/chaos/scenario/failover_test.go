@@ -29,9 +29,6 @@ import (
 // anything the relay did — they are the only messages allowed to be
 // missing, and only if they never arrived.
 func TestChaosFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	for _, sync := range []bool{true, false} {
 		name := map[bool]string{true: "synchronous", false: "asynchronous"}[sync]
 		t.Run(name, func(t *testing.T) { failover(t, sync, name) })

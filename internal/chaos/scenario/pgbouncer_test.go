@@ -46,9 +46,6 @@ func overPgBouncer(t *testing.T) (*testpgbouncer.Bouncer, string, *harness.Harne
 // again on the same port, 2 × scale times. Everything committed arrives,
 // no row is falsely sent, the relay process recovers by itself.
 func TestChaosPgBouncerKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos: -short")
-	}
 	scale := chaosScale(t)
 	rnd := chaosRand(t)
 	const batch = 100
@@ -102,9 +99,6 @@ func TestChaosPgBouncerKilled(t *testing.T) {
 // by default, when idle). It reports the figures (the latency note in
 // docs/operations.md) and checks only that every message arrived.
 func TestPgBouncerLatency(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs PostgreSQL and PgBouncer")
-	}
 	name := testdb.PostgresDatabase(t)
 	directURL := testdb.WithDatabase(testdb.PostgresURL, name)
 	testdb.Migrate(t, testdb.PostgresAt(t, directURL))
