@@ -267,10 +267,11 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 				// the message's fault) and keeping the outcome unknown.
 				r.log.Debug("outbox relay: could not check whether a message was delivered; asking again later", "message_id", it.row.MessageID, "err", redact.Text(err.Error()))
 				it.decided = true
-				it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: checkAgainAfter(it.row.Attempts),
+				it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: checkAgainAfter(int(it.route.checkFails.Add(1))),
 					Error: "checking delivery: " + redact.Text(oneLine(err.Error())), Unknown: true}
 				return
 			}
+			it.route.checkFails.Store(0)
 			if ok {
 				it.decided = true
 				it.out = store.Outcome{ID: it.row.ID, Status: store.StatusSent, CountAttempt: true}
@@ -283,11 +284,11 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 	wg.Wait()
 }
 
-// checkAgainAfter is how long a message waits when its Checker could not
-// say whether it was delivered: 1 s doubling with its attempts, at most a
-// minute.
-func checkAgainAfter(attempts int) time.Duration {
-	return min(time.Second<<min(max(attempts, 0), 6), time.Minute)
+// checkAgainAfter is how long a message waits when its route's Checker
+// could not say whether it was delivered, after fails such failures in a
+// row: 1 s doubling, at most a minute.
+func checkAgainAfter(fails int) time.Duration {
+	return min(time.Second<<min(max(fails-1, 0), 6), time.Minute)
 }
 
 // delivery is what the waves of one batch share.

@@ -59,6 +59,9 @@ type routeState struct {
 	Route
 	name   string
 	health *health
+	// checkFails counts the route Checker's failures in a row: each waits
+	// twice as long as the one before (checkAgainAfter), until one answers.
+	checkFails atomic.Int32
 
 	publishDur prometheus.Observer // nil without metrics
 }

@@ -274,6 +274,23 @@ func TestRoundCheckerCannotSay(t *testing.T) {
 	if o2, _ := st.outcome(t, 2); o2.Status != store.StatusSent {
 		t.Errorf("message the checker confirmed: %+v, want sent", o2)
 	}
+	// Only the failing check is left: each failure in a row waits twice
+	// as long as the one before, whatever the attempts.
+	var waits []time.Duration
+	for range 2 {
+		st.rows, st.settled = rows[:1], nil
+		if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		o, _ := st.outcome(t, 1)
+		if o.CountAttempt {
+			t.Errorf("a failed check charged an attempt: %+v", o)
+		}
+		waits = append(waits, o.Delay)
+	}
+	if waits[0] < time.Second || waits[1] != 2*waits[0] {
+		t.Errorf("waits after failed checks in a row: %v, want each twice the one before, from at least 1s", waits)
+	}
 }
 
 // TestRoundUncertaintyIsKept: a message whose earlier attempt may have
