@@ -17,6 +17,7 @@ type Membership struct {
 	fleet   string
 	self    string
 	ttl     time.Duration
+	pruned  time.Time // when Beat last forgot old members
 }
 
 // NewMembership returns member self of fleet, over q in a database of
@@ -60,15 +61,20 @@ var membershipSQL = map[store.Dialect]struct{ beat, live, leave, prune string }{
 	},
 }
 
-// Beat refreshes this member's row, and forgets members gone for long.
+// Beat refreshes this member's row, and (at most once a minute) forgets
+// members gone for a hundred TTLs. It is not safe for concurrent use.
 func (m *Membership) Beat(ctx context.Context) error {
 	s := membershipSQL[m.dialect]
 	if _, err := m.q.Exec(ctx, s.beat, m.fleet, m.self); err != nil {
 		return fmt.Errorf("fleet %s: heartbeat: %w", m.fleet, err)
 	}
+	if time.Since(m.pruned) < time.Minute {
+		return nil
+	}
 	if _, err := m.q.Exec(ctx, s.prune, m.fleet, (100 * m.ttl).Milliseconds()); err != nil {
 		return fmt.Errorf("fleet %s: forget old members: %w", m.fleet, err)
 	}
+	m.pruned = time.Now()
 	return nil
 }
 
