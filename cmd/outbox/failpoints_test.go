@@ -16,6 +16,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testserver"
 )
 
 // TestFailpointsOnlyWithTheBuildTag builds the outbox command twice and
@@ -66,29 +67,12 @@ func TestFailpointsOnlyWithTheBuildTag(t *testing.T) {
 			cmd.Env = append(os.Environ(), "OUTBOX_WEBHOOK_SECRET=failpoint-test",
 				"OUTBOX_FAILPOINTS=after_read_before_publish=kill")
 			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
-			t.Cleanup(func() {
-				_ = cmd.Process.Kill()
-				<-done
-			})
-			exited := func() bool {
-				select {
-				case <-done:
-					return true
-				default:
-					return false
-				}
-			}
+			relay := testserver.Spawn(t, cmd, "relay")
 
 			if c.killed {
-				relaytest.WaitFor(t, time.Minute, "the relay to reach the failpoint", exited)
-				ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-				if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-					t.Fatalf("relay ended with %v, not by the failpoint's SIGKILL", cmd.ProcessState)
+				relaytest.WaitFor(t, time.Minute, "the relay to reach the failpoint", relay.Exited)
+				if !relay.KilledBy(syscall.SIGKILL) {
+					t.Fatalf("relay ended with %v, not by the failpoint's SIGKILL", relay.State())
 				}
 				if d := delivered(); d != 0 {
 					t.Fatalf("%d messages delivered before a failpoint placed ahead of every publish", d)
@@ -96,16 +80,12 @@ func TestFailpointsOnlyWithTheBuildTag(t *testing.T) {
 				return
 			}
 			relaytest.WaitFor(t, time.Minute, "every message delivered and sent", func() bool {
-				if exited() {
-					t.Fatalf("the relay ended (%v) with OUTBOX_FAILPOINTS set in a build without failpoints", cmd.ProcessState)
+				if relay.Exited() {
+					t.Fatalf("the relay ended (%v) with OUTBOX_FAILPOINTS set in a build without failpoints", relay.State())
 				}
 				return delivered() == n && relaytest.Count(t, db, "sent") == n
 			})
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			relaytest.WaitFor(t, 30*time.Second, "the relay to stop after SIGTERM", exited)
-			if code := cmd.ProcessState.ExitCode(); code != 0 {
-				t.Fatalf("relay exited with %d after SIGTERM", code)
-			}
+			relay.Term(t)
 		})
 	}
 }

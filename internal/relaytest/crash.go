@@ -10,13 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testserver"
 )
 
 // Crash drives the end-to-end crash test of one destination: a producer
@@ -102,7 +102,7 @@ func (c *Crash) Run(url string, env ...string) {
 	t.Helper()
 	bin := relayBinary(t)
 	produced := c.produce()
-	var relay *relayProcess
+	var relay *testserver.Process
 	for k := 0; k < c.Kills; k++ {
 		relay = startRelay(t, bin, c.db.URL, url, fmt.Sprintf("crash-%d", k), env)
 		// Kill once this relay has made some progress: mid-stream, with a
@@ -112,7 +112,7 @@ func (c *Crash) Run(url string, env ...string) {
 			return c.sent() >= target
 		})
 		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
-		relay.kill()
+		relay.Kill()
 	}
 	relay = startRelay(t, bin, c.db.URL, url, "crash-last", env)
 	if err := <-produced; err != nil {
@@ -124,7 +124,7 @@ func (c *Crash) Run(url string, env ...string) {
 	WaitFor(t, 4*time.Minute, "every message sent and applied", func() bool {
 		return c.sent() == c.Messages && c.db.Count(t, `SELECT count(*) FROM effects`) >= c.Messages
 	})
-	relay.term(t)
+	relay.Term(t)
 
 	effects := c.db.Count(t, `SELECT count(*) FROM effects`)
 	distinct := c.db.Count(t, `SELECT count(DISTINCT message_id) FROM effects`)
@@ -181,50 +181,17 @@ func (c *Crash) produce() <-chan error {
 	return done
 }
 
-// relayProcess is an `outbox relay` in its own process.
-type relayProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
 // startRelay runs the outbox binary's relay over dbURL to url, killed at
 // cleanup if still running. Leases last 1 s, so a killed relay's
 // partitions are taken over quickly.
-func startRelay(t *testing.T, bin, dbURL, url, id string, env []string) *relayProcess {
+func startRelay(t *testing.T, bin, dbURL, url, id string, env []string) *testserver.Process {
 	t.Helper()
 	cmd := exec.Command(bin, "relay", "--db", dbURL, "--to", url, "--id", id,
 		"--batch-size", "100", "--lease-ttl", "1s", "--max-poll", "50ms",
 		"--retry-base", "20ms", "--retry-cap", "200ms", "--log-level", "warn")
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start relay: %v", err)
-	}
-	p := &relayProcess{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(p.kill)
-	return p
-}
-
-// kill ends the relay with SIGKILL, as a crash would, and waits for it.
-func (p *relayProcess) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// term stops the relay with SIGTERM and checks it exits 0.
-func (p *relayProcess) term(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("relay exited with %d after SIGTERM", code)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("relay did not exit within 30s of SIGTERM")
-		p.kill()
-	}
+	return testserver.Spawn(t, cmd, "relay")
 }
 
 // The outbox binary, built once for the tests of a process that run at

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/txoutbox/outbox/internal/syncbuf"
+	"github.com/txoutbox/outbox/internal/testserver"
 )
 
 // Process is an `outbox relay` process, run as an operator would run it.
 type Process struct {
-	p   *relayProcess
+	p   *testserver.Process
 	log *syncbuf.Buffer
 	bin string
 	db  string
@@ -27,13 +28,9 @@ func StartRelay(t *testing.T, dbURL string, args ...string) *Process {
 	log := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, append([]string{"relay", "--db", dbURL, "--log-level", "info"}, args...)...)
 	cmd.Stderr = log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start relay: %v", err)
-	}
-	p := &relayProcess{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	p := testserver.Spawn(t, cmd, "relay")
 	t.Cleanup(func() {
-		p.kill()
+		p.Kill()
 		if t.Failed() {
 			t.Logf("relay log:\n%s", log.String())
 		}
@@ -58,7 +55,7 @@ func (p *Process) Logged(s string) int {
 // Stop ends the relay with SIGTERM and checks it exits 0.
 func (p *Process) Stop(t *testing.T) {
 	t.Helper()
-	p.p.term(t)
+	p.p.Term(t)
 }
 
 // Status runs `outbox status --json` on the relay's database and decodes

@@ -161,33 +161,3 @@ func children(pid int) []int {
 	}
 	return out
 }
-
-// Process is a server running in the foreground of a child process.
-type Process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// Start starts cmd; what names it in the failure message.
-func Start(t testing.TB, cmd *exec.Cmd, what string) *Process {
-	t.Helper()
-	if err := cmd.Start(); err != nil {
-		testdb.Unavailable(t, what, err)
-	}
-	p := &Process{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	return p
-}
-
-// Done is closed once the process has exited.
-func (p *Process) Done() <-chan struct{} { return p.done }
-
-// Kill SIGKILLs the process and waits for it; a nil or ended process is
-// left alone.
-func (p *Process) Kill() {
-	if p == nil {
-		return
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}

@@ -344,7 +344,7 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 			relaytest.WaitFor(t, 3*time.Minute, fmt.Sprintf("%d messages delivered before kill %d", points[k], k+1),
 				func() bool { _, d, _ := rec.Counts(); return d >= points[k] })
 			i := rnd.IntN(len(relays))
-			relays[i].kill()
+			relays[i].Kill()
 			relays[i] = startChild(t, h.DB.URL, sink.URL(), fmt.Sprintf("rk-%c%d", 'a'+i, k+1), batch, time.Second)
 		}
 		stop.Store(true)
@@ -366,7 +366,7 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 		}
 		drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 3*time.Minute+time.Duration(scale)*30*time.Second)
 		for _, c := range relays {
-			c.term(t)
+			c.Term(t)
 		}
 	})
 }

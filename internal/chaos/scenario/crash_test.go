@@ -143,10 +143,10 @@ func TestCrashRedeliversNeverLoses(t *testing.T) {
 					relaytest.WaitFor(t, 30*time.Second, "all rows sent", func() bool {
 						return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status <> 'sent'") == 0
 					})
-					ch.term(t)
+					ch.Term(t)
 					break
 				}
-				ch.kill()
+				ch.Kill()
 				kills++
 			}
 			distinct, total := rec.counts()
@@ -184,7 +184,7 @@ func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
 		return h.DB.Count(t, "SELECT count(DISTINCT owner) FROM outbox_leases WHERE owner IS NOT NULL") == 3
 	})
 	relaytest.WaitFor(t, time.Minute, "a quarter delivered", func() bool { d, _ := rec.counts(); return d >= n/4 })
-	children[0].kill()
+	children[0].Kill()
 	relaytest.WaitFor(t, 3*time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
 	distinct, total := rec.counts()
 	t.Logf("%d delivered, %d duplicates", distinct, total-distinct)
@@ -193,7 +193,7 @@ func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
 	}
 	rec.checkOrder(t)
 	for _, c := range children[1:] {
-		c.term(t)
+		c.Term(t)
 	}
 	if owners := h.DB.Count(t, "SELECT count(*) FROM outbox_leases WHERE owner IS NOT NULL AND owner <> 'relay-0'"); owners != 0 {
 		t.Fatalf("%d partitions still owned after both survivors stopped", owners)

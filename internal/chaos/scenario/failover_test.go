@@ -85,11 +85,7 @@ func failover(t *testing.T, sync bool, kind string) {
 		since, promoted.Sub(killed).Seconds(), resumed.Sub(killed).Seconds())
 	time.Sleep(time.Second)
 	ws.halt()
-	select {
-	case <-relay.done:
-		t.Fatalf("the relay process ended (%v) during the failover", relay.cmd.ProcessState)
-	default:
-	}
+	assertRunning(t, relay, "during the failover")
 
 	// What the database itself lost: committed messages without a row on
 	// the new primary, and how many of them the relay had delivered.
@@ -128,7 +124,7 @@ func failover(t *testing.T, sync bool, kind string) {
 		t.Logf("%d deliveries while replication stalled", since-stalled)
 	}
 	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: bound, MaxLost: gone - goneDelivered}, 2*time.Minute)
-	relay.term(t)
+	relay.Term(t)
 }
 
 // stallReplication SIGSTOPs the primary's WAL senders (the kill that

@@ -56,10 +56,19 @@ func poisonAmong(t *testing.T, h *harness.Harness, rec *chaos.Recorder, n, maxAt
 	return poison[0]
 }
 
-// killedBySIGKILL reports whether c has ended by SIGKILL.
-func killedBySIGKILL(c *child) bool {
-	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+// waitFailpointKill waits up to two minutes for the relay process c to
+// reach the failpoint of spec and fails the test unless that failpoint's
+// SIGKILL ended it.
+func waitFailpointKill(t *testing.T, c *child, spec string) {
+	t.Helper()
+	select {
+	case <-c.Done():
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s: the relay never reached the failpoint", spec)
+	}
+	if !c.KilledBy(syscall.SIGKILL) {
+		t.Fatalf("%s: relay ended with %v, not by the failpoint's SIGKILL", spec, c.State())
+	}
 }
 
 // TestChaosKillAtFailpoints kills relay processes at each failpoint of a
@@ -80,19 +89,12 @@ func TestChaosKillAtFailpoints(t *testing.T) {
 				for k := range kills {
 					spec := fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
 					c := startFaultyChild(t, h, sink.URL(), fmt.Sprintf("fp-%d", k), spec, batch, time.Second)
-					select {
-					case <-c.done:
-					case <-time.After(2 * time.Minute):
-						t.Fatalf("%s: the relay never reached the failpoint", spec)
-					}
-					if !killedBySIGKILL(c) {
-						t.Fatalf("%s: relay ended with %v, not by the failpoint's SIGKILL", spec, c.cmd.ProcessState)
-					}
+					waitFailpointKill(t, c, spec)
 				}
 				last := startFaultyChild(t, h, sink.URL(), "fp-last", "", batch, time.Second)
 				res := chaosResult{scenario: "kill at " + point, broker: "webhook", faults: fmt.Sprintf("%d SIGKILL", kills), recovered: time.Now()}
 				drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 3*time.Minute)
-				last.term(t)
+				last.Term(t)
 			})
 		}
 	}
@@ -110,11 +112,7 @@ func TestChaosPoisonPanicQuarantined(t *testing.T) {
 		c := startFaultyChild(t, h, sink.URL(), "poison", failpoint.Publish+"=panic:"+poison, 100, time.Second)
 		res := chaosResult{scenario: "publish panics on one message", broker: "webhook", faults: "panic on every attempt", recovered: time.Now()}
 		rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1}, 3*time.Minute)
-		select {
-		case <-c.done:
-			t.Fatalf("the relay process ended (%v): the panic was not contained", c.cmd.ProcessState)
-		default:
-		}
+		assertRunning(t, c, "instead of containing the panic")
 		if rep.Dead != 1 {
 			t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
 		}
@@ -122,7 +120,7 @@ func TestChaosPoisonPanicQuarantined(t *testing.T) {
 		if status != "dead" || attempts != 3 || !strings.Contains(lastErr, "publisher panicked") {
 			t.Errorf("poison message: %s after %d attempts: %q", status, attempts, lastErr)
 		}
-		c.term(t)
+		c.Term(t)
 	})
 }
 
@@ -160,9 +158,9 @@ func TestChaosPoisonKillQuarantined(t *testing.T) {
 					break
 				}
 				select {
-				case <-c.done:
-					if !killedBySIGKILL(c) {
-						t.Fatalf("relay ended with %v, not by the failpoint's SIGKILL", c.cmd.ProcessState)
+				case <-c.Done():
+					if !c.KilledBy(syscall.SIGKILL) {
+						t.Fatalf("relay ended with %v, not by the failpoint's SIGKILL", c.State())
 					}
 					restarts++
 					if restarts > bound {
@@ -192,7 +190,7 @@ func TestChaosPoisonKillQuarantined(t *testing.T) {
 				t.Errorf("%d delivered messages were charged more than the attempt that delivered them", n)
 			}
 			t.Logf("%d restarts; %s", restarts, rep)
-			c.term(t)
+			c.Term(t)
 		})
 	}
 }
@@ -218,14 +216,7 @@ func TestChaosKafkaKills(t *testing.T) {
 				for n := range kills {
 					spec := fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
 					c := startFaultyChild(t, h, dest, fmt.Sprintf("kk-%d", n), spec, batch, time.Second)
-					select {
-					case <-c.done:
-					case <-time.After(2 * time.Minute):
-						t.Fatalf("%s: the relay never reached the failpoint", spec)
-					}
-					if !killedBySIGKILL(c) {
-						t.Fatalf("%s: relay ended with %v, not by the failpoint's SIGKILL", spec, c.cmd.ProcessState)
-					}
+					waitFailpointKill(t, c, spec)
 				}
 				last := startFaultyChild(t, h, dest, "kk-last", "", batch, time.Second)
 				recovered := time.Now()
@@ -233,7 +224,7 @@ func TestChaosKafkaKills(t *testing.T) {
 					return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0
 				})
 				drained := time.Now()
-				last.term(t)
+				last.Term(t)
 				n := readKafkaTopic(t, k.ListenAddrs(), kafkaTopic, rec)
 				t.Logf("%d records in %s", n, kafkaTopic)
 				res := chaosResult{scenario: "kill at " + point, broker: "Kafka (kfake)", faults: fmt.Sprintf("%d SIGKILL", kills), recovered: recovered, drained: drained}

@@ -21,6 +21,8 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testserver"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
@@ -40,11 +42,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("skipped: the fault scenarios do not run under -short")
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	testdb.VerifyNoLeaks(m, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 
 // childRelay runs a relay over the database at url until SIGTERM or
@@ -123,10 +121,7 @@ func childRelay(url, sink string) int {
 
 // child is a relay in its own process: this test binary, re-executed
 // as childRelay.
-type child struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
+type child = testserver.Process
 
 // startChild starts a relay process over dbURL delivering to sinkURL
 // (see childRelay), with relay id id, batches of batch and leases of ttl;
@@ -135,6 +130,15 @@ type child struct {
 // environment) sets OUTBOX_FAILPOINTS.
 func startChild(t *testing.T, dbURL, sinkURL, id string, batch int, ttl time.Duration, env ...string) *child {
 	t.Helper()
+	cmd := childCommand(dbURL, sinkURL, id, batch, ttl)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	return testserver.Spawn(t, cmd, "relay")
+}
+
+// childCommand is the command of a child relay (see startChild), with
+// failpoints off.
+func childCommand(dbURL, sinkURL, id string, batch int, ttl time.Duration) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
 		"OUTBOX_FAILPOINTS=",
@@ -144,33 +148,14 @@ func startChild(t *testing.T, dbURL, sinkURL, id string, batch int, ttl time.Dur
 		fmt.Sprintf("OUTBOX_TEST_CHILD_BATCH=%d", batch),
 		"OUTBOX_TEST_CHILD_TTL="+ttl.String(),
 	)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() { c.kill() })
-	return c
+	return cmd
 }
 
-// kill ends the relay with SIGKILL, as a crash would, and waits for it.
-func (c *child) kill() {
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-}
-
-// term stops the relay with SIGTERM and checks it exits 0 within 30 s.
-func (c *child) term(t *testing.T) {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		if code := c.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("relay exited with %d after SIGTERM", code)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("relay did not exit within 30s of SIGTERM")
-		c.kill()
+// assertRunning fails the test if the relay process c has ended; what
+// says when it should not have.
+func assertRunning(t *testing.T, c *child, what string) {
+	t.Helper()
+	if c.Exited() {
+		t.Fatalf("the relay process ended (%v) %s", c.State(), what)
 	}
 }

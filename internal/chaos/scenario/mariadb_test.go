@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,9 +46,7 @@ type privateMariaDB struct {
 	server         string // mariadbd
 	port           int
 	runAs          string // the user the server switches to when started as root
-
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc           *testserver.Process
 }
 
 // startPrivateMariaDB initialises a data directory in a temporary
@@ -80,12 +77,7 @@ func startPrivateMariaDB(t *testing.T) *privateMariaDB {
 		t.Fatalf("%s %s: %v\n%s", install, strings.Join(args, " "), err, out)
 	}
 	my.port = testserver.FreePort(t)
-	t.Cleanup(func() {
-		if my.cmd != nil {
-			_ = my.cmd.Process.Signal(syscall.SIGKILL)
-			<-my.done
-		}
-	})
+	t.Cleanup(func() { my.proc.Kill() })
 	my.start(t)
 	admin, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/", my.port))
 	if err != nil {
@@ -145,12 +137,7 @@ func (my *privateMariaDB) start(t *testing.T) {
 		args = append(args, "--user="+my.runAs)
 	}
 	cmd := exec.Command(my.server, args...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	my.cmd, my.done = cmd, done
+	my.proc = testserver.Start(t, cmd, "a private MariaDB")
 
 	db, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/?timeout=1s", my.port))
 	if err != nil {
@@ -163,10 +150,8 @@ func (my *privateMariaDB) start(t *testing.T) {
 		if err == nil {
 			return
 		}
-		select {
-		case <-done:
-			t.Fatalf("private MariaDB exited (%v) while starting:\n%s", cmd.ProcessState, my.logTail())
-		default:
+		if my.proc.Exited() {
+			t.Fatalf("private MariaDB exited (%v) while starting:\n%s", my.proc.State(), my.logTail())
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("private MariaDB not answering on port %d after a minute: %v\n%s", my.port, err, my.logTail())
@@ -179,11 +164,11 @@ func (my *privateMariaDB) start(t *testing.T) {
 // from its log at the next start.
 func (my *privateMariaDB) kill(t *testing.T) {
 	t.Helper()
-	if err := my.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("kill private MariaDB: %v", err)
+	if my.proc.Exited() {
+		t.Fatalf("private MariaDB had exited (%v) before the kill:\n%s", my.proc.State(), my.logTail())
 	}
-	<-my.done
-	my.cmd = nil
+	my.proc.Kill()
+	my.proc = nil
 }
 
 // logTail is the end of the server's error log.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testserver"
 )
 
 // TestChaosDatabasePartition puts a fault proxy between a relay process
@@ -102,15 +102,11 @@ func TestChaosDatabasePartition(t *testing.T) {
 			names = append(names, strings.Fields(f.name)[0])
 		}
 		ws.halt()
-		select {
-		case <-relay.done:
-			t.Fatalf("the relay process ended (%v): it should have reconnected by itself", relay.cmd.ProcessState)
-		default:
-		}
+		assertRunning(t, relay, "instead of reconnecting by itself")
 		res := chaosResult{scenario: "relay cut off from its database", broker: "webhook",
 			faults: fmt.Sprintf("%d × %v: %s", len(names), hold, strings.Join(names, ", ")), recovered: time.Now()}
 		drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: len(names) * childWorkers * batch}, 2*time.Minute)
-		relay.term(t)
+		relay.Term(t)
 	})
 }
 
@@ -122,15 +118,13 @@ func waitDelivering(t *testing.T, c *child, delivered func() int, after int, wha
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for delivered() <= after {
-		select {
-		case <-c.done:
-			t.Fatalf("%s: the relay process ended (%v)", what, c.cmd.ProcessState)
-		default:
+		if c.Exited() {
+			t.Fatalf("%s: the relay process ended (%v)", what, c.State())
 		}
 		if time.Now().After(deadline) {
-			_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+			_ = c.Signal(syscall.SIGQUIT)
 			select {
-			case <-c.done:
+			case <-c.Done():
 			case <-time.After(10 * time.Second):
 			}
 			t.Fatalf("timed out after a minute waiting for %s (%d delivered, waiting for more than %d); the relay's goroutines are in its log above", what, delivered(), after)
@@ -143,23 +137,11 @@ func waitDelivering(t *testing.T, c *child, delivered func() int, after int, wha
 // counted line by line, and still copied to the test's stderr.
 func startLoggedChild(t *testing.T, dbURL, sinkURL, id string, batch int, ttl time.Duration) (*child, *lineLog) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(),
-		"OUTBOX_TEST_CHILD_DB="+dbURL,
-		"OUTBOX_TEST_CHILD_SINK="+sinkURL,
-		"OUTBOX_TEST_CHILD_ID="+id,
-		fmt.Sprintf("OUTBOX_TEST_CHILD_BATCH=%d", batch),
-		"OUTBOX_TEST_CHILD_TTL="+ttl.String(),
-		"GOTRACEBACK=all",
-	)
+	cmd := childCommand(dbURL, sinkURL, id, batch, ttl)
+	cmd.Env = append(cmd.Env, "GOTRACEBACK=all")
 	logs := &lineLog{}
 	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() { c.kill() })
+	c := testserver.Spawn(t, cmd, "relay")
 	return c, logs
 }
 

@@ -75,11 +75,7 @@ func TestChaosPgBouncerKilled(t *testing.T) {
 	relaytest.WaitFor(t, time.Minute, "deliveries flowing after the last restart", func() bool { return delivered() > since+200 })
 	wp.halt()
 	ws.halt()
-	select {
-	case <-relay.done:
-		t.Fatalf("the relay process ended (%v) while PgBouncer was killed", relay.cmd.ProcessState)
-	default:
-	}
+	assertRunning(t, relay, "while PgBouncer was killed")
 	res := chaosResult{scenario: "PgBouncer (transaction mode) SIGKILLed and restarted", broker: "webhook",
 		faults: fmt.Sprintf("%d SIGKILL, %.1fs down in all, deliveries again within %.1fs of each restart, %d writer errors",
 			kills, down.Seconds(), slowest.Seconds(), wp.failures.Load()+ws.failures.Load()), recovered: time.Now()}
@@ -87,7 +83,7 @@ func TestChaosPgBouncerKilled(t *testing.T) {
 		t.Fatal("no producer committed through PgBouncer")
 	}
 	drainAndCheck(t, hp, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 2*time.Minute)
-	relay.term(t)
+	relay.Term(t)
 }
 
 // TestPgBouncerLatency measures the time from a producer's commit to the

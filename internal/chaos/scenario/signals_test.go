@@ -32,7 +32,7 @@ func TestChaosStoppedRelayIsFenced(t *testing.T) {
 		a := startChild(t, h.DB.URL, sink.URL(), "stale", batch, ttl)
 		relaytest.WaitFor(t, time.Minute, "the first relay publishing", func() bool { return len(stale.heldIDs()) > 0 })
 		time.Sleep(100 * time.Millisecond) // the rest of its wave
-		if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := a.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
 		inflight := stale.heldIDs()
@@ -49,7 +49,7 @@ func TestChaosStoppedRelayIsFenced(t *testing.T) {
 
 		// Thaw the stale relay: its publishes fail, and it settles them.
 		stale.open()
-		if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		if err := a.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(3 * ttl) // time to settle, renew and notice what it lost
@@ -63,8 +63,8 @@ func TestChaosStoppedRelayIsFenced(t *testing.T) {
 			t.Errorf("the stale relay's settle changed %d of the %d rows it had lost", changed, len(inflight))
 		}
 		t.Logf("%d messages were in flight in the frozen relay; its settle changed %d rows", len(inflight), changed)
-		a.term(t)
-		b.term(t)
+		a.Term(t)
+		b.Term(t)
 	})
 }
 
@@ -100,15 +100,15 @@ func TestChaosTermDuringDrain(t *testing.T) {
 				relaytest.WaitFor(t, time.Minute, "requests hanging", func() bool { return len(g.heldIDs()) > 0 })
 			}
 			start := time.Now()
-			_ = a.cmd.Process.Signal(syscall.SIGTERM)
+			_ = a.Signal(syscall.SIGTERM)
 			limit := outbox.DefaultShutdownTimeout + 10*time.Second // the margin is for a loaded machine
 			select {
-			case <-a.done:
+			case <-a.Done():
 			case <-time.After(limit):
 				t.Fatalf("relay still running %v after SIGTERM (ShutdownTimeout %v)", limit, outbox.DefaultShutdownTimeout)
 			}
 			exit := time.Since(start)
-			if code := a.cmd.ProcessState.ExitCode(); code != 0 {
+			if code := a.State().ExitCode(); code != 0 {
 				t.Fatalf("relay exited with %d after SIGTERM", code)
 			}
 			if g != nil {
@@ -120,7 +120,7 @@ func TestChaosTermDuringDrain(t *testing.T) {
 			res := chaosResult{scenario: "SIGTERM during drain, " + name, broker: "webhook",
 				faults: fmt.Sprintf("1 SIGTERM (exit after %.1fs)", exit.Seconds()), recovered: time.Now()}
 			drainAndCheck(t, h, rec, res, chaos.Bounds{}, 2*time.Minute)
-			b.term(t)
+			b.Term(t)
 		})
 	}
 }
