@@ -70,13 +70,7 @@ transaction mode (PgBouncer) does not keep: through one, migrate refuses
 }
 
 func (e *env) migrate(db *dburl.DB, opts *outbox.MigrateOpts) error {
-	var applied []int
-	var err error
-	if db.PGX != nil {
-		applied, err = outbox.Migrate(e.ctx, db.PGX, opts)
-	} else {
-		applied, err = outbox.Migrate(e.ctx, db.Std, opts)
-	}
+	applied, err := db.Migrate(e.ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // registers "sqlite"
 
+	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/driver/outboxpgx"
 	"github.com/txoutbox/outbox/driver/outboxsql"
@@ -328,4 +329,22 @@ func (m mysqlLogger) Print(v ...any) {
 		return
 	}
 	m.fallback.Print(v...)
+}
+
+// NewRelay builds a relay over the database's driver: pgx on PostgreSQL,
+// database/sql on the others.
+func (db *DB) NewRelay(cfg *outbox.RelayConfig) (*outbox.Relay, error) {
+	if db.PGX != nil {
+		return outbox.NewRelay(db.PGX, cfg)
+	}
+	return outbox.NewRelay(db.Std, cfg)
+}
+
+// Migrate applies the schema's pending migrations through the database's
+// driver (see outbox.Migrate).
+func (db *DB) Migrate(ctx context.Context, opts *outbox.MigrateOpts) ([]int, error) {
+	if db.PGX != nil {
+		return outbox.Migrate(ctx, db.PGX, opts)
+	}
+	return outbox.Migrate(ctx, db.Std, opts)
 }

@@ -217,16 +217,13 @@ func (d *demo) run(ctx context.Context) (bool, error) {
 // migrate creates the outbox tables and the demo's orders table, and the
 // order service's producer.
 func (d *demo) migrate(ctx context.Context) error {
+	if _, err := d.db.Migrate(ctx, nil); err != nil {
+		return err
+	}
 	var err error
 	if d.db.PGX != nil {
-		if _, err = outbox.Migrate(ctx, d.db.PGX, nil); err != nil {
-			return err
-		}
 		d.pgxProducer, err = outbox.NewProducer(d.db.PGX, nil)
 	} else {
-		if _, err = outbox.Migrate(ctx, d.db.Std, nil); err != nil {
-			return err
-		}
 		d.sqlProducer, err = outbox.NewProducer(d.db.Std, nil)
 	}
 	if err != nil {

@@ -55,13 +55,7 @@ func Start(t testing.TB, db *testdb.DB, cfg *outbox.RelayConfig) (stop func()) {
 	if cfg.Logger == nil {
 		cfg.Logger = Logger()
 	}
-	var r *outbox.Relay
-	var err error
-	if db.PGX != nil {
-		r, err = outbox.NewRelay(db.PGX, cfg)
-	} else {
-		r, err = outbox.NewRelay(db.Std, cfg)
-	}
+	r, err := db.NewRelay(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

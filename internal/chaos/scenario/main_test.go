@@ -103,12 +103,7 @@ func childRelay(url, sink string) int {
 		MaxPollInterval: 50 * time.Millisecond,
 		Retry:           outbox.RetryPolicy{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond},
 	}
-	var r *outbox.Relay
-	if db.PGX != nil {
-		r, err = outbox.NewRelay(db.PGX, cfg)
-	} else {
-		r, err = outbox.NewRelay(db.Std, cfg)
-	}
+	r, err := db.NewRelay(cfg)
 	if err == nil {
 		err = r.Run(ctx)
 	}
