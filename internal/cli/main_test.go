@@ -23,11 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("OUTBOX_CLI_TEST_CHILD") == "1" {
 		os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	testdb.VerifyNoLeaks(m, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 
 // TestRelaySignals: SIGTERM and SIGINT stop a relay process, which exits 0
