@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/cliflag"
 	"github.com/txoutbox/outbox/internal/dburl"
 )
 
@@ -104,7 +105,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case err == nil, errors.Is(err, errHelp):
 		return exitOK
 	}
-	line := errorLine(err)
+	line := cliflag.ErrorLine(err)
 	for _, s := range secrets {
 		if len(s) >= 3 {
 			line = strings.ReplaceAll(line, s, "xxxxx")
@@ -116,16 +117,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return exitFailure
-}
-
-// errorLine renders err as one line without the "outbox: " prefixes that
-// library errors carry.
-func errorLine(err error) string {
-	s := strings.Join(strings.Fields(err.Error()), " ")
-	for strings.HasPrefix(s, "outbox: ") {
-		s = strings.TrimPrefix(s, "outbox: ")
-	}
-	return s
 }
 
 func isHelp(s string) bool {
@@ -397,26 +388,5 @@ func printWorkloadUsage(w io.Writer, name string, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "Usage: outbox bench %s [flags]\n\n%s.\n\nFlags:\n", name, strings.ToUpper(x.summary[:1])+x.summary[1:])
 		}
 	}
-	fs.VisitAll(func(f *flag.Flag) {
-		vname, usage := flag.UnquoteUsage(f)
-		switch vname {
-		case "int":
-			vname = "N"
-		case "float":
-			vname = "R"
-		case "duration":
-			vname = "DURATION"
-		case "string":
-			vname = "VALUE"
-		}
-		head := "  --" + f.Name
-		if vname != "" {
-			head += " " + vname
-		}
-		def := ""
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.Name != "batch-size" && f.Name != "workers" {
-			def = " (default " + f.DefValue + ")"
-		}
-		fmt.Fprintf(w, "%s\n      %s%s\n", head, usage, def)
-	})
+	cliflag.Print(w, fs)
 }

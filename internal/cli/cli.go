@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/cliflag"
 	"github.com/txoutbox/outbox/internal/dburl"
 )
 
@@ -124,13 +125,7 @@ func exitStatus(err error) int {
 
 // errorLine renders err as one line without a leading "outbox: ", which
 // Main adds once.
-func errorLine(err error) string {
-	s := strings.Join(strings.Fields(err.Error()), " ")
-	for strings.HasPrefix(s, "outbox: ") {
-		s = strings.TrimPrefix(s, "outbox: ")
-	}
-	return s
-}
+func errorLine(err error) string { return cliflag.ErrorLine(err) }
 
 // command is one built-in command. setup declares its flags on fs and
 // returns the function that runs it with the positional arguments.

@@ -2,9 +2,10 @@ package cli
 
 import (
 	"flag"
-	"fmt"
 	"io"
 	"strings"
+
+	"github.com/txoutbox/outbox/internal/cliflag"
 )
 
 // parseArgs parses args with fs, allowing flags after positional words
@@ -58,6 +59,9 @@ func (l *listFlag) Set(s string) error {
 	return nil
 }
 
+// Repeatable marks the flag as one that may be given more than once.
+func (l *listFlag) Repeatable() {}
+
 // setFlags returns the names of the flags given on the command line.
 func setFlags(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}
@@ -66,28 +70,4 @@ func setFlags(fs *flag.FlagSet) map[string]bool {
 }
 
 // printFlags writes fs's flags GNU-style: "--name VALUE", then the usage.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flag.UnquoteUsage(f)
-		switch name {
-		case "int":
-			name = "N"
-		case "duration":
-			name = "DURATION"
-		case "string", "value":
-			name = "VALUE"
-		}
-		head := "  --" + f.Name
-		if name != "" {
-			head += " " + name
-		}
-		if _, ok := f.Value.(*listFlag); ok {
-			head += " …"
-		}
-		def := ""
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
-			def = fmt.Sprintf(" (default %s)", f.DefValue)
-		}
-		fmt.Fprintf(w, "%s\n      %s%s\n", head, usage, def)
-	})
-}
+func printFlags(w io.Writer, fs *flag.FlagSet) { cliflag.Print(w, fs) }
