@@ -149,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			printWorkloadUsage(stdout, o.workload, fs)
 			return errHelp
 		}
-		return usagef("%s: %s; run 'outbox bench %s --help'", o.workload, flagError(err), o.workload)
+		return usagef("%s: %s; run 'outbox bench %s --help'", o.workload, cliflag.Error(err), o.workload)
 	}
 	if fs.NArg() > 0 {
 		return usagef("%s: unexpected argument %q; run 'outbox bench %s --help'", o.workload, fs.Arg(0), o.workload)
@@ -344,18 +344,6 @@ func (o *options) validate(set map[string]bool) error {
 		}
 	}
 	return nil
-}
-
-// flagError words the flag package's errors with the "--name" spelling.
-func flagError(err error) string {
-	s := err.Error()
-	if name, ok := strings.CutPrefix(s, "flag provided but not defined: -"); ok {
-		return "unknown flag --" + strings.TrimPrefix(name, "-")
-	}
-	if name, ok := strings.CutPrefix(s, "flag needs an argument: -"); ok {
-		return "flag --" + strings.TrimPrefix(name, "-") + " needs a value"
-	}
-	return strings.Replace(s, " for flag -", " for flag --", 1)
 }
 
 func printUsage(w io.Writer) {

@@ -310,23 +310,10 @@ func (e *env) runCommand(c *command, args []string) error {
 		return nil
 	}
 	if err != nil {
-		return usagef("%s: %s; run 'outbox help %s'", c.name, flagError(err), c.name)
+		return usagef("%s: %s; run 'outbox help %s'", c.name, cliflag.Error(err), c.name)
 	}
 	e.warnSecretFlags(fs)
 	return run(e, pos)
-}
-
-// flagError words the flag package's errors with the "--name" spelling
-// the help uses.
-func flagError(err error) string {
-	s := err.Error()
-	if name, ok := strings.CutPrefix(s, "flag provided but not defined: -"); ok {
-		return "unknown flag --" + strings.TrimPrefix(name, "-")
-	}
-	if name, ok := strings.CutPrefix(s, "flag needs an argument: -"); ok {
-		return "flag --" + strings.TrimPrefix(name, "-") + " needs a value"
-	}
-	return strings.Replace(s, " for flag -", " for flag --", 1)
 }
 
 // noArgs rejects positional arguments for commands that take none.

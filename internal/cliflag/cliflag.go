@@ -20,6 +20,19 @@ func ErrorLine(err error) string {
 	return s
 }
 
+// Error words an error of the flag package with the "--name" spelling
+// the help uses.
+func Error(err error) string {
+	s := err.Error()
+	if name, ok := strings.CutPrefix(s, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + strings.TrimPrefix(name, "-")
+	}
+	if name, ok := strings.CutPrefix(s, "flag needs an argument: -"); ok {
+		return "flag --" + strings.TrimPrefix(name, "-") + " needs a value"
+	}
+	return strings.Replace(s, " for flag -", " for flag --", 1)
+}
+
 // Repeatable is a flag value that may be given more than once; its help
 // line ends in "…".
 type Repeatable interface {
