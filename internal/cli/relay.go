@@ -84,6 +84,7 @@ type relayFlags struct {
 	metrics         string
 	observe         observeFlags
 	retention       retentionFlags
+	adopt           string
 }
 
 func relaySetup(fs *flag.FlagSet) func(*env, []string) error {
@@ -120,6 +121,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.StringVar(&f.metrics, "metrics", "", "serve only /metrics, /healthz and /readyz on `ADDR`, for scrapers: HOST:PORT, or :PORT for 127.0.0.1 (default $OUTBOX_METRICS_ADDR; off when unset)")
 	f.observe.register(fs)
 	f.retention.register(fs)
+	fs.StringVar(&f.adopt, "adopt", "", adoptUsage)
 	return f
 }
 
@@ -222,6 +224,11 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	}
 	if err := f.retention.apply(rc); err != nil {
 		return err
+	}
+	if f.adopt != "" {
+		if err := adoptRelay(f.adopt, rc); err != nil {
+			return err
+		}
 	}
 	adminCfg, err := resolveAdmin(r, "relay", &f.admin, "")
 	if err != nil {
