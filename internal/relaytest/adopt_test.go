@@ -1,7 +1,7 @@
 package relaytest_test
 
 import (
-		"fmt"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
