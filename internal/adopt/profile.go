@@ -144,11 +144,11 @@ type file struct {
 		UpdatedAt   string            `yaml:"updated_at"`
 	} `yaml:"columns"`
 	Status struct {
-		Pending  *yaml.Node `yaml:"pending"`
-		Sent     *yaml.Node `yaml:"sent"`
-		Failed   *yaml.Node `yaml:"failed"`
-		Dead     *yaml.Node `yaml:"dead"`
-		Consumed *yaml.Node `yaml:"consumed"`
+		Pending  yaml.Node `yaml:"pending"`
+		Sent     yaml.Node `yaml:"sent"`
+		Failed   yaml.Node `yaml:"failed"`
+		Dead     yaml.Node `yaml:"dead"`
+		Consumed yaml.Node `yaml:"consumed"`
 	} `yaml:"status"`
 	Topic       string `yaml:"topic"`
 	MaxAttempts *int   `yaml:"max_attempts"`
@@ -178,9 +178,9 @@ func Parse(b []byte) (*Profile, error) {
 		node *yaml.Node
 		dst  *string
 	}{
-		{"pending", f.Status.Pending, &p.Pending}, {"sent", f.Status.Sent, &p.Sent},
-		{"failed", f.Status.Failed, &p.Failed}, {"dead", f.Status.Dead, &p.Dead},
-		{"consumed", f.Status.Consumed, &p.Consumed},
+		{"pending", &f.Status.Pending, &p.Pending}, {"sent", &f.Status.Sent, &p.Sent},
+		{"failed", &f.Status.Failed, &p.Failed}, {"dead", &f.Status.Dead, &p.Dead},
+		{"consumed", &f.Status.Consumed, &p.Consumed},
 	} {
 		if *v.dst, err = scalar("status."+v.name, v.node); err != nil {
 			return nil, err
@@ -205,7 +205,7 @@ func Parse(b []byte) (*Profile, error) {
 
 // scalar is a status value: a string or an integer.
 func scalar(field string, n *yaml.Node) (string, error) {
-	if n == nil {
+	if n.Kind == 0 {
 		return "", nil
 	}
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!int") {
@@ -218,14 +218,10 @@ func scalar(field string, n *yaml.Node) (string, error) {
 }
 
 var (
-	identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-	valueRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
-	intRE   = regexp.MustCompile(`^-?[0-9]{1,9}$`)
+	identRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	valueRE  = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+	headerRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 )
-
-// IsNumber reports whether the status value v is an integer (written as
-// a number literal, for integer status columns).
-func IsNumber(v string) bool { return intRE.MatchString(v) }
 
 // Validate checks p: names are identifiers, the required columns and
 // status values are there and the values tell the states apart. Its
@@ -262,7 +258,7 @@ func (p *Profile) Validate() error {
 		if !identRE.MatchString(col) {
 			return fmt.Errorf("columns.header_columns.%s: %q is not a plain identifier (letters, digits, _)", h, col)
 		}
-		if !regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`).MatchString(h) {
+		if !headerRE.MatchString(h) {
 			return fmt.Errorf("columns.header_columns: header name %q must be lower case letters, digits, '.', '-', '_'", h)
 		}
 	}
@@ -278,7 +274,6 @@ func (p *Profile) Validate() error {
 	vals := []struct{ name, v string }{
 		{"pending", p.Pending}, {"sent", p.Sent}, {"failed", p.Failed}, {"dead", p.Dead}, {"consumed", p.Consumed},
 	}
-	numeric := 0
 	for _, v := range vals {
 		switch {
 		case v.v == "" && v.name != "consumed":
@@ -288,12 +283,6 @@ func (p *Profile) Validate() error {
 		case !valueRE.MatchString(v.v):
 			return fmt.Errorf("status.%s: %q may hold only letters, digits and _ . : -", v.name, v.v)
 		}
-		if IsNumber(v.v) {
-			numeric++
-		}
-	}
-	if numeric != 0 && numeric != countSet(p.Pending, p.Sent, p.Failed, p.Dead, p.Consumed) {
-		return errors.New("status: the values must be all integers or all strings")
 	}
 	if p.Sent == p.Pending || p.Sent == p.Failed || p.Sent == p.Dead {
 		return fmt.Errorf("status.sent: %q must differ from pending, failed and dead", p.Sent)
@@ -308,16 +297,6 @@ func (p *Profile) Validate() error {
 		return fmt.Errorf("status.consumed: %q must differ from the other values", p.Consumed)
 	}
 	return nil
-}
-
-func countSet(vs ...string) int {
-	n := 0
-	for _, v := range vs {
-		if v != "" {
-			n++
-		}
-	}
-	return n
 }
 
 // headerNames are the header columns' names, sorted.
