@@ -296,6 +296,9 @@ func (p *Profile) Validate() error {
 	if p.Consumed != "" && (p.Consumed == p.Pending || p.Consumed == p.Sent || p.Consumed == p.Failed || p.Consumed == p.Dead) {
 		return fmt.Errorf("status.consumed: %q must differ from the other values", p.Consumed)
 	}
+	if p.NextAttempt == "" {
+		return errors.New("columns.next_attempt: missing (the relay spaces retries through it)")
+	}
 	return nil
 }
 

@@ -80,6 +80,7 @@ func TestParseErrors(t *testing.T) {
 		{"table: t\ncolumns: {id: id, payload: body, status: st, attempts: n, topic: tp}\nstatus: {pending: \"it's\", sent: s, failed: f}\n", "status.pending: \"it's\" may hold only"},
 		{"table: t\ncolumns: {id: id, payload: body, status: st, attempts: n, topic: tp}\nstatus: {pending: [a], sent: s, failed: f}\n", "status.pending: want a string or an integer"},
 		{"table: t\ncolumns: {id: id, payload: body, status: st, attempts: n, topic: tp, colour: c}\nstatus: {pending: p, sent: s, failed: f}\n", "field colour not found"},
+		{"table: t\ncolumns: {id: id, payload: body, status: st, attempts: n, topic: tp}\nstatus: {pending: p, sent: s, failed: f}\n", "columns.next_attempt: missing"},
 		{"table: t\nmax_attempts: 0\n" + base, "max_attempts must be at least 1"},
 		{"table: t\ncolumns: {id: id, payload: body, status: st, attempts: n, topic: tp, header_columns: {Tag: tag}}\nstatus: {pending: p, sent: s, failed: f}\n", `header name "Tag" must be lower case`},
 	} {

@@ -27,9 +27,6 @@ func loadProfile(spec string) (*adopt.Profile, error) {
 	if err != nil {
 		return nil, asUsage(err)
 	}
-	if p.NextAttempt == "" {
-		return nil, usagef("adopt: %s: the table needs a next-attempt column (columns.next_attempt) to space its retries", spec)
-	}
 	return p, nil
 }
 

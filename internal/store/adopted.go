@@ -45,9 +45,6 @@ func NewAdopted(base *Store, p *adopt.Profile) (*Adopted, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if p.NextAttempt == "" {
-		return nil, errors.New("adopt: the table needs a next-attempt column (columns.next_attempt) to space its retries")
-	}
 	a := &Adopted{base: base, p: p, ad: adoptDialectOf(base.d)}
 	a.s = a.statements()
 	return a, nil
