@@ -282,3 +282,100 @@ func TestAdoptSeedTables(t *testing.T) {
 		}
 	}
 }
+
+// deadSQL counts profile's rows in the table's dead state whose payload
+// holds mark, with the reason where the table has an error column.
+func deadSQL(d store.Dialect, profile, reason string) string {
+	switch profile {
+	case "laravel":
+		payload := "payload"
+		if d == store.Postgres {
+			payload = "payload::text"
+		}
+		return "SELECT count(*) FROM local_messages WHERE status = 'failed' AND retry_times = max_retry_times AND " + payload + " LIKE ?"
+	case "spring":
+		return "SELECT count(*) FROM t_local_message WHERE status = 'FAILED' AND retry_count = max_retry AND payload LIKE ? AND error_msg LIKE '%" + reason + "%'"
+	}
+	return "SELECT count(*) FROM local_message WHERE status = 2 AND retry_count = 10 AND msg_content LIKE ?"
+}
+
+// TestAdoptRetriesUntilDead: a webhook that always fails some messages
+// (500) and takes the others. The failures are the messages' own (the
+// route keeps delivering the rest), so each failing row is charged
+// retry after retry, in the table's vocabulary, until its retries are
+// used up and it is in the table's dead state; the rows delivered are
+// sent with their counters untouched.
+func TestAdoptRetriesUntilDead(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		for _, profile := range []string{"laravel", "spring", "codes"} {
+			t.Run(string(d)+"/"+profile, func(t *testing.T) {
+				t.Parallel()
+				db := testdb.New(t, d)
+				createSeed(t, db, profile)
+				const n = 30
+				for i := range n {
+					insertSeed(t, db, profile, i, n, "order.created")
+				}
+				poison := func(body string) bool { return strings.Contains(body, `"seq":3}`) || strings.Contains(body, `"seq":13}`) }
+				h, url := newHooks(t, false, poison)
+				p := relaytest.StartRelay(t, db.URL, adoptArgs(profile, url)...)
+				s := seedTable[profile]
+				relaytest.WaitFor(t, 60*time.Second, "both failing rows dead", func() bool {
+					return db.Count(t, testdb.Placeholder(d, deadSQL(d, profile, "500")), `%"seq":%3}`) == 2
+				})
+				p.Stop(t)
+				if got := statusCount(t, db, profile, s.sent); got != n-2 {
+					t.Errorf("%d rows sent, want %d", got, n-2)
+				}
+				if got := db.Count(t, "SELECT count(*) FROM "+s.table+" WHERE "+s.status+" = '"+s.sent+"' AND "+s.attempts+" <> 0"); got != 0 {
+					t.Errorf("%d sent rows were charged a retry", got)
+				}
+				want := map[string]int{"laravel": 3, "spring": 10, "codes": 10}[profile]
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				if h.failed != 2*want {
+					t.Errorf("the failing rows were attempted %d times, want %d", h.failed, 2*want)
+				}
+			})
+		}
+	}
+}
+
+// TestAdoptOutageChargesNothing: the destination answers 503 to
+// everything for 4 s, then recovers. The route goes down and the rows
+// wait; none is charged a retry or goes dead, and every one is sent
+// once the destination is back.
+func TestAdoptOutageChargesNothing(t *testing.T) {
+	for _, d := range []store.Dialect{store.MySQL, store.Postgres} {
+		for _, profile := range []string{"laravel", "spring"} {
+			t.Run(string(d)+"/"+profile, func(t *testing.T) {
+				t.Parallel()
+				db := testdb.New(t, d)
+				createSeed(t, db, profile)
+				const n = 60
+				for i := range n {
+					insertSeed(t, db, profile, i, 6, "order.created")
+				}
+				var start time.Time // of the outage: the first request
+				h, url := newHooks(t, profile == "spring", func(string) bool {
+					if start.IsZero() {
+						start = time.Now()
+					}
+					return time.Since(start) < 4*time.Second
+				})
+				p := relaytest.StartRelay(t, db.URL, adoptArgs(profile, url)...)
+				s := seedTable[profile]
+				relaytest.WaitFor(t, 60*time.Second, "every row sent", func() bool { return statusCount(t, db, profile, s.sent) == n })
+				p.Stop(t)
+				if got := db.Count(t, "SELECT count(*) FROM "+s.table+" WHERE "+s.attempts+" <> 0"); got != 0 {
+					t.Errorf("%d rows were charged a retry for the outage", got)
+				}
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				if h.failed == 0 {
+					t.Error("the destination refused nothing: no outage was tested")
+				}
+			})
+		}
+	}
+}
