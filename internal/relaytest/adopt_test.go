@@ -316,7 +316,9 @@ func TestAdoptRetriesUntilDead(t *testing.T) {
 				for i := range n {
 					insertSeed(t, db, profile, i, n, "order.created")
 				}
-				poison := func(body string) bool { return strings.Contains(body, `"seq":3}`) || strings.Contains(body, `"seq":13}`) }
+				poison := func(body string) bool {
+					return strings.Contains(body, `"seq":3}`) || strings.Contains(body, `"seq":13}`)
+				}
 				h, url := newHooks(t, false, poison)
 				p := relaytest.StartRelay(t, db.URL, adoptArgs(profile, url)...)
 				s := seedTable[profile]
