@@ -1,6 +1,7 @@
 package relaytest_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -215,6 +216,64 @@ func TestAdoptOutageChargesNothing(t *testing.T) {
 				defer h.mu.Unlock()
 				if h.failed == 0 {
 					t.Error("the destination refused nothing: no outage was tested")
+				}
+			})
+		}
+	}
+}
+
+// TestAdoptRelaysSIGKILL: three relays under --adopt on one seed table,
+// the one holding the table's lease SIGKILLed in the middle of the
+// drain, rows written before and after. Another relay takes over; every
+// row arrives at least once, under one message id each (the Laravel
+// table's derived ids are the same from every relay), every row ends in
+// the table's sent status, and the Spring table's keys arrive in order.
+func TestAdoptRelaysSIGKILL(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		for _, profile := range []string{"spring", "laravel"} {
+			t.Run(string(d)+"/"+profile, func(t *testing.T) {
+				db := testdb.New(t, d)
+				adopttest.Create(t, db, profile)
+				const first, more = 300, 100
+				for i := range first {
+					adopttest.Insert(t, db, profile, i, 20, "user.registered")
+				}
+				h, url := newHooks(t, profile == "spring", func(string) bool {
+					time.Sleep(10 * time.Millisecond)
+					return false
+				})
+				url += "?max_in_flight=2" // a drain of a few seconds
+				relays := map[string]*relaytest.Process{}
+				for i := range 3 {
+					id := fmt.Sprintf("relay-%d", i)
+					relays[id] = relaytest.StartRelay(t, db.URL, adoptArgs(profile, url, "--id", id)...)
+				}
+				relaytest.WaitFor(t, 30*time.Second, "50 rows delivered", func() bool { return h.distinct() >= 50 })
+				holder := db.Strings(t, "SELECT owner FROM outbox_adopted_leases WHERE owner IS NOT NULL")
+				if len(holder) != 1 || relays[holder[0]] == nil {
+					t.Fatalf("lease holders %v, want one of the relays", holder)
+				}
+				relays[holder[0]].Kill()
+				if n := h.distinct(); n >= first {
+					t.Fatalf("all %d rows were delivered before the kill: nothing was tested", n)
+				}
+				delete(relays, holder[0])
+				for i := first; i < first+more; i++ {
+					adopttest.Insert(t, db, profile, i, 20, "user.registered")
+				}
+				s := adopttest.Table[profile]
+				relaytest.WaitFor(t, 60*time.Second, "every row sent", func() bool {
+					return statusCount(t, db, profile, s.Sent) == first+more
+				})
+				next := db.Strings(t, "SELECT owner FROM outbox_adopted_leases WHERE owner IS NOT NULL")
+				if len(next) != 1 || relays[next[0]] == nil {
+					t.Errorf("lease holders after the kill %v, want one of the surviving relays", next)
+				}
+				for _, p := range relays {
+					p.Stop(t)
+				}
+				if got := h.distinct(); got != first+more {
+					t.Errorf("%d distinct message ids arrived, want %d", got, first+more)
 				}
 			})
 		}
