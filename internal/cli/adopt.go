@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"strings"
@@ -147,4 +148,78 @@ them a table lacks.`,
 			}
 		},
 	}
+}
+
+// statusSource is what `outbox status` reads: outbox_messages' store or
+// an adopted table's.
+type statusSource interface {
+	Stats(ctx context.Context) (store.Stats, error)
+	RouteHealth(ctx context.Context) ([]store.RouteHealth, error)
+}
+
+// statusSourceOf is the store `outbox status` reads: the adopted table's
+// when spec names one.
+func statusSourceOf(db *dburl.DB, spec string) (statusSource, error) {
+	if spec == "" {
+		return db.Backend().Store, nil
+	}
+	p, err := loadProfile(spec)
+	if err != nil {
+		return nil, err
+	}
+	return adoptedStore(db, p)
+}
+
+// listDead lists dead messages: of outbox_messages, or of the adopted
+// table spec names.
+func (e *env) listDead(db *dburl.DB, spec string, f store.Filter) ([]store.Message, error) {
+	if spec == "" {
+		return db.Backend().Store.List(e.ctx, f)
+	}
+	p, err := loadProfile(spec)
+	if err != nil {
+		return nil, err
+	}
+	a, err := adoptedStore(db, p)
+	if err != nil {
+		return nil, err
+	}
+	return a.ListDead(e.ctx, f.Topic, f.Limit)
+}
+
+// adoptedBulk runs `dead requeue --adopt`: the table's dead rows of the
+// selection go back to its pending status with their attempts reset.
+// Message ids are the table's (or the derived ones `dead list` shows),
+// any text. Discarding is refused: the application owns its rows.
+func (e *env) adoptedBulk(df dbFlags, spec, full, verb, past string, action store.BulkAction, topic string, ids []string, dryRun bool) error {
+	if action != store.ActionRequeue {
+		return usagef("%s: --adopt: only requeue works on an adopted table; its application owns its rows", full)
+	}
+	p, err := loadProfile(spec)
+	if err != nil {
+		return err
+	}
+	db, _, err := e.openDB(df)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	a, err := adoptedStore(db, p)
+	if err != nil {
+		return err
+	}
+	rows, err := a.DeadRows(e.ctx, topic, ids)
+	if err != nil {
+		return fmt.Errorf("%s: %w", full, err)
+	}
+	n := int64(len(rows))
+	if !dryRun && n > 0 {
+		if n, err = a.RequeueRows(e.ctx, rows); err != nil {
+			return fmt.Errorf("%s: stopped after %s %d: %w", full, past, n, err)
+		}
+		if b := db.Backend(); b.Notify != nil {
+			_ = b.Notify(context.WithoutCancel(e.ctx))
+		}
+	}
+	return e.reportBulk(full, verb, past, "dead", ids, n, dryRun)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -94,4 +95,56 @@ func TestAdoptUsage(t *testing.T) {
 	run(t, nil, "adopt", "sql", "--adopt", bad, "--dialect", "mysql").failed(t, ExitUsage, "columns.payload: missing")
 	run(t, nil, "adopt", "sql", "--adopt", "laravel").failed(t, ExitUsage, "--dialect are required")
 	run(t, nil, "relay", "--adopt", bad, "--to", "stdout://", "--db", "sqlite:///nonexistent/x.db").failed(t, ExitUsage, "columns.payload: missing")
+}
+
+// TestAdoptStatusAndDead: status, dead list and dead requeue with
+// --adopt read and change the adopted table in its own vocabulary; the
+// Laravel table's derived message ids select its rows.
+func TestAdoptStatusAndDead(t *testing.T) {
+	t.Parallel()
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testdb.New(t, d)
+			vars := dbVars(db)
+			adopttest.Create(t, db, "spring")
+			for i, row := range []struct{ status, retries, err string }{
+				{"PENDING", "0", ""}, {"PENDING", "0", ""}, {"FAILED", "3", "timeout"}, {"SENT", "0", ""},
+				{"CONSUMED", "0", ""}, {"FAILED", "10", "boom"}, {"FAILED", "10", "bang"},
+			} {
+				db.Exec(t, testdb.Placeholder(d, "INSERT INTO t_local_message (message_id, topic, tag, business_key, payload, status, retry_count, max_retry, error_msg) VALUES (?, 'user-register', 'sync-crm', ?, '{}', ?, "+row.retries+", 10, ?)"),
+					fmt.Sprintf("m-%d", i), fmt.Sprintf("user-%d", i), row.status, row.err)
+			}
+			var st statusJSON
+			run(t, vars, "status", "--adopt", "spring", "--json").ok(t).decode(t, &st)
+			if st.Pending != 3 || st.Sent != 1 || st.Consumed != 1 || st.Dead != 2 {
+				t.Errorf("status: %+v, want 3 pending, 1 sent, 1 consumed, 2 dead", st)
+			}
+			var dead []deadJSON
+			run(t, vars, "dead", "list", "--adopt", "spring", "--json").ok(t).decode(t, &dead)
+			if len(dead) != 2 || dead[0].MessageID != "m-5" || dead[0].LastError != "boom" || dead[0].Attempts != 10 || dead[1].MessageID != "m-6" {
+				t.Errorf("dead list: %+v", dead)
+			}
+			if r := run(t, vars, "dead", "requeue", "--adopt", "spring", "--all", "--dry-run").ok(t); !strings.Contains(r.stdout, "would requeue 2 dead messages") {
+				t.Errorf("dry run: %s", r.stdout)
+			}
+			run(t, vars, "dead", "requeue", "--adopt", "spring", "--id", "m-5").ok(t)
+			if n := db.Count(t, "SELECT count(*) FROM t_local_message WHERE message_id = 'm-5' AND status = 'PENDING' AND retry_count = 0"); n != 1 {
+				t.Error("the requeued row is not PENDING with its retries reset")
+			}
+			run(t, vars, "dead", "requeue", "--adopt", "spring", "--id", "m-0").failed(t, ExitFailure, "no dead message with id m-0")
+			run(t, vars, "dead", "discard", "--adopt", "spring", "--all").failed(t, ExitUsage, "only requeue works on an adopted table")
+
+			adopttest.Create(t, db, "laravel")
+			db.Exec(t, "INSERT INTO local_messages (topic, payload, status, retry_times, max_retry_times) VALUES ('order.created', '{}', 'failed', 3, 3)")
+			run(t, vars, "dead", "list", "--adopt", "laravel", "--json").ok(t).decode(t, &dead)
+			if len(dead) != 1 || dead[0].MessageID == "" {
+				t.Fatalf("laravel dead list: %+v", dead)
+			}
+			run(t, vars, "dead", "requeue", "--adopt", "laravel", "--id", dead[0].MessageID).ok(t)
+			if n := db.Count(t, "SELECT count(*) FROM local_messages WHERE status = 'pending' AND retry_times = 0"); n != 1 {
+				t.Error("the Laravel row was not requeued by its derived id")
+			}
+		})
+	}
 }

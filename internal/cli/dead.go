@@ -59,6 +59,7 @@ prints an array of objects with "message_id", "topic", "business_key",
 			limit := fs.Int("limit", defaultDeadLimit, "show at most `N` messages")
 			asJSON := fs.Bool("json", false, "print JSON")
 			withPayload := fs.Bool("with-payload", false, "with --json, include each message's payload and headers")
+			adoptSpec := fs.String("adopt", "", adoptUsage)
 			return func(e *env, pos []string) error {
 				if err := noArgs("dead list", pos); err != nil {
 					return err
@@ -75,7 +76,7 @@ prints an array of objects with "message_id", "topic", "business_key",
 				}
 				defer db.Close()
 				// One more than asked tells whether the list was cut.
-				msgs, err := db.Backend().Store.List(e.ctx, store.Filter{Status: store.StatusDead, Topic: *topic, Limit: *limit + 1})
+				msgs, err := e.listDead(db, *adoptSpec, store.Filter{Status: store.StatusDead, Topic: *topic, Limit: *limit + 1})
 				if err != nil {
 					return e.schemaHint(db, "dead list", err)
 				}
@@ -183,6 +184,7 @@ func (a deadAction) command() *command {
 			all := fs.Bool("all", false, "every dead message")
 			dryRun := fs.Bool("dry-run", false, "only print how many messages would change")
 			batch := fs.Int("batch-size", store.DefaultBulkBatch, "change at most `N` rows per statement (each its own transaction)")
+			adoptSpec := fs.String("adopt", "", adoptUsage)
 			return func(e *env, pos []string) error {
 				if err := noArgs(full, pos); err != nil {
 					return err
@@ -205,6 +207,9 @@ func (a deadAction) command() *command {
 				}
 				if *batch < 1 {
 					return usagef("%s: --batch-size must be at least 1", full)
+				}
+				if *adoptSpec != "" {
+					return e.adoptedBulk(df, *adoptSpec, full, a.name, a.past, a.action, *topic, ids, *dryRun)
 				}
 				f := store.BulkFilter{Topic: *topic}
 				var err error

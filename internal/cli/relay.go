@@ -234,6 +234,9 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.adopt != "" && adminCfg.addr != "" {
+		return usagef("relay: --adopt does not serve the admin API and page yet (they read outbox_messages); use --metrics, and outbox status --adopt or outbox dead list --adopt")
+	}
 	metricsAddr, err := resolveAddr(r, "relay", "metrics", f.metrics, "OUTBOX_METRICS_ADDR", cfg.Metrics, "")
 	if err != nil {
 		return err
