@@ -172,4 +172,3 @@ func Insert(t *testing.T, db *testdb.DB, profile string, seq, keys int, topic st
 	}
 	db.Exec(t, testdb.Placeholder(db.Dialect, q), args...)
 }
-
