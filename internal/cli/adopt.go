@@ -14,7 +14,7 @@ import (
 )
 
 // adoptUsage is the --adopt flag's help.
-const adoptUsage = "deliver from an existing local message table: `PROFILE` laravel, spring or codes, or a FILE.yaml mapping (docs/adopt.md)"
+const adoptUsage = "an existing local message table instead of outbox_messages, by `PROFILE`: laravel, spring or codes, or a FILE.yaml mapping (docs/adopt.md)"
 
 // adoptAbout is the paragraph the help of the commands with --adopt shares.
 const adoptAbout = `With --adopt PROFILE (laravel, spring, codes) or --adopt FILE.yaml, the

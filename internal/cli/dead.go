@@ -51,7 +51,10 @@ created and when they died (when their last attempt fell due). --json
 prints an array of objects with "message_id", "topic", "business_key",
 "attempts", "max_attempts", "last_error", "created_at" and "died_at";
 --with-payload adds each message's "payload" (as stored) and "headers"
-(an object).`,
+(an object).
+
+` + adoptAbout + ` Dead rows are the table's
+own: its dead status, or failed with its retries used up.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
@@ -153,7 +156,12 @@ func deadRequeueCommand() *command {
 		name: "requeue", past: "requeued",
 		summary: "move dead messages back to pending, attempts reset",
 		about: `Moves dead messages back to pending with their attempts reset; the relay
-delivers them again. Select them with --id (repeatable), --topic or --all.` + bulkAbout,
+delivers them again. Select them with --id (repeatable), --topic or --all.` + bulkAbout + `
+
+` + adoptAbout + ` Requeued rows get the table's
+pending status, their retry counter at 0 and no next-retry time; --id
+takes the ids 'dead list --adopt' shows. No audit row is written for an
+adopted table.`,
 		action: store.ActionRequeue,
 	}.command()
 }

@@ -56,7 +56,15 @@ loopback it needs a token, or --admin-insecure-open.
 
 --metrics ADDR (or OUTBOX_METRICS_ADDR, or the config's "metrics") serves
 only /metrics, /healthz and /readyz, for scrapers: no API and no payloads,
-so it may listen on any address without a token.`,
+so it may listen on any address without a token.
+
+--adopt PROFILE delivers from a local message table the application
+already writes instead of outbox_messages, and writes each outcome back
+in the table's own vocabulary: laravel (local_messages), spring
+(t_local_message), codes (local_message), or FILE.yaml mapping any other
+table (docs/adopt.md; 'outbox adopt check' says whether a table fits).
+One relay at a time serves the table, the others stand by; 'outbox
+migrate' makes the lease table they share.`,
 		setup: relaySetup,
 	}
 }
