@@ -44,7 +44,11 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 	if c.Listener != nil {
 		b.ListenOn(c.Listener)
 	}
-	e, err := relay.New(b, c.engine())
+	ec := c.engine()
+	if c.wrapStore != nil {
+		ec.Store = c.wrapStore(b.Store)
+	}
+	e, err := relay.New(b, ec)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/relay"
+	"github.com/txoutbox/outbox/internal/store"
 )
 
 // Relay defaults.
@@ -144,6 +145,10 @@ type RelayConfig struct {
 	// Alerts, when set, sends alerts about new dead letters and a growing
 	// backlog to a webhook and the log. Defaults to nil: no alerts.
 	Alerts *AlertConfig
+
+	// wrapStore, set through relay.WrapStore by the command, replaces the
+	// relay's store (relay --adopt).
+	wrapStore func(*store.Store) relay.Store
 }
 
 func (c *RelayConfig) validate() error {

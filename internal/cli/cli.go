@@ -142,7 +142,8 @@ type command struct {
 var (
 	commands []*command
 	groups   = map[string]string{
-		"dead": "list, requeue or discard dead messages",
+		"dead":  "list, requeue or discard dead messages",
+		"adopt": "check an existing local message table, print the indexes it wants",
 	}
 )
 
@@ -154,6 +155,7 @@ func init() {
 		statusCommand(),
 		deadListCommand(), deadRequeueCommand(), deadDiscardCommand(),
 		replayCommand(),
+		adoptCheckCommand(), adoptSQLCommand(),
 		versionCommand(), completionCommand(),
 	}
 }

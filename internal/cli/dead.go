@@ -51,7 +51,10 @@ created and when they died (when their last attempt fell due). --json
 prints an array of objects with "message_id", "topic", "business_key",
 "attempts", "max_attempts", "last_error", "created_at" and "died_at";
 --with-payload adds each message's "payload" (as stored) and "headers"
-(an object).`,
+(an object).
+
+` + adoptAbout + ` Dead rows are the table's
+own: its dead status, or failed with its retries used up.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
@@ -59,6 +62,7 @@ prints an array of objects with "message_id", "topic", "business_key",
 			limit := fs.Int("limit", defaultDeadLimit, "show at most `N` messages")
 			asJSON := fs.Bool("json", false, "print JSON")
 			withPayload := fs.Bool("with-payload", false, "with --json, include each message's payload and headers")
+			adoptSpec := fs.String("adopt", "", adoptUsage)
 			return func(e *env, pos []string) error {
 				if err := noArgs("dead list", pos); err != nil {
 					return err
@@ -75,7 +79,7 @@ prints an array of objects with "message_id", "topic", "business_key",
 				}
 				defer db.Close()
 				// One more than asked tells whether the list was cut.
-				msgs, err := db.Backend().Store.List(e.ctx, store.Filter{Status: store.StatusDead, Topic: *topic, Limit: *limit + 1})
+				msgs, err := e.listDead(db, *adoptSpec, store.Filter{Status: store.StatusDead, Topic: *topic, Limit: *limit + 1})
 				if err != nil {
 					return e.schemaHint(db, "dead list", err)
 				}
@@ -152,7 +156,12 @@ func deadRequeueCommand() *command {
 		name: "requeue", past: "requeued",
 		summary: "move dead messages back to pending, attempts reset",
 		about: `Moves dead messages back to pending with their attempts reset; the relay
-delivers them again. Select them with --id (repeatable), --topic or --all.` + bulkAbout,
+delivers them again. Select them with --id (repeatable), --topic or --all.` + bulkAbout + `
+
+` + adoptAbout + ` Requeued rows get the table's
+pending status, their retry counter at 0 and no next-retry time; --id
+takes the ids 'dead list --adopt' shows. No audit row is written for an
+adopted table.`,
 		action: store.ActionRequeue,
 	}.command()
 }
@@ -183,6 +192,7 @@ func (a deadAction) command() *command {
 			all := fs.Bool("all", false, "every dead message")
 			dryRun := fs.Bool("dry-run", false, "only print how many messages would change")
 			batch := fs.Int("batch-size", store.DefaultBulkBatch, "change at most `N` rows per statement (each its own transaction)")
+			adoptSpec := fs.String("adopt", "", adoptUsage)
 			return func(e *env, pos []string) error {
 				if err := noArgs(full, pos); err != nil {
 					return err
@@ -205,6 +215,9 @@ func (a deadAction) command() *command {
 				}
 				if *batch < 1 {
 					return usagef("%s: --batch-size must be at least 1", full)
+				}
+				if *adoptSpec != "" {
+					return e.adoptedBulk(df, *adoptSpec, full, a.name, a.past, a.action, *topic, ids, *dryRun)
 				}
 				f := store.BulkFilter{Topic: *topic}
 				var err error

@@ -56,7 +56,15 @@ loopback it needs a token, or --admin-insecure-open.
 
 --metrics ADDR (or OUTBOX_METRICS_ADDR, or the config's "metrics") serves
 only /metrics, /healthz and /readyz, for scrapers: no API and no payloads,
-so it may listen on any address without a token.`,
+so it may listen on any address without a token.
+
+--adopt PROFILE delivers from a local message table the application
+already writes instead of outbox_messages, and writes each outcome back
+in the table's own vocabulary: laravel (local_messages), spring
+(t_local_message), codes (local_message), or FILE.yaml mapping any other
+table (docs/adopt.md; 'outbox adopt check' says whether a table fits).
+One relay at a time serves the table, the others stand by; 'outbox
+migrate' makes the lease table they share.`,
 		setup: relaySetup,
 	}
 }
@@ -84,6 +92,7 @@ type relayFlags struct {
 	metrics         string
 	observe         observeFlags
 	retention       retentionFlags
+	adopt           string
 }
 
 func relaySetup(fs *flag.FlagSet) func(*env, []string) error {
@@ -120,6 +129,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.StringVar(&f.metrics, "metrics", "", "serve only /metrics, /healthz and /readyz on `ADDR`, for scrapers: HOST:PORT, or :PORT for 127.0.0.1 (default $OUTBOX_METRICS_ADDR; off when unset)")
 	f.observe.register(fs)
 	f.retention.register(fs)
+	fs.StringVar(&f.adopt, "adopt", "", adoptUsage)
 	return f
 }
 
@@ -223,9 +233,17 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err := f.retention.apply(rc); err != nil {
 		return err
 	}
+	if f.adopt != "" {
+		if err := adoptRelay(f.adopt, rc); err != nil {
+			return err
+		}
+	}
 	adminCfg, err := resolveAdmin(r, "relay", &f.admin, "")
 	if err != nil {
 		return err
+	}
+	if f.adopt != "" && adminCfg.addr != "" {
+		return usagef("relay: --adopt does not serve the admin API and page yet (they read outbox_messages); use --metrics, and outbox status --adopt or outbox dead list --adopt")
 	}
 	metricsAddr, err := resolveAddr(r, "relay", "metrics", f.metrics, "OUTBOX_METRICS_ADDR", cfg.Metrics, "")
 	if err != nil {

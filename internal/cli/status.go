@@ -53,7 +53,7 @@ type statusView struct {
 }
 
 // readStatus reads the counts and the routes' health.
-func readStatus(ctx context.Context, st *store.Store) (statusView, error) {
+func readStatus(ctx context.Context, st statusSource) (statusView, error) {
 	stats, err := st.Stats(ctx)
 	if err != nil {
 		return statusView{}, err
@@ -86,13 +86,17 @@ prints one object with "pending", "sent", "consumed", "dead",
 
 --watch redraws the counts every --interval until Ctrl-C (on a terminal
 in place; otherwise one frame after another); with --json it prints one
-JSON object per line.`,
+JSON object per line.
+
+` + adoptAbout + ` Its rows count by the
+table's own states: pending (still to deliver), sent, consumed, dead.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
 			asJSON := fs.Bool("json", false, "print JSON")
 			watch := fs.Bool("watch", false, "redraw every --interval until Ctrl-C")
 			interval := fs.Duration("interval", 2*time.Second, "time between redraws with --watch")
+			adoptSpec := fs.String("adopt", "", adoptUsage)
 			return func(e *env, pos []string) error {
 				if err := noArgs("status", pos); err != nil {
 					return err
@@ -105,10 +109,14 @@ JSON object per line.`,
 					return err
 				}
 				defer db.Close()
-				if *watch {
-					return e.watchStatus(db, *interval, *asJSON)
+				src, err := statusSourceOf(db, *adoptSpec)
+				if err != nil {
+					return err
 				}
-				st, err := readStatus(e.ctx, db.Backend().Store)
+				if *watch {
+					return e.watchStatus(db, src, *interval, *asJSON)
+				}
+				st, err := readStatus(e.ctx, src)
 				if err != nil {
 					return e.schemaHint(db, "status", err)
 				}
@@ -127,7 +135,7 @@ JSON object per line.`,
 // replaces the last; elsewhere (a pipe, a file) frames follow each other,
 // each under a header line. A failed refresh shows its error in the frame
 // and the watch goes on, unless the very first one fails.
-func (e *env) watchStatus(db *dburl.DB, interval time.Duration, asJSON bool) error {
+func (e *env) watchStatus(db *dburl.DB, src statusSource, interval time.Duration, asJSON bool) error {
 	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	term := isTerminal(e.stdout)
@@ -139,7 +147,7 @@ func (e *env) watchStatus(db *dburl.DB, interval time.Duration, asJSON bool) err
 			return nil
 		case <-timer.C:
 		}
-		st, err := readStatus(ctx, db.Backend().Store)
+		st, err := readStatus(ctx, src)
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -72,3 +72,6 @@ func (p *Process) Status(t *testing.T, v any) {
 		t.Fatalf("outbox status --json: %v\n%s", err, out)
 	}
 }
+
+// Kill ends the relay with SIGKILL, as a crash would, and waits for it.
+func (p *Process) Kill() { p.p.kill() }
