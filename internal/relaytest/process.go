@@ -74,4 +74,4 @@ func (p *Process) Status(t *testing.T, v any) {
 }
 
 // Kill ends the relay with SIGKILL, as a crash would, and waits for it.
-func (p *Process) Kill() { p.p.kill() }
+func (p *Process) Kill() { p.p.Kill() }
