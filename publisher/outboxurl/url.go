@@ -44,6 +44,15 @@ type Options struct {
 	ce *outboxce.Format
 }
 
+// cloudEvents returns the URL's CloudEvents format; nil for the plain wire
+// or a nil o.
+func (o *Options) cloudEvents() *outboxce.Format {
+	if o == nil {
+		return nil
+	}
+	return o.ce
+}
+
 // Supported lists the schemes Open accepts.
 var Supported = []string{"stdout", "http", "https"}
 
@@ -118,7 +127,7 @@ func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := outboxwebhook.New(endpoint, &outboxwebhook.Config{Secret: opts.WebhookSecret, Timeout: opts.Timeout, CheckURL: check, CloudEvents: opts.ce})
+		p, err := outboxwebhook.New(endpoint, &outboxwebhook.Config{Secret: opts.WebhookSecret, Timeout: opts.Timeout, CheckURL: check, CloudEvents: opts.cloudEvents()})
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}
