@@ -180,6 +180,37 @@ func splitFormat(rawURL string) (string, *outboxce.Format, error) {
 	return rest, f, nil
 }
 
+// WithCloudEvents returns rawURL with its format and ce_source parameters
+// replaced: by format and source where they are not empty (a
+// configuration file's route keys win over the URL's). The rest of the
+// URL is kept byte for byte.
+func WithCloudEvents(rawURL, format, source string) string {
+	drop := func(n string) bool {
+		return (n == outboxce.ParamFormat && format != "") || (n == outboxce.ParamSource && source != "")
+	}
+	rest, _ := cutParams(rawURL, drop)
+	var add []string
+	if format != "" {
+		add = append(add, outboxce.ParamFormat+"="+url.QueryEscape(format))
+	}
+	if source != "" {
+		add = append(add, outboxce.ParamSource+"="+url.QueryEscape(source))
+	}
+	if len(add) == 0 {
+		return rest
+	}
+	base, fragment, hasFragment := strings.Cut(rest, "#")
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	base += sep + strings.Join(add, "&")
+	if hasFragment {
+		base += "#" + fragment
+	}
+	return base
+}
+
 // takeParam returns rawURL without its query parameter name, and the
 // parameter's unescaped value ("" when absent); the rest of the URL is
 // kept byte for byte.
