@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // Message is a delivered outbox message as a consumer sees it, decoded
@@ -34,13 +35,37 @@ func (m *Message) Context(ctx context.Context) context.Context {
 	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(m.Headers))
 }
 
-// fromHTTP decodes a webhook delivery.
-func fromHTTP(h http.Header, body []byte) *Message {
+// FromCloudEvent returns the message a decoded CloudEvent carries (see
+// package outboxce): the same id, topic, key, content type, headers and
+// payload the plain wire gives for it.
+func FromCloudEvent(m *outboxce.Message) *Message {
+	return &Message{ID: m.ID, Topic: m.Topic, Key: m.Key, ContentType: m.ContentType, Headers: m.Headers, Payload: m.Payload}
+}
+
+// DecodeHTTP decodes a webhook delivery of the relay: the plain wire
+// (webhook-id, outbox-topic, …) or a CloudEvent in binary (ce- headers)
+// or structured mode (an application/cloudevents+json body). It checks
+// no signature (see webhooksig).
+func DecodeHTTP(h http.Header, body []byte) (*Message, error) {
 	headers := make(map[string]string, len(h))
 	for k, vs := range h {
 		if len(vs) > 0 {
 			headers[strings.ToLower(k)] = vs[0]
 		}
+	}
+	switch {
+	case outboxce.IsStructuredType(headers[outbox.HeaderContentType]):
+		m, err := outboxce.DecodeStructured(headers, body)
+		if err != nil {
+			return nil, err
+		}
+		return FromCloudEvent(m), nil
+	case outboxce.HTTP.IsBinary(headers):
+		m, err := outboxce.HTTP.Decode(headers, "", body)
+		if err != nil {
+			return nil, err
+		}
+		return FromCloudEvent(m), nil
 	}
 	return &Message{
 		ID:          headers["webhook-id"],
@@ -49,5 +74,5 @@ func fromHTTP(h http.Header, body []byte) *Message {
 		ContentType: headers[outbox.HeaderContentType],
 		Headers:     headers,
 		Payload:     body,
-	}
+	}, nil
 }

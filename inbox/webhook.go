@@ -31,9 +31,14 @@ type WebhookConfig struct {
 // timestamp, then runs fn through ib.Handle in one transaction with the
 // inbox record.
 //
+// The delivery may be the plain wire or a CloudEvent, binary or
+// structured (see DecodeHTTP); the inbox dedupes by the same message id
+// either way.
+//
 // Answers: 204 when fn ran and committed, or for a repeat delivery (fn not
 // called); 401 for a missing or bad signature (or a secret mismatch); 400
-// for a timestamp outside the tolerance; 413 for an oversized body; 500
+// for a timestamp outside the tolerance or a CloudEvent that cannot be
+// read; 413 for an oversized body; 500
 // when fn or the database failed — nothing was recorded and the relay
 // retries.
 func WebhookHandler[TTx any](ib *Inbox[TTx], cfg *WebhookConfig, fn func(ctx context.Context, tx TTx, m *Message) error) (http.Handler, error) {
@@ -72,7 +77,11 @@ func WebhookHandler[TTx any](ib *Inbox[TTx], cfg *WebhookConfig, fn func(ctx con
 			http.Error(w, err.Error(), status)
 			return
 		}
-		m := fromHTTP(r.Header, body)
+		m, err := DecodeHTTP(r.Header, body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		ctx := m.Context(r.Context())
 		if _, err := ib.Handle(ctx, m.ID, func(ctx context.Context, tx TTx) error { return fn(ctx, tx, m) }); err != nil {
 			c.Logger.Warn("inbox: webhook handler failed; the relay will retry", "consumer", ib.Consumer(), "message_id", m.ID, "topic", m.Topic, "err", err)

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
@@ -59,6 +60,31 @@ type routeConfig struct {
 	Rate        string `yaml:"rate"`
 	ProbeMin    string `yaml:"probe_min"`
 	ProbeMax    string `yaml:"probe_max"`
+	// Format and CESource are the route's wire format (plain,
+	// cloudevents, cloudevents-structured) and CloudEvents source, as the
+	// URL options of the same names (they win over the URL's).
+	Format   string `yaml:"format"`
+	CESource string `yaml:"ce_source"`
+}
+
+// wire applies the route's format keys to its URL; at is the route's key
+// path.
+func (r *routeConfig) wire(cfg *fileConfig, at, rawURL string) (string, error) {
+	if r.Format == "" && r.CESource == "" {
+		return rawURL, nil
+	}
+	format := r.Format
+	if format == "" {
+		format = outboxce.FormatBinary // only the source is checked here; the URL says the format
+	}
+	if _, err := outboxce.Parse(format, r.CESource); err != nil {
+		key := "format"
+		if strings.HasPrefix(err.Error(), outboxce.ParamSource) {
+			key = "ce_source"
+		}
+		return "", usagef("%s: %v", cfg.field(at+"."+key), err)
+	}
+	return outboxurl.WithCloudEvents(rawURL, r.Format, r.CESource), nil
 }
 
 // limits applies the route's limit keys over o (the URL's options); at

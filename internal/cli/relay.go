@@ -426,6 +426,11 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 		if err := s.splitLimits(); err != nil {
 			return nil, err
 		}
+		u, err := rc.wire(r.cfg, at, s.url)
+		if err != nil {
+			return nil, err
+		}
+		s.url = u
 		if err := rc.limits(r.cfg, at, &s.limits); err != nil {
 			return nil, err
 		}

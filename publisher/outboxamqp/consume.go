@@ -14,6 +14,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // Defaults of ConsumeOptions.
@@ -58,10 +59,12 @@ type ConsumeOptions struct {
 // outbox-business-key, the content type from the content_type property,
 // every header as a string (names in lower case) and the body. A delivery
 // without message_id is ErrNoMessageID.
+//
+// A CloudEvent (a route with format=cloudevents: cloudEvents: headers;
+// or an application/cloudevents+json body) decodes into the same message:
+// the id from cloudEvents:id, the topic from cloudEvents:type, the key
+// from cloudEvents:subject, the content type from content_type.
 func Decode(d amqp.Delivery) (*inbox.Message, error) {
-	if d.MessageId == "" {
-		return nil, fmt.Errorf("%w (exchange %q, routing key %q)", ErrNoMessageID, d.Exchange, d.RoutingKey)
-	}
 	h := make(map[string]string, len(d.Headers))
 	for k, v := range d.Headers {
 		switch v := v.(type) {
@@ -69,9 +72,28 @@ func Decode(d amqp.Delivery) (*inbox.Message, error) {
 			h[strings.ToLower(k)] = v
 		case []byte:
 			h[strings.ToLower(k)] = string(v)
+		case time.Time:
+			h[strings.ToLower(k)] = v.UTC().Format(time.RFC3339Nano)
 		default:
 			h[strings.ToLower(k)] = fmt.Sprint(v)
 		}
+	}
+	var ce *outboxce.Message
+	var err error
+	switch {
+	case outboxce.IsStructuredType(d.ContentType):
+		ce, err = outboxce.DecodeStructured(h, d.Body)
+	case outboxce.AMQP.IsBinary(h):
+		ce, err = outboxce.AMQP.Decode(h, d.ContentType, d.Body)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outboxamqp: not a valid CloudEvent (exchange %q, routing key %q): %w", d.Exchange, d.RoutingKey, err)
+	}
+	if ce != nil {
+		return inbox.FromCloudEvent(ce), nil
+	}
+	if d.MessageId == "" {
+		return nil, fmt.Errorf("%w (exchange %q, routing key %q)", ErrNoMessageID, d.Exchange, d.RoutingKey)
 	}
 	m := &inbox.Message{
 		ID:          d.MessageId,

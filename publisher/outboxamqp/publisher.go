@@ -67,6 +67,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // Defaults.
@@ -147,6 +148,11 @@ type Config struct {
 	// ConnectionName is shown in the RabbitMQ management UI. Defaults to
 	// "outbox relay".
 	ConnectionName string
+	// CloudEvents, when set, publishes every message as a CloudEvent in
+	// binary content mode (AMQP protocol binding: cloudEvents: headers,
+	// datacontenttype as the content_type property; message_id stays),
+	// see package outboxce. Defaults to nil, the plain wire.
+	CloudEvents *outboxce.Format
 }
 
 // Publisher publishes to one RabbitMQ exchange over one connection and one
@@ -164,7 +170,8 @@ type Publisher struct {
 	dialTimeout time.Duration
 	heartbeat   time.Duration
 	connName    string
-	maxBytes    atomic.Int64 // 0: unknown; learnt from the broker or Config
+	ce          *outboxce.Format // nil: the plain wire
+	maxBytes    atomic.Int64     // 0: unknown; learnt from the broker or Config
 
 	turn     chan struct{} // one Publish at a time
 	closeCtx context.Context
@@ -193,9 +200,14 @@ func New(rawURL string, cfg *Config) (*Publisher, error) {
 		dialTimeout: cfg.DialTimeout,
 		heartbeat:   cfg.Heartbeat,
 		connName:    cfg.ConnectionName,
+		ce:          cfg.CloudEvents,
 		turn:        make(chan struct{}, 1),
 	}
 	switch {
+	case cfg.CloudEvents.Validate() != nil:
+		return nil, fmt.Errorf("outboxamqp: Config.CloudEvents: %v", cfg.CloudEvents.Validate())
+	case cfg.CloudEvents.IsStructured():
+		return nil, errors.New("outboxamqp: Config.CloudEvents: structured mode is for webhooks; use binary mode")
 	case cfg.MaxInFlight < 0:
 		return nil, errors.New("outboxamqp: MaxInFlight must not be negative")
 	case cfg.DialTimeout < 0:
@@ -384,6 +396,11 @@ func (p *Publisher) check(env *outbox.Envelope) error {
 			return outbox.Permanent(fmt.Errorf("content type is longer than %d bytes", maxShortString))
 		}
 	}
+	if p.ce != nil {
+		if _, err := p.ce.Headers(outboxce.AMQP, env); err != nil {
+			return outbox.Permanent(err)
+		}
+	}
 	return nil
 }
 
@@ -397,8 +414,12 @@ func senderSelected(name string) bool {
 
 // message renders an envelope as an AMQP publishing.
 func (p *Publisher) message(env *outbox.Envelope) amqp.Publishing {
-	h := make(amqp.Table, len(env.Headers))
-	for k, v := range env.Headers {
+	headers := env.Headers
+	if p.ce != nil {
+		headers, _ = p.ce.Headers(outboxce.AMQP, env) // check refused the failures
+	}
+	h := make(amqp.Table, len(headers))
+	for k, v := range headers {
 		if senderSelected(k) {
 			continue
 		}

@@ -150,3 +150,10 @@ func runConsume(t *testing.T, ch *amqp.Channel, queue string, handler func(conte
 		return outboxamqp.Consume(ctx, ch, queue, handler, &outboxamqp.ConsumeOptions{Logger: relaytest.Logger(), RetryDelay: 10 * time.Millisecond})
 	})
 }
+
+// TestConsumeCloudEvents runs the consume suite on messages published
+// with format=cloudevents.
+func TestConsumeCloudEvents(t *testing.T) {
+	t.Parallel()
+	brokertest.RunConsume(t, brokertest.CloudEvents(target))
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // Defaults of ConsumeOptions.
@@ -49,6 +50,11 @@ type ConsumeOptions struct {
 // outbox-topic, the key from the record key, the content type from
 // content-type, every header (names in lower case) and the value as the
 // payload. A record without a message-id header is ErrNoMessageID.
+//
+// A CloudEvent (a route with format=cloudevents: ce_ headers; or an
+// application/cloudevents+json value) decodes into the same message: the
+// id from ce_id, the topic from ce_type, the key from the record key (else
+// ce_subject), the content type from content-type (datacontenttype).
 func Decode(r *kgo.Record) (*inbox.Message, error) {
 	h := make(map[string]string, len(r.Headers))
 	for _, x := range r.Headers {
@@ -56,6 +62,9 @@ func Decode(r *kgo.Record) (*inbox.Message, error) {
 		if _, dup := h[k]; !dup { // the first of repeated headers wins
 			h[k] = string(x.Value)
 		}
+	}
+	if m, err := decodeEvent(r, h); m != nil || err != nil {
+		return m, err
 	}
 	id := h[HeaderMessageID]
 	if id == "" {
@@ -73,6 +82,29 @@ func Decode(r *kgo.Record) (*inbox.Message, error) {
 		Headers:     h,
 		Payload:     r.Value,
 	}, nil
+}
+
+// decodeEvent decodes a record that is a CloudEvent; nil, nil when it is
+// none.
+func decodeEvent(r *kgo.Record, h map[string]string) (*inbox.Message, error) {
+	var m *outboxce.Message
+	var err error
+	switch {
+	case outboxce.IsStructuredType(h[outbox.HeaderContentType]):
+		m, err = outboxce.DecodeStructured(h, r.Value)
+	case outboxce.Kafka.IsBinary(h):
+		m, err = outboxce.Kafka.Decode(h, "", r.Value)
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka: record is not a valid CloudEvent (topic %s, partition %d, offset %d): %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	if len(r.Key) > 0 {
+		m.Key = string(r.Key)
+		m.Headers[outbox.HeaderBusinessKey] = m.Key
+	}
+	return inbox.FromCloudEvent(m), nil
 }
 
 // Consume hands every record client fetches to handler, decoded, with

@@ -52,6 +52,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // HeaderMessageID is the record header that carries the message id.
@@ -102,6 +103,12 @@ type Config struct {
 	// this is true. Topics belong to the operator, so this defaults to
 	// false: a missing topic is a permanent error.
 	AutoCreateTopics bool
+	// CloudEvents, when set, produces every message as a CloudEvent in
+	// binary content mode (Kafka protocol binding: ce_ headers,
+	// content-type, the business key as the record key and the
+	// partitionkey attribute), see package outboxce. Defaults to nil, the
+	// plain wire.
+	CloudEvents *outboxce.Format
 }
 
 // Publisher produces messages to Kafka. It is safe for concurrent use.
@@ -109,6 +116,7 @@ type Publisher struct {
 	client       *kgo.Client
 	own          bool // Close closes the client
 	probeTimeout time.Duration
+	ce           *outboxce.Format // nil: the plain wire
 	// suspect is set when a publish found no broker (or heard nothing
 	// back at all); the next Publish checks that a broker answers before
 	// producing.
@@ -150,7 +158,13 @@ func New(client *kgo.Client, cfg *Config) (*Publisher, error) {
 	if err := checkClient(client, cfg); err != nil {
 		return nil, err
 	}
-	p := &Publisher{client: client, probeTimeout: cfg.ProbeTimeout}
+	if err := cfg.CloudEvents.Validate(); err != nil {
+		return nil, fmt.Errorf("outboxkafka: Config.CloudEvents: %v", err)
+	}
+	if cfg.CloudEvents.IsStructured() {
+		return nil, errors.New("outboxkafka: Config.CloudEvents: structured mode is for webhooks; use binary mode")
+	}
+	p := &Publisher{client: client, probeTimeout: cfg.ProbeTimeout, ce: cfg.CloudEvents}
 	if p.probeTimeout == 0 {
 		p.probeTimeout = DefaultProbeTimeout
 	}
@@ -268,7 +282,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 	results := make(chan result, len(batch))
 	waiting := 0
 	for i, env := range batch {
-		rec, err := newRecord(env)
+		rec, err := newRecord(env, p.ce)
 		if err != nil {
 			errs[i] = outbox.Permanent(err)
 			continue

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // maxTopicLen is the longest topic name Kafka accepts.
@@ -15,7 +16,7 @@ const maxTopicLen = 249
 
 // newRecord renders an envelope as a record (see the package doc). Its
 // errors are permanent: the message cannot become a record.
-func newRecord(env *outbox.Envelope) (*kgo.Record, error) {
+func newRecord(env *outbox.Envelope, ce *outboxce.Format) (*kgo.Record, error) {
 	if env == nil {
 		return nil, errors.New("kafka: nil envelope")
 	}
@@ -29,17 +30,27 @@ func newRecord(env *outbox.Envelope) (*kgo.Record, error) {
 	if env.Key != "" {
 		rec.Key = []byte(env.Key)
 	}
-	names := make([]string, 0, len(env.Headers))
-	for k := range env.Headers {
+	headers := env.Headers
+	if ce != nil {
+		h, err := ce.Headers(outboxce.Kafka, env)
+		if err != nil {
+			return nil, err
+		}
+		headers = h
+	}
+	names := make([]string, 0, len(headers))
+	for k := range headers {
 		if k != HeaderMessageID {
 			names = append(names, k)
 		}
 	}
 	slices.Sort(names)
 	rec.Headers = make([]kgo.RecordHeader, 0, len(names)+1)
-	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderMessageID, Value: []byte(env.ID)})
+	if ce == nil {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderMessageID, Value: []byte(env.ID)})
+	}
 	for _, k := range names {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(env.Headers[k])})
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(headers[k])})
 	}
 	return rec, nil
 }

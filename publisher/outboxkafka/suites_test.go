@@ -162,3 +162,10 @@ func runConsume(t *testing.T, cl *kgo.Client, handler func(context.Context, *inb
 		return outboxkafka.Consume(ctx, cl, handler, &outboxkafka.ConsumeOptions{Logger: relaytest.Logger(), RetryBackoff: 10 * time.Millisecond})
 	})
 }
+
+// TestConsumeCloudEvents runs the consume suite on messages published
+// with format=cloudevents.
+func TestConsumeCloudEvents(t *testing.T) {
+	t.Parallel()
+	brokertest.RunConsume(t, brokertest.CloudEvents(target))
+}

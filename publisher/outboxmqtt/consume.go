@@ -15,6 +15,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // Consumer defaults.
@@ -92,6 +93,11 @@ type ConsumeConfig struct {
 // (Topic falls back to the MQTT topic, ContentType to the Content Type
 // property), every user property as a header with its name in lower case
 // (the first value of a repeated name wins).
+//
+// A CloudEvent (a route with format=cloudevents: user properties named as
+// the attributes; or an application/cloudevents+json payload) decodes
+// into the same message: ID from id, Topic from type, Key from subject,
+// ContentType from the Content Type property.
 func Decode(p *paho.Publish) (*inbox.Message, error) {
 	if p == nil {
 		return nil, errors.New("outboxmqtt: Decode: nil PUBLISH")
@@ -106,6 +112,20 @@ func Decode(p *paho.Publish) (*inbox.Message, error) {
 			}
 		}
 		contentType = p.Properties.ContentType
+	}
+	var ce *outboxce.Message
+	var err error
+	switch {
+	case outboxce.IsStructuredType(contentType):
+		ce, err = outboxce.DecodeStructured(headers, p.Payload)
+	case outboxce.MQTT.IsBinary(headers):
+		ce, err = outboxce.MQTT.Decode(headers, contentType, p.Payload)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outboxmqtt: topic %s: not a valid CloudEvent: %w", quoted(p.Topic), err)
+	}
+	if ce != nil {
+		return inbox.FromCloudEvent(ce), nil
 	}
 	id := headers[PropertyMessageID]
 	if id == "" {

@@ -74,6 +74,7 @@ import (
 	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // Defaults.
@@ -108,6 +109,13 @@ type Config struct {
 	// Logger receives connection state changes of a dialled publisher.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// CloudEvents, when set, publishes every message as a CloudEvent in
+	// binary content mode (MQTT 5 protocol binding: user properties named
+	// as the attributes, datacontenttype as the Content Type property),
+	// see package outboxce. Producer headers must then be valid attribute
+	// names (lower-case letters and digits). Defaults to nil, the plain
+	// wire.
+	CloudEvents *outboxce.Format
 }
 
 // Publisher publishes messages to one MQTT 5 broker at QoS 1. It is safe
@@ -118,6 +126,7 @@ type Publisher struct {
 	session     *state.State // the session of a dialled publisher
 	maxInFlight int
 	connectWait time.Duration
+	ce          *outboxce.Format // nil: the plain wire
 	log         *slog.Logger
 	server      string // for messages: scheme://host:port, no credentials
 
@@ -169,8 +178,13 @@ func newPublisher(cfg *Config) (*Publisher, error) {
 		return nil, errors.New("outboxmqtt: Config.MaxInFlight must not be negative")
 	case cfg.ConnectWait < 0:
 		return nil, errors.New("outboxmqtt: Config.ConnectWait must not be negative")
+	case cfg.CloudEvents.Validate() != nil:
+		return nil, fmt.Errorf("outboxmqtt: Config.CloudEvents: %v", cfg.CloudEvents.Validate())
+	case cfg.CloudEvents.IsStructured():
+		return nil, errors.New("outboxmqtt: Config.CloudEvents: structured mode is for webhooks; use binary mode")
 	}
 	p := &Publisher{
+		ce:          cfg.CloudEvents,
 		maxInFlight: cfg.MaxInFlight,
 		connectWait: cfg.ConnectWait,
 		log:         cfg.Logger,
@@ -475,7 +489,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 	todo := make([]int, 0, len(batch))
 	maxPacket := p.maxPacket.Load()
 	for i, env := range batch {
-		pub, err := packet(env, maxPacket)
+		pub, err := packet(env, maxPacket, p.ce)
 		if err != nil {
 			errs[i] = err
 			continue

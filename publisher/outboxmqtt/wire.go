@@ -14,6 +14,7 @@ import (
 	"github.com/eclipse/paho.golang/paho/session"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // PropertyMessageID is the MQTT 5 user property that carries the message
@@ -99,7 +100,7 @@ func quoted(topic string) string {
 // packet builds the PUBLISH for env, or a permanent error when the message
 // cannot be expressed on the MQTT 5 wire. maxPacket is the server's
 // Maximum Packet Size, 0 when unknown.
-func packet(env *outbox.Envelope, maxPacket uint32) (*paho.Publish, error) {
+func packet(env *outbox.Envelope, maxPacket uint32, ce *outboxce.Format) (*paho.Publish, error) {
 	if env == nil {
 		return nil, outbox.Permanent(errors.New("mqtt: nil envelope"))
 	}
@@ -107,20 +108,30 @@ func packet(env *outbox.Envelope, maxPacket uint32) (*paho.Publish, error) {
 	if why := invalidTopic(topic); why != "" {
 		return nil, outbox.Permanent(fmt.Errorf("mqtt: cannot publish to %s (destination %s): %s", quoted(topic), quoted(env.Destination), why))
 	}
-	names := make([]string, 0, len(env.Headers))
-	for k := range env.Headers {
+	headers := env.Headers
+	if ce != nil {
+		h, err := ce.Headers(outboxce.MQTT, env)
+		if err != nil {
+			return nil, outbox.Permanent(err)
+		}
+		headers = h
+	}
+	names := make([]string, 0, len(headers))
+	for k := range headers {
 		if k != PropertyMessageID {
 			names = append(names, k)
 		}
 	}
 	slices.Sort(names)
 	props := &paho.PublishProperties{User: make(paho.UserProperties, 0, len(names)+1)}
-	props.User = append(props.User, paho.UserProperty{Key: PropertyMessageID, Value: env.ID})
+	if ce == nil { // a CloudEvent's id attribute carries it
+		props.User = append(props.User, paho.UserProperty{Key: PropertyMessageID, Value: env.ID})
+	}
 	if why := invalidString(env.ID); why != "" {
 		return nil, outbox.Permanent(fmt.Errorf("mqtt: message id %s", why))
 	}
 	for _, k := range names {
-		v := env.Headers[k]
+		v := headers[k]
 		if why := invalidString(k); why != "" || k == "" {
 			if k == "" {
 				why = "empty"

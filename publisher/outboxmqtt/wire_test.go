@@ -18,7 +18,7 @@ func TestPacketSize(t *testing.T) {
 			Payload: bytes.Repeat([]byte{0xff}, n),
 			Headers: map[string]string{outbox.HeaderTopic: "order.created", outbox.HeaderContentType: "application/octet-stream", "x-" + strings.Repeat("k", n%300): strings.Repeat("v", n%70000%65535)},
 		}
-		pub, err := packet(env, 0)
+		pub, err := packet(env, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,10 +31,10 @@ func TestPacketSize(t *testing.T) {
 		if got := packetSize(pub); got != buf.Len() {
 			t.Errorf("payload %d: computed %d bytes, paho writes %d", n, got, buf.Len())
 		}
-		if _, err := packet(env, uint32(buf.Len())); err != nil {
+		if _, err := packet(env, uint32(buf.Len()), nil); err != nil {
 			t.Errorf("payload %d: a packet of exactly the maximum size refused: %v", n, err)
 		}
-		if _, err := packet(env, uint32(buf.Len()-1)); outbox.Classify(err) != outbox.ClassPermanent {
+		if _, err := packet(env, uint32(buf.Len()-1), nil); outbox.Classify(err) != outbox.ClassPermanent {
 			t.Errorf("payload %d: a packet one byte over the maximum: %v", n, err)
 		}
 	}
@@ -47,7 +47,7 @@ func TestPacketProperties(t *testing.T) {
 	env := &outbox.Envelope{ID: "id-1", Destination: "a.b", Headers: map[string]string{
 		"zeta": "z", outbox.HeaderContentType: "text/plain", PropertyMessageID: "forged", outbox.HeaderTopic: "a.b",
 	}}
-	pub, err := packet(env, 0)
+	pub, err := packet(env, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

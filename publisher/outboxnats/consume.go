@@ -12,6 +12,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // ErrNoMessageID: a JetStream message without a Nats-Msg-Id header, so
@@ -33,17 +34,36 @@ type ConsumeOptions struct {
 // inbox.Message: ID from Nats-Msg-Id, Topic, Key and ContentType from the
 // outbox-topic, outbox-business-key and content-type headers (Topic falls
 // back to the subject), every header with its name in lower case.
+//
+// A CloudEvent (a route with format=cloudevents: ce- headers; or an
+// application/cloudevents+json body) decodes into the same message: ID
+// from ce-id, Topic from ce-type, Key from ce-subject, ContentType from
+// ce-datacontenttype.
 func Decode(msg jetstream.Msg) (*inbox.Message, error) {
 	h := msg.Headers()
-	id := h.Get(jetstream.MsgIDHeader)
-	if id == "" {
-		return nil, fmt.Errorf("%w (subject %q)", ErrNoMessageID, msg.Subject())
-	}
 	headers := make(map[string]string, len(h))
 	for k, vs := range h {
 		if len(vs) > 0 {
 			headers[strings.ToLower(k)] = vs[0]
 		}
+	}
+	var ce *outboxce.Message
+	var err error
+	switch {
+	case outboxce.IsStructuredType(headers[outbox.HeaderContentType]):
+		ce, err = outboxce.DecodeStructured(headers, msg.Data())
+	case outboxce.NATS.IsBinary(headers):
+		ce, err = outboxce.NATS.Decode(headers, "", msg.Data())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outboxnats: subject %q: not a valid CloudEvent: %w", msg.Subject(), err)
+	}
+	if ce != nil {
+		return inbox.FromCloudEvent(ce), nil
+	}
+	id := h.Get(jetstream.MsgIDHeader)
+	if id == "" {
+		return nil, fmt.Errorf("%w (subject %q)", ErrNoMessageID, msg.Subject())
 	}
 	topic := headers[outbox.HeaderTopic]
 	if topic == "" {

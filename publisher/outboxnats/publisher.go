@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
 // Config defaults.
@@ -43,6 +44,11 @@ type Config struct {
 	// outstanding when it drops is an unknown outcome. Defaults to
 	// DefaultConnCheckInterval (100 ms).
 	ConnCheckInterval time.Duration
+	// CloudEvents, when set, publishes every message as a CloudEvent in
+	// binary content mode (NATS protocol binding: ce- headers,
+	// percent-encoded, with ce-datacontenttype; Nats-Msg-Id stays), see
+	// package outboxce. Defaults to nil, the plain wire.
+	CloudEvents *outboxce.Format
 }
 
 // Publisher publishes envelopes to JetStream. It is safe for concurrent
@@ -53,6 +59,7 @@ type Publisher struct {
 	closeConn     bool
 	lookupTimeout time.Duration
 	checkEvery    time.Duration
+	ce            *outboxce.Format // nil: the plain wire
 	closed        atomic.Bool
 }
 
@@ -80,7 +87,14 @@ func New(js jetstream.JetStream, cfg *Config) (*Publisher, error) {
 	if cfg.ConnCheckInterval < 0 {
 		return nil, errors.New("outboxnats: ConnCheckInterval must not be negative")
 	}
+	if err := cfg.CloudEvents.Validate(); err != nil {
+		return nil, fmt.Errorf("outboxnats: Config.CloudEvents: %v", err)
+	}
+	if cfg.CloudEvents.IsStructured() {
+		return nil, errors.New("outboxnats: Config.CloudEvents: structured mode is for webhooks; use binary mode")
+	}
 	return &Publisher{
+		ce:            cfg.CloudEvents,
 		js:            js,
 		nc:            nc,
 		closeConn:     cfg.CloseConn,
@@ -110,7 +124,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 	futures := make([]jetstream.PubAckFuture, len(batch))
 	pending := 0
 	for i, env := range batch {
-		msg, err := message(env)
+		msg, err := message(env, p.ce)
 		if err != nil {
 			errs[i] = outbox.Permanent(err)
 			continue
@@ -218,7 +232,7 @@ func (p *Publisher) Close() error {
 }
 
 // message builds the NATS message of env, or says why it cannot be sent.
-func message(env *outbox.Envelope) (*nats.Msg, error) {
+func message(env *outbox.Envelope, ce *outboxce.Format) (*nats.Msg, error) {
 	if env == nil {
 		return nil, errors.New("outboxnats: nil envelope")
 	}
@@ -228,9 +242,16 @@ func message(env *outbox.Envelope) (*nats.Msg, error) {
 	if env.ID == "" {
 		return nil, fmt.Errorf("outboxnats: subject %q: message has no id", env.Destination)
 	}
-	h := make(nats.Header, len(env.Headers)+1)
-	vals := make([]string, 0, len(env.Headers)+1) // one allocation for every value slice
-	for k, v := range env.Headers {
+	headers := env.Headers
+	if ce != nil {
+		var err error
+		if headers, err = ce.Headers(outboxce.NATS, env); err != nil {
+			return nil, fmt.Errorf("outboxnats: subject %q: %w", env.Destination, err)
+		}
+	}
+	h := make(nats.Header, len(headers)+1)
+	vals := make([]string, 0, len(headers)+1) // one allocation for every value slice
+	for k, v := range headers {
 		if err := validHeader(k, v); err != nil {
 			return nil, fmt.Errorf("outboxnats: subject %q: %w", env.Destination, err)
 		}

@@ -169,3 +169,10 @@ func consume(t *testing.T, c jetstream.Consumer, h func(context.Context, *inbox.
 	t.Helper()
 	relaytest.Go(t, "Consume", 10*time.Second, func(ctx context.Context) error { return outboxnats.Consume(ctx, c, h, nil) })
 }
+
+// TestConsumeCloudEvents runs the consume suite on messages published
+// with format=cloudevents.
+func TestConsumeCloudEvents(t *testing.T) {
+	t.Parallel()
+	brokertest.RunConsume(t, brokertest.CloudEvents(target))
+}

@@ -53,7 +53,7 @@ func openAMQP(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error
 	if err := checkParams(q, amqpParams); err != nil {
 		return fail("%v", err)
 	}
-	cfg := &outboxamqp.Config{Exchange: q.Get(AMQPParamExchange), ConnectionName: q.Get(AMQPParamName)}
+	cfg := &outboxamqp.Config{Exchange: q.Get(AMQPParamExchange), ConnectionName: q.Get(AMQPParamName), CloudEvents: opts.cloudEvents()}
 	if q.Has(AMQPParamExchange) && cfg.Exchange == "" {
 		return fail("%s= is empty: name an exchange, or leave the parameter out for %s", AMQPParamExchange, outboxamqp.DefaultExchange)
 	}

@@ -97,7 +97,7 @@ func openKafka(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, erro
 		}
 		kopts = append(kopts, kgo.ClientID(id))
 	}
-	cfg := &outboxkafka.Config{}
+	cfg := &outboxkafka.Config{CloudEvents: opts.cloudEvents()}
 	if v := q.Get(KafkaParamAutoCreateTopics); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

@@ -82,6 +82,7 @@ func mqttDialConfig(rawURL string, u *url.URL, opts *Options) (*outboxmqtt.DialC
 		return fail("%v", err)
 	}
 	cfg := &outboxmqtt.DialConfig{ClientID: q.Get(MQTTParamClientID)}
+	cfg.CloudEvents = opts.cloudEvents()
 	if q.Has(MQTTParamClientID) && cfg.ClientID == "" {
 		return fail("%s is empty", MQTTParamClientID)
 	}

@@ -147,7 +147,7 @@ func openNATS(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error
 		nc.Close()
 		return fail("%v", err)
 	}
-	p, err := outboxnats.New(js, &outboxnats.Config{CloseConn: true})
+	p, err := outboxnats.New(js, &outboxnats.Config{CloseConn: true, CloudEvents: opts.cloudEvents()})
 	if err != nil {
 		nc.Close()
 		return fail("%v", err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/publisher/outboxstdout"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 )
@@ -37,6 +38,19 @@ type Options struct {
 	// TLS, when set, is the TLS configuration for broker connections; it
 	// wins over the URL's TLS parameters (see TLSConfig).
 	TLS *tls.Config
+
+	// ce is the URL's format and ce_source (see outboxce), taken out of
+	// the URL by Open; nil for the plain wire.
+	ce *outboxce.Format
+}
+
+// cloudEvents returns the URL's CloudEvents format; nil for the plain wire
+// or a nil o.
+func (o *Options) cloudEvents() *outboxce.Format {
+	if o == nil {
+		return nil
+	}
+	return o.ce
 }
 
 // Supported lists the schemes Open accepts.
@@ -73,9 +87,24 @@ func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
 	if strings.TrimSpace(rawURL) == "" {
 		return nil, fmt.Errorf("destination URL is empty: want one of %s (e.g. stdout:// or https://host/path)", list())
 	}
+	rawURL, ce, err := splitFormat(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if ce != nil {
+		o := *opts
+		o.ce = ce
+		opts = &o
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("destination %q is not a valid URL", Redact(rawURL))
+	}
+	if s := strings.ToLower(u.Scheme); ce != nil && (s == "stdout" || s == "redis" || s == "rediss") {
+		return nil, fmt.Errorf("destination %s: %s=%s: %s has no CloudEvents binding (supported on http, https, kafka, amqp, nats and mqtt)", Redact(rawURL), outboxce.ParamFormat, ce, s)
+	}
+	if ce.IsStructured() && !strings.HasPrefix(strings.ToLower(u.Scheme), "http") {
+		return nil, fmt.Errorf("destination %s: %s=%s is for webhooks (http, https); brokers take %s=%s, binary mode", Redact(rawURL), outboxce.ParamFormat, ce, outboxce.ParamFormat, outboxce.FormatBinary)
 	}
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("destination %q has no scheme: want one of %s (e.g. stdout:// or https://host/path)", Redact(rawURL), list())
@@ -98,7 +127,7 @@ func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := outboxwebhook.New(endpoint, &outboxwebhook.Config{Secret: opts.WebhookSecret, Timeout: opts.Timeout, CheckURL: check})
+		p, err := outboxwebhook.New(endpoint, &outboxwebhook.Config{Secret: opts.WebhookSecret, Timeout: opts.Timeout, CheckURL: check, CloudEvents: opts.cloudEvents()})
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}
@@ -121,6 +150,65 @@ func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
 type checkingWebhook struct {
 	*outboxwebhook.Publisher
 	outbox.Checker
+}
+
+// splitFormat returns rawURL without its format and ce_source
+// parameters, and the format they ask for (nil for the plain wire).
+func splitFormat(rawURL string) (string, *outboxce.Format, error) {
+	rest, taken := cutParams(rawURL, func(n string) bool { return n == outboxce.ParamFormat || n == outboxce.ParamSource })
+	var format, source string
+	seen := map[string]bool{}
+	for _, p := range taken {
+		if seen[p[0]] {
+			return "", nil, fmt.Errorf("destination %s: parameter %q given more than once", Redact(rawURL), p[0])
+		}
+		seen[p[0]] = true
+		v, err := url.QueryUnescape(p[1])
+		if err != nil {
+			return "", nil, fmt.Errorf("destination %s: %s is not URL-encoded: %v", Redact(rawURL), p[0], err)
+		}
+		if p[0] == outboxce.ParamFormat {
+			format = v
+		} else {
+			source = v
+		}
+	}
+	f, err := outboxce.Parse(format, source)
+	if err != nil {
+		return "", nil, fmt.Errorf("destination %s: %v", Redact(rawURL), err)
+	}
+	return rest, f, nil
+}
+
+// WithCloudEvents returns rawURL with its format and ce_source parameters
+// replaced: by format and source where they are not empty (a
+// configuration file's route keys win over the URL's). The rest of the
+// URL is kept byte for byte.
+func WithCloudEvents(rawURL, format, source string) string {
+	drop := func(n string) bool {
+		return (n == outboxce.ParamFormat && format != "") || (n == outboxce.ParamSource && source != "")
+	}
+	rest, _ := cutParams(rawURL, drop)
+	var add []string
+	if format != "" {
+		add = append(add, outboxce.ParamFormat+"="+url.QueryEscape(format))
+	}
+	if source != "" {
+		add = append(add, outboxce.ParamSource+"="+url.QueryEscape(source))
+	}
+	if len(add) == 0 {
+		return rest
+	}
+	base, fragment, hasFragment := strings.Cut(rest, "#")
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	base += sep + strings.Join(add, "&")
+	if hasFragment {
+		base += "#" + fragment
+	}
+	return base
 }
 
 // takeParam returns rawURL without its query parameter name, and the

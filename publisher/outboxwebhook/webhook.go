@@ -45,6 +45,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/redact"
+	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/webhooksig"
 )
 
@@ -103,6 +104,13 @@ type Config struct {
 	// Publisher.Checker then asks it before a message whose last attempt
 	// ended unknown is sent again (see Checker). Defaults to "", no check.
 	CheckURL string
+	// CloudEvents, when set, sends every message as a CloudEvent: binary
+	// mode (ce- headers, the payload as the body) or structured mode
+	// (the whole event as an application/cloudevents+json body), see
+	// package outboxce. The Standard Webhooks headers and signature are
+	// sent all the same, over the body as sent. Defaults to nil, the
+	// plain wire.
+	CloudEvents *outboxce.Format
 }
 
 // Publisher POSTs messages to one webhook endpoint. It is safe for
@@ -117,6 +125,7 @@ type Publisher struct {
 	headers     http.Header
 	ownClient   bool   // Close may close its idle connections
 	check       string // CheckURL; "" when none
+	ce          *outboxce.Format
 	closed      atomic.Bool
 	now         func() time.Time
 }
@@ -180,6 +189,13 @@ func New(endpoint string, cfg *Config) (*Publisher, error) {
 		p.ownClient = true
 	}
 	p.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if err := cfg.CloudEvents.Validate(); err != nil {
+		return nil, fmt.Errorf("outboxwebhook: CloudEvents: %v", err)
+	}
+	if cfg.CloudEvents != nil {
+		f := *cfg.CloudEvents
+		p.ce = &f
+	}
 	if cfg.CheckURL != "" {
 		if err := validCheckURL(cfg.CheckURL); err != nil {
 			return nil, err
@@ -250,11 +266,15 @@ func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteHeaderField: func(string, []string) { wrote.Store(true) },
 	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint.String(), bytes.NewReader(env.Payload))
+	body, headers, err := p.wire(env)
 	if err != nil {
 		return outbox.Permanent(fmt.Errorf("POST %s: %v", p.redacted, err))
 	}
-	for k, v := range env.Headers {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint.String(), bytes.NewReader(body))
+	if err != nil {
+		return outbox.Permanent(fmt.Errorf("POST %s: %v", p.redacted, err))
+	}
+	for k, v := range headers {
 		if !validHeaderName(k) || !validHeaderValue(v) {
 			return outbox.Permanent(fmt.Errorf("POST %s: message header %q cannot be sent over HTTP", p.redacted, k))
 		}
@@ -271,7 +291,7 @@ func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
 	req.Header.Set(HeaderTimestamp, ts)
 	req.Header.Del(HeaderSignature)
 	if p.key != nil {
-		req.Header.Set(HeaderSignature, webhooksig.Sign(p.key, env.ID, ts, env.Payload))
+		req.Header.Set(HeaderSignature, webhooksig.Sign(p.key, env.ID, ts, body))
 	}
 
 	resp, err := p.client.Do(req)
@@ -283,9 +303,9 @@ func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 		return nil
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+utf8.UTFMax))
+	got, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+utf8.UTFMax))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
-	herr := &HTTPError{StatusCode: resp.StatusCode, Status: resp.Status, URL: p.redacted, Body: snippet(body)}
+	herr := &HTTPError{StatusCode: resp.StatusCode, Status: resp.Status, URL: p.redacted, Body: snippet(got)}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		if loc := resp.Header.Get("Location"); loc != "" {
 			herr.Location = Redact(snippet([]byte(loc)))
@@ -299,6 +319,19 @@ func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
 		return outbox.RetryAfter(herr, d)
 	}
 	return herr
+}
+
+// wire returns the request body and the message's headers in the route's
+// format.
+func (p *Publisher) wire(env *outbox.Envelope) ([]byte, map[string]string, error) {
+	switch {
+	case p.ce == nil:
+		return env.Payload, env.Headers, nil
+	case p.ce.IsStructured():
+		return p.ce.Structured(env), p.ce.StructuredHeaders(env), nil
+	}
+	h, err := p.ce.Headers(outboxce.HTTP, env)
+	return env.Payload, h, err
 }
 
 // transportError classifies a failed round trip: nothing sent means the

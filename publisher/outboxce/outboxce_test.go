@@ -1,0 +1,192 @@
+package outboxce_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/outboxce"
+)
+
+func envelope() *outbox.Envelope {
+	return &outbox.Envelope{
+		ID: "0190e6b4-8f3a-7c1e-9a4b-3f2d1c0b9a87", Topic: "order.created", Key: "order 42 – €",
+		Destination: "orders", Payload: []byte(`{"id": 42}`),
+		Headers: map[string]string{
+			outbox.HeaderTopic: "order.created", outbox.HeaderBusinessKey: "order 42 – €",
+			outbox.HeaderContentType: "application/json", outbox.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+			"x-tenant": "acme", "ce-region": "eu west",
+		},
+		CreatedAt: time.Date(2026, 12, 1, 10, 30, 0, 123456000, time.FixedZone("CET", 3600)),
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		format, source, want, err string
+	}{
+		{"", "", "plain", ""},
+		{"plain", "", "plain", ""},
+		{"cloudevents", "", "cloudevents", ""},
+		{"cloudevents-structured", "/orders", "cloudevents-structured", ""},
+		{"cloudevent", "", "", `format="cloudevent": want plain, cloudevents or cloudevents-structured`},
+		{"", "/orders", "", "ce_source needs format=cloudevents"},
+		{"cloudevents", "a b", "", `ce_source="a b": want a URI-reference`},
+	} {
+		f, err := outboxce.Parse(c.format, c.source)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Parse(%q, %q) = %v, want error %q", c.format, c.source, err, c.err)
+			}
+			continue
+		}
+		if err != nil || f.String() != c.want {
+			t.Errorf("Parse(%q, %q) = %v, %v; want %s", c.format, c.source, f, err, c.want)
+		}
+	}
+}
+
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"order.created":    "order.created",
+		"Euro € 😀":         "Euro%20%E2%82%AC%20%F0%9F%98%80",
+		`50% "off"`:        "50%25%20%22off%22",
+		"tab\there\x7fdel": "tab%09here%7Fdel",
+	} {
+		got := outboxce.Escape(in)
+		if got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+		back, err := outboxce.Unescape(got)
+		if err != nil || back != in {
+			t.Errorf("Unescape(%q) = %q, %v; want %q", got, back, err, in)
+		}
+	}
+	if v, err := outboxce.Unescape(`"quoted \"value\""`); err != nil || v != `quoted "value"` {
+		t.Errorf("Unescape of a quoted value = %q, %v", v, err)
+	}
+	if _, err := outboxce.Unescape("%C0%A0"); err == nil {
+		t.Error("Unescape accepted an overlong UTF-8 encoding")
+	}
+}
+
+// TestBindingsRoundTrip renders an envelope for every binding and decodes
+// it back into the message the plain wire gives.
+func TestBindingsRoundTrip(t *testing.T) {
+	f := &outboxce.Format{Mode: outboxce.Binary, Source: "/orders"}
+	for _, b := range []outboxce.Binding{outboxce.HTTP, outboxce.Kafka, outboxce.AMQP, outboxce.NATS, outboxce.MQTT} {
+		t.Run(b.Name, func(t *testing.T) {
+			env := envelope()
+			if b.Prefix != "ce-" {
+				delete(env.Headers, "ce-region") // a plain header there
+			}
+			if b.Prefix == "" {
+				delete(env.Headers, "x-tenant") // not an attribute name
+			}
+			h, err := f.Headers(b, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lp := strings.ToLower(b.Prefix)
+			lower := map[string]string{}
+			for k, v := range h {
+				lower[strings.ToLower(k)] = v
+			}
+			if lower[lp+"id"] != env.ID || lower[lp+"specversion"] != "1.0" || lower[lp+"type"] != "order.created" {
+				t.Errorf("headers %v: id, specversion or type wrong", h)
+			}
+			if got := lower[lp+"time"]; got != "2026-12-01T09:30:00.123456Z" {
+				t.Errorf("time = %q", got)
+			}
+			if _, ok := h[outbox.HeaderTopic]; ok {
+				t.Errorf("headers %v keep outbox-topic", h)
+			}
+			if h[outbox.HeaderTraceParent] != env.Headers[outbox.HeaderTraceParent] {
+				t.Errorf("plain traceparent lost: %v", h)
+			}
+			if b.PartitionKey != (lower[lp+"partitionkey"] != "") {
+				t.Errorf("partitionkey = %q with PartitionKey %v", lower[lp+"partitionkey"], b.PartitionKey)
+			}
+			ct := ""
+			if b.ContentType == "" {
+				ct = "application/json" // the protocol's property
+				if _, ok := lower[lp+"datacontenttype"]; ok {
+					t.Errorf("datacontenttype in the headers of %s: %v", b.Name, h)
+				}
+			}
+			m, err := b.Decode(lower, ct, env.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.ID != env.ID || m.Topic != env.Topic || m.Key != env.Key || m.ContentType != "application/json" || !bytes.Equal(m.Payload, env.Payload) {
+				t.Errorf("decoded %+v", m)
+			}
+			for _, k := range []string{outbox.HeaderTopic, outbox.HeaderBusinessKey, outbox.HeaderContentType, outbox.HeaderTraceParent} {
+				if m.Headers[k] != env.Headers[k] {
+					t.Errorf("decoded header %s = %q, want %q", k, m.Headers[k], env.Headers[k])
+				}
+			}
+		})
+	}
+}
+
+func TestHeadersRefuseAttributeLikeNames(t *testing.T) {
+	f := &outboxce.Format{Mode: outboxce.Binary}
+	for _, c := range []struct {
+		b      outboxce.Binding
+		header string
+	}{
+		{outboxce.HTTP, "ce-id"},
+		{outboxce.HTTP, "ce-x-y"},
+		{outboxce.Kafka, "ce_source"},
+		{outboxce.MQTT, "x-tenant"},
+		{outboxce.MQTT, "subject"},
+		{outboxce.AMQP, "cloudEvents:type"},
+	} {
+		env := envelope()
+		env.Headers = map[string]string{outbox.HeaderContentType: "application/json", c.header: "v"}
+		if _, err := f.Headers(c.b, env); err == nil || !strings.Contains(err.Error(), c.header) {
+			t.Errorf("%s with header %q: err = %v", c.b.Name, c.header, err)
+		}
+	}
+}
+
+func TestStructuredRoundTrip(t *testing.T) {
+	f := &outboxce.Format{Mode: outboxce.Structured}
+	for _, c := range []struct {
+		ct      string
+		payload []byte
+		member  string
+	}{
+		{"application/json", []byte(`{"a": [1, 2],  "b":"x"}`), `"data":{"a": [1, 2],  "b":"x"}`},
+		{"text/plain", []byte("hello \"you\""), `"data":"hello \"you\""`},
+		{"application/octet-stream", []byte{0xff, 0, 1}, `"data_base64":"/wAB"`},
+	} {
+		env := envelope()
+		env.Headers[outbox.HeaderContentType] = c.ct
+		env.Payload = c.payload
+		body := f.Structured(env)
+		if !bytes.Contains(body, []byte(c.member)) || !bytes.Contains(body, []byte(`"source":"/outbox"`)) {
+			t.Errorf("%s: body %s lacks %s", c.ct, body, c.member)
+		}
+		h := f.StructuredHeaders(env)
+		if h[outbox.HeaderContentType] != outboxce.StructuredContentType {
+			t.Errorf("content-type = %q", h[outbox.HeaderContentType])
+		}
+		m, err := outboxce.DecodeStructured(h, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.ID != env.ID || m.Topic != env.Topic || m.Key != env.Key || m.ContentType != c.ct || !bytes.Equal(m.Payload, c.payload) {
+			t.Errorf("%s: decoded %+v", c.ct, m)
+		}
+		if m.Headers[outbox.HeaderContentType] != c.ct || m.Headers[outbox.HeaderTraceParent] == "" {
+			t.Errorf("%s: decoded headers %v", c.ct, m.Headers)
+		}
+	}
+	if _, err := outboxce.DecodeStructured(nil, []byte(`{"id":"1","type":"t"}`)); err != outboxce.ErrNotEvent {
+		t.Errorf("an object without specversion: %v", err)
+	}
+}
