@@ -70,6 +70,12 @@ func sampleMachine() *machineSample {
 	return s
 }
 
+// processCPU is the user plus system time of server process pid.
+func processCPU(pid int) (time.Duration, bool) {
+	_, cpu, ok := procCPU(strconv.Itoa(pid))
+	return cpu, ok
+}
+
 // procCPU is the user plus system time of a server process.
 func procCPU(pid string) (string, time.Duration, bool) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")

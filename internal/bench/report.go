@@ -185,6 +185,10 @@ func writeSteady(w io.Writer, s *steadyResult) {
 		commas(s.Committed), commas(s.Count), commas(s.Unconfirmed), commas(s.BacklogAtEnd))
 	fmt.Fprintf(tw, "process cpu\t%.2f s; peak rss %s\n", s.CPUSeconds, mib(s.PeakRSSBytes))
 	fmt.Fprintf(tw, "machine cpu\t%s\n", s.Machine)
+	if s.RelayDBCores != nil && s.ProducerDBCores != nil && s.AchievedRate > 0 {
+		fmt.Fprintf(tw, "database cpu\trelay %.0f µs/msg (%.2f cores), producers %.0f µs/msg (%.2f cores), their backends alone\n",
+			*s.RelayDBCores*1e6/s.AchievedRate, *s.RelayDBCores, *s.ProducerDBCores*1e6/s.AchievedRate, *s.ProducerDBCores)
+	}
 	bs := s.Batches
 	fmt.Fprintf(tw, "batches\t%s rounds, mean %.1f, max %s; retried %s, dead %s\n", commas(bs.Rounds), bs.MeanRead, commas(int64(bs.MaxRead)), commas(bs.Retried), commas(bs.Dead))
 	tw.Flush()

@@ -33,6 +33,10 @@ type bench struct {
 	st   *store.Store
 	q    store.Querier // the pool, outside any transaction
 	conn conn
+	// relayConn is what the relays run over: conn, or (steady on
+	// PostgreSQL) a pool of their own, relayDB (see openRelayPool).
+	relayConn conn
+	relayDB   *dburl.DB
 
 	runID   string // random run id
 	prefix  string // topic prefix of every message of the run, "outbox-bench.<run>."
@@ -135,7 +139,7 @@ func open(ctx context.Context, o *options, dest *destination, stderr io.Writer) 
 	}
 	raw := o.dbURL
 	if d == store.Postgres {
-		raw = withPoolSize(raw, o.maxConns())
+		raw = withAppName(withPoolSize(raw, o.maxConns()), b.producerAppName())
 	}
 	db, err := dburl.Open(ctx, raw)
 	if err != nil {
@@ -158,6 +162,7 @@ func open(ctx context.Context, o *options, dest *destination, stderr io.Writer) 
 		db.Close()
 		return nil, err
 	}
+	b.relayConn = b.conn
 	if dest != nil && !o.sink {
 		bs, err := prepareBroker(ctx, o.to, b.prefix, b.runID, []string{b.topic("drain"), b.topic("steady")})
 		if err != nil {
@@ -271,6 +276,9 @@ func (b *bench) close() error {
 		return nil
 	}
 	defer b.db.Close()
+	if b.relayDB != nil {
+		defer b.relayDB.Close()
+	}
 	if b.brokerCleanup != nil {
 		defer b.brokerCleanup()
 	}
@@ -443,7 +451,7 @@ func (b *bench) startRelays(ctx context.Context, pub outbox.Publisher, onBatch f
 	rs := &relaySet{cancel: cancel, done: make(chan error, b.o.relays), failed: make(chan error, 1)}
 	for i := range b.o.relays {
 		id := fmt.Sprintf("outbox-bench-%s-%d", b.runID, i+1)
-		r, err := b.conn.newRelay(&outbox.RelayConfig{
+		r, err := b.relayConn.newRelay(&outbox.RelayConfig{
 			Routes: []outbox.Route{
 				{Pattern: b.prefix + ">", Publisher: pub, Name: "bench"},
 				{Pattern: "*", Publisher: holdPublisher{}, Name: "not-bench"},

@@ -60,6 +60,12 @@ type steadyResult struct {
 	CPUSeconds       float64         `json:"cpu_seconds"`
 	PeakRSSBytes     int64           `json:"peak_rss_bytes"`
 	Machine          *machineCPU     `json:"machine,omitempty"`
+	// RelayDBCores and ProducerDBCores are the database CPU (PostgreSQL
+	// backends, in cores over the run) of the relays' own pool and of the
+	// producers' pool: per message, the relay's cost to its database
+	// apart from the producers' and from anything else the server runs.
+	RelayDBCores    *float64 `json:"relay_db_cores,omitempty"`
+	ProducerDBCores *float64 `json:"producer_db_cores,omitempty"`
 }
 
 // latencySummary is a histogram in milliseconds.
@@ -226,9 +232,11 @@ func (b *bench) steady(ctx context.Context) (*steadyResult, error) {
 	if slots > maxSlots {
 		return nil, usagef("%s: --rate × (--warmup + --duration) schedules more than %s messages", o.workload, commas(maxSlots))
 	}
+	if err := b.openRelayPool(ctx); err != nil {
+		return nil, err
+	}
 	rec := newRecorder(b.dest.pub, slots, firstSlot)
 	var stats batchCollector
-	m0 := sampleMachine()
 	cpu0 := cpuTime()
 	if o.consume {
 		stop, err := b.brokerConsume(ctx, rec.received)
@@ -242,6 +250,8 @@ func (b *bench) steady(ctx context.Context) (*steadyResult, error) {
 		return nil, err
 	}
 	defer func() { _ = rs.stop() }()
+	m0, t0 := sampleMachine(), time.Now()
+	relay0, producer0 := b.backendCPU(ctx, b.relayAppName()), b.backendCPU(ctx, b.producerAppName())
 
 	run := &steadyRun{b: b, rec: rec, topic: b.topic("steady"), insert: b.insertSQL(), payload: string(b.payload),
 		start:    time.Now().Add(50 * time.Millisecond), // let the relays take their partitions
@@ -311,6 +321,9 @@ wait:
 	if err := b.awaitConfirmed(ctx, rs, rec, res.Committed, tick, progress); err != nil {
 		return nil, err
 	}
+	relay1, producer1 := b.backendCPU(ctx, b.relayAppName()), b.backendCPU(ctx, b.producerAppName())
+	secs := time.Since(t0).Seconds()
+	res.RelayDBCores, res.ProducerDBCores = cpuBetween(relay0, relay1, secs), cpuBetween(producer0, producer1, secs)
 	if err := rs.stop(); err != nil {
 		return nil, err
 	}

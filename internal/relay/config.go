@@ -59,6 +59,7 @@ type Store interface {
 
 	// Rounds.
 	Read(ctx context.Context, parts []int, limit int) ([]store.Row, error)
+	ReadMark(ctx context.Context, owner string, parts []int, limit int) ([]store.Row, error)
 	MarkInflight(ctx context.Context, owner string, parts []int, maxIDs []int64) error
 	Settle(ctx context.Context, owner string, outs []store.Outcome) (int64, error)
 

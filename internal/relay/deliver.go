@@ -87,43 +87,17 @@ func (r *Relay) deliver(ctx context.Context, items []*item, rep *BatchReport) []
 	}()
 
 	// Messages of one key go out one per wave, in id order; a key whose
-	// message failed sits out the rest of the round.
-	blocked := map[string]bool{}
-	var waves [][]*item
-	seen := map[string]int{}
-	for _, it := range items {
-		if it.decided {
-			continue
-		}
-		w := 0
-		if it.row.HasKey {
-			w = seen[it.row.Key]
-			seen[it.row.Key] = w + 1
-		}
-		for len(waves) <= w {
-			waves = append(waves, nil)
-		}
-		waves[w] = append(waves[w], it)
+	// message failed sits out the rest of the round. With more than one
+	// wave, the keys are split into groups whose waves go on each at its
+	// own pace (see lanes).
+	for _, lane := range lanes(items) {
+		rd.wg.Add(1)
+		go func() {
+			defer rd.wg.Done()
+			r.runLane(pubCtx, lane, rd)
+		}()
 	}
-	for i, wave := range waves {
-		if aborted.Load() || !r.own.valid() || (i > 0 && failpoint.Inject(failpoint.MidBatch) != nil) {
-			break
-		}
-		var todo []*item
-		for _, it := range wave {
-			if it.row.HasKey && blocked[it.row.Key] {
-				continue
-			}
-			todo = append(todo, it)
-		}
-		r.check(pubCtx, todo)
-		r.publishWave(pubCtx, todo, rd)
-		for _, it := range todo {
-			if it.row.HasKey && (!it.decided || it.out.Status == store.StatusPending) {
-				blocked[it.row.Key] = true
-			}
-		}
-	}
+	rd.wg.Wait()
 
 	decided := items[:0]
 	for _, it := range items {
@@ -293,6 +267,7 @@ func checkAgainAfter(fails int) time.Duration {
 
 // delivery is what the waves of one batch share.
 type delivery struct {
+	wg sync.WaitGroup
 	// aborted: shutdown cut the publish short.
 	aborted *atomic.Bool
 	// ok: a message of the route was confirmed in this batch (a failure

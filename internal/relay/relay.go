@@ -32,6 +32,7 @@ type Relay struct {
 	router  router
 
 	own   ownership
+	gate  *gate
 	wakes []chan struct{} // one per worker
 	// isolating is held by a round that publishes suspects (see isolate),
 	// so the suspects in flight when the process dies are one group.
@@ -47,11 +48,15 @@ type Relay struct {
 }
 
 // worker is one read-publish-settle loop over its share of the owned
-// partitions (those with partition % Workers == index).
+// partitions (see gate), or over all of them in a solo round.
 type worker struct {
 	index     int
 	batchSize int
 	wake      chan struct{}
+	// solo: this round reads every owned partition (see gate).
+	solo bool
+	// counts are the rows a solo round read per partition.
+	counts map[int]int
 }
 
 // routeState is a route with its health and limits.
@@ -86,6 +91,7 @@ func New(backend *store.Backend, cfg Config) (*Relay, error) {
 	for range cfg.Workers {
 		r.wakes = append(r.wakes, make(chan struct{}, 1))
 	}
+	r.gate = newGate(cfg.Workers)
 	if r.id == "" {
 		r.id = defaultRelayID()
 	}

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/txoutbox/outbox/internal/failpoint"
@@ -19,7 +18,13 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 	defer timer.Stop()
 	for {
 		wait := time.Duration(0)
+		solo, ok := r.gate.enter(ctx, w.index)
+		if !ok {
+			return
+		}
+		w.solo = solo
 		n, err := r.round(ctx, w)
+		r.gate.leave(w.index, n, solo, w.counts)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -38,6 +43,14 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 		default:
 			failing, errDelay = false, 100*time.Millisecond
 			poll = r.cfg.MinPollInterval
+			if solo && r.gate.isSolo() {
+				// A small round alone: gather what arrives for a moment
+				// rather than read again for a message or two.
+				if !sleepCtx(ctx, min(gatherWindow, r.cfg.MinPollInterval)) {
+					return
+				}
+				continue
+			}
 		}
 		if wait == 0 {
 			continue
@@ -71,16 +84,27 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	}
 	parts := make([]int, 0, len(all)/r.cfg.Workers+1)
 	for _, p := range all {
-		if p%r.cfg.Workers == w.index {
+		if w.solo || r.gate.worker(p) == w.index {
 			parts = append(parts, p)
 		}
 	}
+	w.counts = nil
 	if len(parts) == 0 {
 		return -1, nil
 	}
 	readStart := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
-	rows, err := r.store.Read(rctx, parts, w.batchSize)
+	// The in-flight marks are written by the read itself, but while
+	// suspects are being isolated: a batch cut down to them is marked as
+	// cut (markInflight below), so that each crash halves their group.
+	isolating := r.own.suspects() != nil
+	var rows []store.Row
+	var err error
+	if isolating {
+		rows, err = r.store.Read(rctx, parts, w.batchSize)
+	} else {
+		rows, err = r.store.ReadMark(rctx, r.id, parts, w.batchSize)
+	}
 	cancel()
 	if r.metrics != nil {
 		r.metrics.readDur.Observe(time.Since(readStart).Seconds())
@@ -91,6 +115,12 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	if len(rows) == 0 {
 		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
 		return 0, nil
+	}
+	if w.solo {
+		w.counts = map[int]int{}
+		for _, row := range rows {
+			w.counts[row.Partition]++
+		}
 	}
 	report := BatchReport{Read: len(rows), BatchSize: w.batchSize}
 	if r.metrics != nil {
@@ -108,8 +138,10 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 		r.isolating.Lock()
 		defer r.isolating.Unlock()
 	}
-	if err := r.markInflight(ctx, parts, rows); err != nil {
-		return 0, fmt.Errorf("mark in-flight: %w", err)
+	if isolating {
+		if err := r.markInflight(ctx, parts, rows); err != nil {
+			return 0, fmt.Errorf("mark in-flight: %w", err)
+		}
 	}
 	items := make([]*item, len(rows))
 	for i := range rows {
@@ -161,15 +193,9 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 // their destination (the Checker is asked about them) or may have crashed
 // the relay (see isolate).
 func (r *Relay) markInflight(ctx context.Context, parts []int, rows []store.Row) error {
-	maxIDs := make([]int64, len(parts))
-	for _, row := range rows {
-		if i := slices.Index(parts, row.Partition); i >= 0 {
-			maxIDs[i] = max(maxIDs[i], row.ID)
-		}
-	}
 	mctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
 	defer cancel()
-	return r.store.MarkInflight(mctx, r.id, parts, maxIDs)
+	return r.store.MarkInflight(mctx, r.id, parts, store.MaxIDs(parts, rows))
 }
 
 // statementTimeout bounds each of the relay's statements but the settle
@@ -206,4 +232,16 @@ func (r *Relay) settle(ctx context.Context, outs []store.Outcome) (int64, error)
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
 	}
 	return 0, err
+}
+
+// sleepCtx waits d and reports false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -26,6 +26,10 @@ type statements struct {
 	// function outbox_read, whose body is this statement (tests hold the
 	// two together and EXPLAIN this one with the function's settings).
 	readInline string
+	// readMark is read that also writes the in-flight marks of the rows
+	// it returns (markInflight), in one statement: parts, limit, owner.
+	// "" where the dialect has none: ReadMark runs read, then markInflight.
+	readMark string
 	// settle applies outcomes, fenced by the caller's leases.
 	settle string
 	// settleInline is settle as one statement; on PostgreSQL settle calls

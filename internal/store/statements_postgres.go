@@ -31,6 +31,8 @@ ON CONFLICT (message_id) DO NOTHING`,
 		// to the indexes and keeps it (see 005_cached_plans.sql); its body
 		// is readInline.
 		read: `SELECT * FROM outbox_read($1::int[], $2)`,
+		// read and markInflight in one call (010_read_mark.sql).
+		readMark: `SELECT * FROM outbox_read_mark($1::int[], $2, $3)`,
 		readInline: `SELECT m.id, m.message_id::text, m.topic, m.business_key, m.payload, m.headers::text, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8
 FROM outbox_messages AS m
 WHERE m.status = 'pending' AND m.available_at <= now() AND m.partition_no = ANY($1::int[])

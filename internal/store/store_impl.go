@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -145,6 +146,42 @@ func isUniqueViolation(err error) bool { return errors.Is(err, driver.ErrUniqueV
 
 // Read returns up to limit ready messages of the given partitions.
 func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error) {
+	return st.read(ctx, st.s.read, st.dl.intList(parts), limit)
+}
+
+// ReadMark is Read followed by MarkInflight for the rows it returns: for
+// each of owner's partitions in parts, the highest id read from it (0 for
+// none) is recorded before the rows are handed out. Where the dialect can,
+// it is one statement (PostgreSQL); elsewhere the two run in turn.
+func (st *Store) ReadMark(ctx context.Context, owner string, parts []int, limit int) ([]Row, error) {
+	if st.s.readMark != "" {
+		return st.read(ctx, st.s.readMark, st.dl.intList(parts), limit, owner)
+	}
+	rows, err := st.Read(ctx, parts, limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.MarkInflight(ctx, owner, parts, MaxIDs(parts, rows)); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// MaxIDs is, for each partition of parts, the highest id among rows from
+// it (0 for none): the in-flight marks of a batch.
+func MaxIDs(parts []int, rows []Row) []int64 {
+	maxIDs := make([]int64, len(parts))
+	for _, row := range rows {
+		if i := slices.Index(parts, row.Partition); i >= 0 {
+			maxIDs[i] = max(maxIDs[i], row.ID)
+		}
+	}
+	return maxIDs
+}
+
+// read runs a read statement whose first two arguments are the
+// partitions and the limit.
+func (st *Store) read(ctx context.Context, stmt string, parts any, limit int, more ...any) ([]Row, error) {
 	return appendRows(ctx, st.db, make([]Row, 0, limit), func(scan func(...any) error) (Row, error) {
 		var r Row
 		var key *string
@@ -159,7 +196,7 @@ func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error
 		r.UnknownOutcome = truthy(unknown)
 		r.CreatedAt = fromEpoch(created)
 		return r, nil
-	}, st.s.read, st.dl.intList(parts), limit)
+	}, stmt, append([]any{parts, limit}, more...)...)
 }
 
 func truthy(v any) bool {

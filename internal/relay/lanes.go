@@ -1,0 +1,94 @@
+package relay
+
+import (
+	"context"
+	"hash/maphash"
+
+	"github.com/txoutbox/outbox/internal/failpoint"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// Lanes: waves per group of keys.
+//
+// A key's messages go out one per wave, each wave waiting for the
+// confirmations of the one before, so a batch holding few keys takes as
+// many round trips to its destination as its busiest key has messages.
+// When every wave of a batch waited for the whole previous wave, each
+// round trip cost as much as the slowest confirmation among all keys. So
+// a batch of more than one wave is split into lanes, groups of keys whose
+// waves follow each other on their own: a lane's second wave starts when
+// its own first wave is confirmed. Per-key order is what it was (a key
+// lives in one lane, its messages in id order, one per wave, and a key
+// whose message failed sits out the rest of the round); the round still
+// settles once, after every lane.
+
+// maxLanes bounds the lanes of one batch: enough for the few keys whose
+// waves are worth running side by side, few enough that a wave still
+// publishes many messages in one call.
+const maxLanes = 32
+
+var laneSeed = maphash.MakeSeed()
+
+// lanes splits the undecided items into lanes of waves: one lane when
+// every message fits in one wave, else up to maxLanes, keys hashed over
+// them and keyless messages spread over their first waves.
+func lanes(items []*item) [][][]*item {
+	seen := map[string]int{}
+	deep := false
+	for _, it := range items {
+		if it.decided || !it.row.HasKey {
+			continue
+		}
+		seen[it.row.Key]++
+		deep = deep || seen[it.row.Key] > 1
+	}
+	n := 1
+	if deep {
+		n = min(max(len(seen), 1), maxLanes)
+	}
+	out := make([][][]*item, n)
+	wave := map[string]int{}
+	free := 0
+	for _, it := range items {
+		if it.decided {
+			continue
+		}
+		l, w := free%n, 0
+		if it.row.HasKey {
+			l = int(maphash.String(laneSeed, it.row.Key) % uint64(n))
+			w = wave[it.row.Key]
+			wave[it.row.Key] = w + 1
+		} else {
+			free++
+		}
+		for len(out[l]) <= w {
+			out[l] = append(out[l], nil)
+		}
+		out[l][w] = append(out[l][w], it)
+	}
+	return out
+}
+
+// runLane publishes one lane's waves in turn.
+func (r *Relay) runLane(ctx context.Context, waves [][]*item, rd *delivery) {
+	blocked := map[string]bool{}
+	for i, wave := range waves {
+		if rd.aborted.Load() || !r.own.valid() || (i > 0 && failpoint.Inject(failpoint.MidBatch) != nil) {
+			return
+		}
+		var todo []*item
+		for _, it := range wave {
+			if it.row.HasKey && blocked[it.row.Key] {
+				continue
+			}
+			todo = append(todo, it)
+		}
+		r.check(ctx, todo)
+		r.publishWave(ctx, todo, rd)
+		for _, it := range todo {
+			if it.row.HasKey && (!it.decided || it.out.Status == store.StatusPending) {
+				blocked[it.row.Key] = true
+			}
+		}
+	}
+}

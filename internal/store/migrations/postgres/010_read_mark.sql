@@ -1,0 +1,45 @@
+-- outbox schema version 10 (PostgreSQL 12+): the relay's read and its
+-- in-flight mark in one call. A round read its batch, then recorded in the
+-- leases the highest id it was about to publish from each partition
+-- (crash isolation, the Checker's suspects), then settled: three round
+-- trips and three statements to parse, execute and commit. outbox_read_mark
+-- reads as outbox_read does and, in the same statement, writes the marks
+-- that change (the highest id read per partition of parts, 0 for a
+-- partition that gave nothing) on the leases owner_id holds. Like the
+-- settle, it commits without waiting for the WAL flush: a mark lost to a
+-- database crash only means its messages are published again without
+-- being suspected first.
+CREATE OR REPLACE FUNCTION outbox_read_mark(parts int[], lim int, owner_id text)
+RETURNS TABLE (id bigint, message_id text, topic varchar, business_key varchar, payload text, headers text,
+               attempts int, max_attempts int, partition_no smallint, unknown_outcome boolean, created_epoch float8)
+LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+BEGIN
+PERFORM set_config('synchronous_commit', 'off', true);
+RETURN QUERY
+WITH r AS MATERIALIZED (
+    SELECT m.id, m.message_id::text, m.topic, m.business_key, m.payload, m.headers::text, m.attempts, m.max_attempts,
+           m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8
+    FROM outbox_messages AS m
+    WHERE m.status = 'pending' AND m.available_at <= now() AND m.partition_no = ANY(parts)
+      AND (m.business_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM outbox_messages AS b
+          WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at
+            AND b.business_key IS NOT NULL AND b.id < m.id AND b.available_at > now()))
+    ORDER BY m.id
+    LIMIT lim
+), marked AS (
+    UPDATE outbox_leases AS l SET inflight_max_id = x.max_id
+    FROM (SELECT p.p, coalesce((SELECT max(r.id) FROM r WHERE r.partition_no = p.p), 0) AS max_id
+          FROM unnest(parts) AS p(p)) AS x
+    WHERE l.partition_no = x.p AND l.owner = owner_id AND l.inflight_max_id <> x.max_id
+    RETURNING 1
+)
+SELECT r.* FROM r ORDER BY r.id;
+END
+$$;

@@ -1,0 +1,2 @@
+-- Version 10 reads and marks in one call on PostgreSQL (the function
+-- outbox_read_mark); SQLite runs the two statements and needs nothing here.

@@ -1,0 +1,146 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+// TestReadMarkReadsAndMarks: ReadMark returns what Read returns and leaves
+// on each of the owner's leases the highest id it handed out from that
+// partition (0 for one it gave nothing from), as MarkInflight would; a
+// relay taking the partitions over after a crash finds those marks.
+func TestReadMarkReadsAndMarks(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		var in []store.NewMessage
+		for i := range 40 {
+			in = append(in, newMsg("t.x", fmt.Sprintf("k%d", i%7)))
+		}
+		in = append(in, newMsg("t.nokey", ""))
+		insert(t, db, st, in...)
+		parts := acquireAll(t, st, "old")
+		// Another relay's read marks nothing on these leases.
+		if _, err := st.ReadMark(ctx, "other", parts, 1000); err != nil {
+			t.Fatal(err)
+		}
+		want, err := st.Read(ctx, parts, 25)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.ReadMark(ctx, "old", parts, 25)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := func(rows []store.Row) []int64 {
+			var out []int64
+			for _, r := range rows {
+				out = append(out, r.ID)
+			}
+			return out
+		}
+		if len(got) != 25 || !slices.Equal(ids(got), ids(want)) {
+			t.Fatalf("ReadMark read %v, Read reads %v", ids(got), ids(want))
+		}
+		marks := store.MaxIDs(parts, got)
+		db.Exec(t, testdb.Placeholder(db.Dialect, "UPDATE outbox_leases SET expires_at = ? WHERE owner = 'old'"), expired(db.Dialect))
+		leases, err := st.Acquire(ctx, "new", parts, time.Minute)
+		if err != nil || len(leases) != len(parts) {
+			t.Fatal(err, leases)
+		}
+		marked := 0
+		for i, l := range leases {
+			if l.Partition != parts[i] || l.InflightMaxID != marks[i] {
+				t.Fatalf("partition %d after takeover: mark %d, want %d", parts[i], l.InflightMaxID, marks[i])
+			}
+			if marks[i] > 0 {
+				marked++
+			}
+		}
+		if marked == 0 {
+			t.Fatal("no partition was marked")
+		}
+
+		// The new owner's rounds move the marks on: to 0 where a read
+		// gives nothing.
+		if _, err := st.Settle(ctx, "new", sentAll(got)); err != nil {
+			t.Fatal(err)
+		}
+		rest, err := st.ReadMark(ctx, "new", parts, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rest) != len(in)-25 {
+			t.Fatalf("second read: %d rows, want %d", len(rest), len(in)-25)
+		}
+		if _, err := st.Settle(ctx, "new", sentAll(rest)); err != nil {
+			t.Fatal(err)
+		}
+		if rows, err := st.ReadMark(ctx, "new", parts, 1000); err != nil || len(rows) != 0 {
+			t.Fatalf("read after everything was sent: %d rows, %v", len(rows), err)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM outbox_leases WHERE inflight_max_id <> 0"); n != 0 {
+			t.Fatalf("%d marks left after an empty read, want 0", n)
+		}
+	})
+}
+
+func sentAll(rows []store.Row) []store.Outcome {
+	outs := make([]store.Outcome, len(rows))
+	for i, r := range rows {
+		outs[i] = store.Outcome{ID: r.ID, Status: store.StatusSent, CountAttempt: true}
+	}
+	return outs
+}
+
+// TestReadMarkCommitsAsync: on PostgreSQL the read that marks commits
+// without waiting for the WAL flush, in its own transaction only.
+func TestReadMarkCommitsAsync(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.Postgres)
+	ctx := context.Background()
+	insert(t, db, db.Store(), newMsg("t.x", "k"))
+	db.Exec(t, "UPDATE outbox_leases SET owner = 'r', expires_at = now() + interval '1 minute'")
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, "SELECT id FROM outbox_read_mark($1::int[], 10, 'r')", allParts(t, db.Store()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	if rows.Err() != nil || n != 1 {
+		t.Fatalf("read %d rows, %v", n, rows.Err())
+	}
+	var v string
+	if err := tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v != "off" {
+		t.Errorf("synchronous_commit in the read's transaction = %q, want off", v)
+	}
+	if err := conn.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil || v != "on" {
+		t.Errorf("synchronous_commit after the read's transaction = %q (%v), want on", v, err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM outbox_leases WHERE inflight_max_id > 0"); n != 1 {
+		t.Errorf("marks written: %d, want 1", n)
+	}
+}
