@@ -438,6 +438,19 @@ func (a *Adopted) MarkInflight(ctx context.Context, owner string, parts []int, m
 	return err
 }
 
+// ReadMark is Read followed, when it found rows, by MarkInflight for
+// them.
+func (a *Adopted) ReadMark(ctx context.Context, owner string, parts []int, limit int) ([]Row, error) {
+	rows, err := a.Read(ctx, parts, limit)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	if err := a.MarkInflight(ctx, owner, parts, MaxIDs(parts, rows)); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
 // maxErrorLen bounds what is written to the error column.
 const maxErrorLen = 1000
 
