@@ -152,13 +152,14 @@ func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error
 // ReadMark is Read followed by MarkInflight for the rows it returns: for
 // each of owner's partitions in parts, the highest id read from it (0 for
 // none) is recorded before the rows are handed out. Where the dialect can,
-// it is one statement (PostgreSQL); elsewhere the two run in turn.
+// it is one statement (PostgreSQL); elsewhere the two run in turn, and
+// an empty read marks nothing.
 func (st *Store) ReadMark(ctx context.Context, owner string, parts []int, limit int) ([]Row, error) {
 	if st.s.readMark != "" {
 		return st.read(ctx, st.s.readMark, st.dl.intList(parts), limit, owner)
 	}
 	rows, err := st.Read(ctx, parts, limit)
-	if err != nil {
+	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
 	if err := st.MarkInflight(ctx, owner, parts, MaxIDs(parts, rows)); err != nil {
