@@ -33,6 +33,9 @@ type Config struct {
 	MetricsInterval time.Duration
 	TracerProvider  trace.TracerProvider // nil: the global provider
 	Alerts          *AlertConfig         // nil: no alerts
+	// Database names the database in alerts when the relay serves one of
+	// a fleet's; "" otherwise.
+	Database string
 
 	// Store replaces the backend's store (tests run rounds on a fake).
 	// Defaults to the backend's.
