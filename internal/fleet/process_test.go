@@ -343,4 +343,3 @@ func TestFleetSplitsDatabases(t *testing.T) {
 		t.Errorf("relay r1 logged %d errors", n)
 	}
 }
-
