@@ -24,6 +24,13 @@ const (
 	// DefaultFleetMemberTTL is how long a member that stopped beating
 	// still counts: its databases move after this.
 	DefaultFleetMemberTTL = 5 * time.Second
+	// DefaultFleetWorkers is how many rounds (read, publish, settle) a
+	// member runs at once across all its databases.
+	DefaultFleetWorkers = 32
+	// DefaultFleetDatabaseWorkers is RelayConfig.Workers of each
+	// database of a fleet unless set: few, since a member may serve
+	// hundreds of mostly idle databases, and each worker reads.
+	DefaultFleetDatabaseWorkers = 2
 )
 
 // FleetDriver is a driver of any transaction type, for the databases of a
@@ -72,10 +79,17 @@ type FleetConfig struct {
 	// databases move. Defaults to DefaultFleetMemberTTL; at least 1 s and
 	// more than Heartbeat.
 	MemberTTL time.Duration
+	// Workers is the most rounds (read, publish, settle) the member runs
+	// at once across all its databases; a round waiting for one gets it
+	// in turn with the other databases', so a database with a backlog
+	// takes no more than its share while others have work. Defaults to
+	// DefaultFleetWorkers.
+	Workers int
 	// Relay is the configuration of the relay run over each database the
 	// member serves. Its Logger gains a database attribute, its Metrics
 	// a database label (a database's series are removed when the member
-	// stops serving it), and its alerts name the database. Listener must
+	// stops serving it), and its alerts name the database. Workers
+	// defaults to DefaultFleetDatabaseWorkers per database. Listener must
 	// be nil. Routes and publishers are shared by every database.
 	Relay RelayConfig
 }
@@ -90,6 +104,7 @@ type FleetConfig struct {
 type Fleet struct {
 	sup   *fleet.Supervisor
 	relay RelayConfig // checked, with defaults
+	share chan struct{}
 
 	mu  sync.Mutex
 	dbs map[string]FleetDatabase
@@ -120,10 +135,18 @@ func NewFleet[TTx any](coord Driver[TTx], cfg *FleetConfig) (*Fleet, error) {
 		return nil, errors.New("outbox: FleetConfig.Heartbeat must not be negative")
 	case c.MemberTTL <= c.Heartbeat:
 		return nil, errors.New("outbox: FleetConfig.MemberTTL must be longer than Heartbeat")
+	case c.Workers < 0:
+		return nil, errors.New("outbox: FleetConfig.Workers must not be negative")
 	case c.Relay.Listener != nil:
 		return nil, errors.New("outbox: FleetConfig.Relay.Listener must be nil: each database listens over its own driver")
 	}
+	if c.Workers == 0 {
+		c.Workers = DefaultFleetWorkers
+	}
 	rc := c.Relay
+	if rc.Workers == 0 {
+		rc.Workers = DefaultFleetDatabaseWorkers
+	}
 	if err := rc.validate(); err != nil {
 		return nil, err
 	}
@@ -142,7 +165,7 @@ func NewFleet[TTx any](coord Driver[TTx], cfg *FleetConfig) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: NewFleet: %w", err)
 	}
-	f := &Fleet{relay: rc, dbs: map[string]FleetDatabase{}}
+	f := &Fleet{relay: rc, share: make(chan struct{}, c.Workers), dbs: map[string]FleetDatabase{}}
 	f.sup = fleet.NewSupervisor(m, fleet.Config{Heartbeat: c.Heartbeat, Serve: f.serve, Logger: rc.Logger})
 	return f, nil
 }
@@ -213,7 +236,7 @@ func (f *Fleet) serve(ctx context.Context, db fleet.Database) error {
 		c.Metrics = reg
 	}
 	e := c.engine()
-	e.Database = db.Name
+	e.Database, e.Share = db.Name, f.share
 	r, err := relay.New(d.backend, e)
 	if err != nil {
 		return err

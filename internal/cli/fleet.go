@@ -36,6 +36,7 @@ type fleetFlags struct {
 	coordURL  string
 	maxConns  int
 	idleClose time.Duration
+	workers   int
 }
 
 func (f *fleetFlags) register(fs *flag.FlagSet) {
@@ -43,6 +44,7 @@ func (f *fleetFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "fleet", "", "fleet `NAME`: relays with the same name and --fleet-db share the databases (default $OUTBOX_FLEET, else "+outbox.DefaultFleetName+")")
 	fs.StringVar(&f.coordURL, "fleet-db", "", "coordination database `URL` holding the fleet's members (default $OUTBOX_FLEET_DATABASE_URL, else the first database listed)")
 	fs.IntVar(&f.maxConns, "db-max-conns", 0, fmt.Sprintf("with several databases: most connections per database (default %d)", defaultDBMaxConns))
+	fs.IntVar(&f.workers, "fleet-workers", 0, fmt.Sprintf("with several databases: most rounds (read, publish, settle) at once across them, shared in turn (default %d; %d per database)", outbox.DefaultFleetWorkers, outbox.DefaultFleetDatabaseWorkers))
 	fs.DurationVar(&f.idleClose, "db-idle-close", 0, fmt.Sprintf("with several databases: close a connection unused for `DURATION` (default %s)", defaultDBIdleClose))
 }
 
@@ -64,8 +66,8 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	if surfaces.admin.addr != "" {
 		return usagef("relay: --admin serves one database; with several, run 'outbox admin --db URL' per database, and --metrics for the fleet's metrics")
 	}
-	if ff.maxConns < 0 || ff.idleClose < 0 {
-		return usagef("relay: --db-max-conns and --db-idle-close must not be negative")
+	if ff.maxConns < 0 || ff.idleClose < 0 || ff.workers < 0 {
+		return usagef("relay: --db-max-conns, --db-idle-close and --fleet-workers must not be negative")
 	}
 	list, err := e.readDBList(f)
 	if err != nil {
@@ -111,7 +113,7 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 		rc.OnBatch = func(b outbox.BatchReport) { delivered.Add(int64(b.Sent)) }
 	}
 	surfaces.delivered, surfaces.running = &delivered, &running
-	cfg := &outbox.FleetConfig{Name: r.text("fleet", ff.name, "OUTBOX_FLEET", ""), Member: member, Relay: *rc}
+	cfg := &outbox.FleetConfig{Name: r.text("fleet", ff.name, "OUTBOX_FLEET", ""), Member: member, Workers: ff.workers, Relay: *rc}
 	if cfg.Name == "" {
 		cfg.Name = outbox.DefaultFleetName
 	}

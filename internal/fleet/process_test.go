@@ -468,6 +468,9 @@ func TestFleetChurn(t *testing.T) {
 	priv.Kill(t)
 	time.Sleep(4 * time.Second)
 	up := time.Now()
+	if n := arrivedBetween(others, down, up); n == 0 {
+		t.Errorf("no message of the other databases arrived while the private server was down")
+	}
 	priv.Ctl(t, "start")
 	time.Sleep(2 * time.Second)
 
@@ -594,6 +597,22 @@ func serverDB(t *testing.T, srv *testpg.Server, name string) *testdb.DB {
 	db := testdb.PostgresAt(t, testdb.WithDatabase(srv.URL(), name))
 	testdb.Migrate(t, db)
 	return db
+}
+
+// arrivedBetween counts the messages of tns committed and first arrived
+// between from and to.
+func arrivedBetween(tns []*tenant, from, to time.Time) int {
+	n := 0
+	for _, tn := range tns {
+		tn.mu.Lock()
+		for id, c := range tn.committed {
+			if a, ok := tn.arrived[id]; ok && !c.Before(from) && a.Before(to) {
+				n++
+			}
+		}
+		tn.mu.Unlock()
+	}
+	return n
 }
 
 // latency is the p50 and p99 of commit→first arrival of the messages of
