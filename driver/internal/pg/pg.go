@@ -33,7 +33,7 @@ func Translate(err error) error {
 }
 
 // tableSchema is the schema of the outbox_messages the connection's
-// search_path finds (” when none): the schemas of one database share its
+// search_path finds (empty when none): the schemas of one database share its
 // NOTIFY channels, so a signal names the schema it is about.
 const tableSchema = "coalesce((SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = to_regclass('outbox_messages')), '')"
 
@@ -57,7 +57,7 @@ const probeTimeout = 5 * time.Second
 //
 // A notification whose payload names another schema's outbox (a producer
 // in another schema of the same database) is not a wake-up; one with an
-// empty payload (pg_notify(channel, ”) from plain SQL) always is.
+// empty payload (plain SQL's pg_notify of the channel alone) always is.
 func Listen(ctx context.Context, conn *pgx.Conn, channel string, wake func(), notify func(ctx context.Context, payload string) error) error {
 	var schema string
 	if err := conn.QueryRow(ctx, "SELECT "+tableSchema).Scan(&schema); err != nil {
