@@ -42,6 +42,7 @@ var workloads = []struct{ name, summary string }{
 	{wSteady, "open-loop producers at a fixed rate; latency from intended send time to confirm"},
 	{wCeiling, "read and settle pre-filled rows without publishing: the database's upper bound"},
 	{wPublish, "publish straight to the destination as the relay's workers do, no database: its upper bound"},
+	{wFleet, "many databases (SQLite idle, PostgreSQL active) served by relay processes: idle cost, p99, connections, takeover"},
 }
 
 // Summary is the one line 'outbox help' shows for the command.
@@ -142,6 +143,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			return usagef("name the workload before the flags: outbox bench WORKLOAD [flags] (workloads: %s)", workloadNames())
 		}
 		return usagef("unknown workload %q (want %s); run 'outbox bench --help'", o.workload, workloadNames())
+	}
+	if o.workload == wFleet {
+		return runFleet(ctx, args[1:], stdout, stderr, getenv, secrets)
 	}
 	fs := flagSet(o)
 	if err := fs.Parse(args[1:]); err != nil {

@@ -86,13 +86,20 @@ func TestAdminSettingsErrors(t *testing.T) {
 // stop is called; it returns the admin address the command logged.
 func startCLI(t *testing.T, vars map[string]string, args ...string) (addr string, stderr *syncbuf.Buffer, stop func() int) {
 	t.Helper()
+	return startListening(t, "admin", vars, args...)
+}
+
+// startListening is startCLI waiting for the listener of what ("admin",
+// "metrics") instead.
+func startListening(t *testing.T, what string, vars map[string]string, args ...string) (addr string, stderr *syncbuf.Buffer, stop func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	var stdout syncbuf.Buffer
 	stderr = &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- testEnv(ctx, vars, nil, &stdout, stderr).main(args) }()
-	listening := regexp.MustCompile(`outbox admin: listening" addr=(\S+)`)
-	waitFor(t, "the admin listener", func() bool {
+	listening := regexp.MustCompile(`outbox ` + what + `: listening" addr=(\S+)`)
+	waitFor(t, "the "+what+" listener", func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("%v exited %d early\nstderr: %s", args, code, stderr.String())

@@ -15,10 +15,19 @@ import (
 type dbFlags struct {
 	db     string
 	config string
+	// list is every --db of a command that takes several (registerMany).
+	list listFlag
 }
 
 func (f *dbFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.db, "db", "", "database `URL` (default $OUTBOX_DATABASE_URL, then the config file's database)")
+	fs.StringVar(&f.config, "config", "", "YAML config `FILE` (default $OUTBOX_CONFIG)")
+}
+
+// registerMany declares --db as repeatable, for a command that serves
+// several databases.
+func (f *dbFlags) registerMany(fs *flag.FlagSet) {
+	fs.Var(&f.list, "db", "database `URL`; repeat it to serve several (default $OUTBOX_DATABASE_URL, then the config file's database)")
 	fs.StringVar(&f.config, "config", "", "YAML config `FILE` (default $OUTBOX_CONFIG)")
 }
 
@@ -71,6 +80,9 @@ func (e *env) warnSecretFlags(fs *flag.FlagSet) {
 // then the config file.
 func (e *env) databaseURL(f dbFlags, cfg *fileConfig) (string, error) {
 	raw := f.db
+	if raw == "" && len(f.list) > 0 {
+		raw = f.list[0]
+	}
 	if raw == "" {
 		raw = e.getenv("OUTBOX_DATABASE_URL")
 	}

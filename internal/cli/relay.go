@@ -93,6 +93,7 @@ type relayFlags struct {
 	observe         observeFlags
 	retention       retentionFlags
 	adopt           string
+	fleet           fleetFlags
 }
 
 func relaySetup(fs *flag.FlagSet) func(*env, []string) error {
@@ -108,7 +109,8 @@ func relaySetup(fs *flag.FlagSet) func(*env, []string) error {
 // newRelayFlags declares the relay's flags on fs.
 func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	f := &relayFlags{}
-	f.db.register(fs)
+	f.db.registerMany(fs)
+	f.fleet.register(fs)
 	fs.StringVar(&f.to, "to", "", "route of last resort: destination `URL` for topics no other route matches (default $OUTBOX_TO)")
 	fs.Var(&f.routes, "route", "route `PATTERN=URL`, e.g. 'order.*=https://example.com/hooks' (repeatable; first match wins)")
 	fs.StringVar(&f.listenDB, "listen-db", "", "PostgreSQL `URL` of the server itself for the relay's LISTEN connection, when --db leads to a pooler in transaction mode (default $OUTBOX_LISTEN_DATABASE_URL)")
@@ -259,6 +261,9 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 		return err
 	}
 	rc.Logger = logger
+	if f.fleet.active(&f.db) {
+		return e.relayFleet(r, f, rc, relaySurfaces{admin: adminCfg, metrics: metricsAddr}, specs)
+	}
 
 	db, err := e.dialInstalled(f.db, cfg, "relay")
 	if err != nil {
@@ -303,7 +308,7 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 		logger.Info("outbox relay: route", "pattern", s.pattern, "to", outboxurl.Redact(s.url), "from", s.source)
 	}
 
-	return e.runRelay(relay, lns, &running)
+	return e.runRelay(relay.Run, lns, &running)
 }
 
 // flagsFromConfig sets the retention, alert and metrics flags that neither
@@ -585,7 +590,7 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig) (func(), err
 // one, outliving the relay so /readyz and /metrics stay up while it
 // finishes its batch. running is true from just before Run until shutdown
 // begins.
-func (e *env) runRelay(relay *outbox.Relay, lns []*adminListener, running *atomic.Bool) error {
+func (e *env) runRelay(run func(context.Context) error, lns []*adminListener, running *atomic.Bool) error {
 	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// After the first signal, restore the default handling so a second
@@ -608,7 +613,7 @@ func (e *env) runRelay(relay *outbox.Relay, lns []*adminListener, running *atomi
 			wait()
 		}()
 	}
-	if err := relay.Run(ctx); err != nil {
+	if err := run(ctx); err != nil {
 		return err
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {

@@ -74,7 +74,7 @@ type topicCountJSON struct {
 func statusCommand() *command {
 	return &command{
 		name:     "status",
-		synopsis: "[--json] [--watch [--interval 2s]] [--db URL] [--config FILE]",
+		synopsis: "[--json] [--watch [--interval 2s]] [--db URL | --db-file FILE] [--config FILE]",
 		summary:  "counts by status and topic, oldest pending age",
 		about: `Counts messages by status and by topic and reports how long the oldest
 due message has waited for delivery (since its available_at: a delayed
@@ -83,6 +83,13 @@ and how old the oldest pending message is (since created_at). --json
 prints one object with "pending", "sent", "consumed", "dead",
 "oldest_pending_age_seconds", "oldest_due_age_seconds" and "topics"
 ([{"topic", "status", "count"}]).
+
+--db-file FILE reads every database of a list (as 'outbox relay
+--db-file' takes it) and prints one row per database: counts, the oldest
+due message's wait, routes down, the relays holding its partitions, or
+why it could not be read (it then exits 1 after printing). With --json:
+{"databases": [{"database", "relays", "error", and the fields above}],
+"total": {"pending", "sent", "consumed", "dead"}}.
 
 --watch redraws the counts every --interval until Ctrl-C (on a terminal
 in place; otherwise one frame after another); with --json it prints one
@@ -97,9 +104,16 @@ table's own states: pending (still to deliver), sent, consumed, dead.`,
 			watch := fs.Bool("watch", false, "redraw every --interval until Ctrl-C")
 			interval := fs.Duration("interval", 2*time.Second, "time between redraws with --watch")
 			adoptSpec := fs.String("adopt", "", adoptUsage)
+			dbFile := fs.String("db-file", "", "one row per database listed in `FILE` (as for 'outbox relay --db-file')")
 			return func(e *env, pos []string) error {
 				if err := noArgs("status", pos); err != nil {
 					return err
+				}
+				if *dbFile != "" {
+					if *watch || df.db != "" {
+						return usagef("status: --db-file goes without --db and --watch")
+					}
+					return e.fleetStatus(*dbFile, *asJSON)
 				}
 				if *interval <= 0 {
 					return usagef("status: --interval must be positive")
@@ -196,7 +210,17 @@ func isTerminal(w io.Writer) bool {
 // printStatusJSON writes st as the status JSON document: indented, or
 // on one line.
 func printStatusJSON(w io.Writer, st statusView, indent bool) error {
-	out := statusJSON{
+	out := newStatusJSON(st)
+	enc := json.NewEncoder(w)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(out)
+}
+
+// newStatusJSON is st as the status JSON document.
+func newStatusJSON(st statusView) *statusJSON {
+	out := &statusJSON{
 		Pending:                 st.Pending,
 		Sent:                    st.Sent,
 		Consumed:                st.Consumed,
@@ -215,11 +239,7 @@ func printStatusJSON(w io.Writer, st statusView, indent bool) error {
 			Since: st.at.Add(-rh.For).UTC().Format(time.RFC3339), ForSeconds: rh.For.Seconds(),
 		})
 	}
-	enc := json.NewEncoder(w)
-	if indent {
-		enc.SetIndent("", "  ")
-	}
-	return enc.Encode(out)
+	return out
 }
 
 // printStatus writes st as tables.

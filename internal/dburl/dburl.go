@@ -185,8 +185,26 @@ func redactErr(err error, raw string) string {
 	return strings.ReplaceAll(err.Error(), raw, Redact(raw))
 }
 
+// Limits bound what an open database may hold, for a process that serves
+// many: the zero Limits leaves each dialect's defaults.
+type Limits struct {
+	// MaxConns is the most connections the pool opens (PostgreSQL,
+	// MySQL; SQLite keeps one).
+	MaxConns int
+	// IdleTime closes a connection unused for this long.
+	IdleTime time.Duration
+	// AppName is the PostgreSQL application_name of the connections,
+	// unless the URL sets one: what pg_stat_activity shows.
+	AppName string
+}
+
 // Open opens raw and checks the connection.
 func Open(ctx context.Context, raw string) (*DB, error) {
+	return OpenLimited(ctx, raw, Limits{})
+}
+
+// OpenLimited opens raw within lim and checks the connection.
+func OpenLimited(ctx context.Context, raw string, lim Limits) (*DB, error) {
 	d, dsn, err := Parse(raw)
 	if err != nil {
 		return nil, err
@@ -194,7 +212,7 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 	db := &DB{Dialect: d}
 	switch d {
 	case store.Postgres:
-		db.Pool, db.Pooler, err = openPostgres(ctx, dsn)
+		db.Pool, db.Pooler, err = openPostgres(ctx, dsn, lim)
 		if err != nil {
 			return nil, fmt.Errorf("connect to %s: %s", Redact(raw), redactErr(err, raw))
 		}
@@ -221,6 +239,13 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 			db.SQL.SetMaxOpenConns(16)
 			db.SQL.SetMaxIdleConns(16)
 			db.SQL.SetConnMaxLifetime(time.Hour)
+			if lim.MaxConns > 0 {
+				db.SQL.SetMaxOpenConns(lim.MaxConns)
+				db.SQL.SetMaxIdleConns(lim.MaxConns)
+			}
+		}
+		if lim.IdleTime > 0 {
+			db.SQL.SetConnMaxIdleTime(lim.IdleTime)
 		}
 		db.Std, err = outboxsql.New(db.SQL, &outboxsql.Config{Dialect: driver.Dialect(d)})
 		if err != nil {
@@ -246,13 +271,23 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 // in transaction mode hands to another client after each transaction.
 // The relay's read and settle functions turn jit off themselves, so
 // nothing the relay runs often depends on the connection's setting.
-func openPostgres(ctx context.Context, dsn string) (pool *pgxpool.Pool, pooler bool, err error) {
+func openPostgres(ctx context.Context, dsn string, lim Limits) (pool *pgxpool.Pool, pooler bool, err error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, false, err
 	}
 	if cfg.MaxConns < 8 {
 		cfg.MaxConns = 8
+	}
+	if lim.MaxConns > 0 && !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = int32(min(lim.MaxConns, 1<<20))
+	}
+	if lim.IdleTime > 0 {
+		cfg.MaxConnIdleTime = lim.IdleTime
+		cfg.HealthCheckPeriod = min(cfg.HealthCheckPeriod, lim.IdleTime)
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok && lim.AppName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = lim.AppName
 	}
 	// The relay's read is estimated expensive whenever the statistics
 	// last saw a backlog, and JIT-compiling it then costs more (7–9 ms)

@@ -107,3 +107,28 @@ func (m *Membership) Leave(ctx context.Context) error {
 	}
 	return nil
 }
+
+var holdersSQL = map[store.Dialect]string{
+	store.Postgres: `SELECT DISTINCT owner FROM outbox_leases WHERE owner IS NOT NULL AND expires_at > now() ORDER BY owner`,
+	store.MySQL:    `SELECT DISTINCT owner FROM outbox_leases WHERE owner IS NOT NULL AND expires_at > NOW(6) ORDER BY owner`,
+	store.SQLite:   `SELECT DISTINCT owner FROM outbox_leases WHERE owner IS NOT NULL AND expires_at > strftime('%Y-%m-%d %H:%M:%f', 'now') ORDER BY owner`,
+}
+
+// Holders lists the relays holding an unexpired partition lease in the
+// database q reaches (of dialect d): who serves it now.
+func Holders(ctx context.Context, q store.Querier, d store.Dialect) ([]string, error) {
+	rows, err := q.Query(ctx, holdersSQL[d])
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}

@@ -55,6 +55,8 @@ type alert struct {
 	Text  string `json:"text"`
 	Kind  string `json:"kind"`
 	Relay string `json:"relay"`
+	// Database names the database of a fleet the alert is about.
+	Database string `json:"database,omitempty"`
 	// Count is the number of dead letters the alert reports, or the
 	// pending messages at the sample for the oldest-pending kinds.
 	Count int64 `json:"count"`
@@ -74,11 +76,12 @@ type alert struct {
 // alerter keeps the alert state; rounds and the sampler report to it
 // without blocking, and run sends what is due.
 type alerter struct {
-	cfg    AlertConfig
-	relay  string
-	log    *slog.Logger
-	client *http.Client
-	poke   chan struct{}
+	cfg      AlertConfig
+	relay    string
+	database string // "" unless the relay serves one database of a fleet
+	log      *slog.Logger
+	client   *http.Client
+	poke     chan struct{}
 
 	mu         sync.Mutex
 	dead       alertKind
@@ -347,6 +350,10 @@ func (a *alerter) run(ctx context.Context) {
 
 // send logs al and posts it to the webhook.
 func (a *alerter) send(ctx context.Context, al alert) {
+	if a.database != "" {
+		al.Database = a.database
+		al.Text += " (database " + a.database + ")"
+	}
 	attrs := []any{"relay", a.relay, "kind", al.Kind, "count", al.Count}
 	if al.OldestDueAgeSeconds != nil {
 		attrs = append(attrs, "oldest_due_age_seconds", *al.OldestDueAgeSeconds)

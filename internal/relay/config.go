@@ -33,6 +33,13 @@ type Config struct {
 	MetricsInterval time.Duration
 	TracerProvider  trace.TracerProvider // nil: the global provider
 	Alerts          *AlertConfig         // nil: no alerts
+	// Share, when set, bounds the rounds running at once across every
+	// relay given the same channel (its capacity): the databases of a
+	// fleet share their process's workers fairly.
+	Share chan struct{}
+	// Database names the database in alerts when the relay serves one of
+	// a fleet's; "" otherwise.
+	Database string
 
 	// Store replaces the backend's store (tests run rounds on a fake).
 	// Defaults to the backend's.

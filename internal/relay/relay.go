@@ -116,9 +116,13 @@ func New(backend *store.Backend, cfg Config) (*Relay, error) {
 	}
 	if cfg.Alerts != nil {
 		r.alerts = newAlerter(*cfg.Alerts, r.id, r.log)
+		r.alerts.database = cfg.Database
 	}
 	return r, nil
 }
+
+// DefaultID is a new relay instance id: host-pid-random.
+func DefaultID() string { return defaultRelayID() }
 
 func defaultRelayID() string {
 	host, _ := os.Hostname()

@@ -22,8 +22,13 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 		if !ok {
 			return
 		}
+		if !r.takeShare(ctx) {
+			r.gate.leave(w.index, 0, solo, nil)
+			return
+		}
 		w.solo = solo
 		n, err := r.round(ctx, w)
+		r.giveShare()
 		r.gate.leave(w.index, n, solo, w.counts)
 		switch {
 		case ctx.Err() != nil:
@@ -65,6 +70,29 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 		case <-local:
 			poll = r.cfg.MinPollInterval
 		}
+	}
+}
+
+// takeShare waits for a slot of the rounds shared with other relays (the
+// databases of a fleet), when there is such a limit; false when ctx ended
+// first. Waiting rounds get slots in the order they asked, so a database
+// with a backlog takes its turn with the others instead of their place.
+func (r *Relay) takeShare(ctx context.Context) bool {
+	if r.cfg.Share == nil {
+		return true
+	}
+	select {
+	case r.cfg.Share <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// giveShare returns takeShare's slot.
+func (r *Relay) giveShare() {
+	if r.cfg.Share != nil {
+		<-r.cfg.Share
 	}
 }
 

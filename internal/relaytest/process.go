@@ -24,9 +24,19 @@ type Process struct {
 // it still runs.
 func StartRelay(t *testing.T, dbURL string, args ...string) *Process {
 	t.Helper()
+	p := StartRelayArgs(t, append([]string{"--db", dbURL}, args...)...)
+	p.db = dbURL
+	return p
+}
+
+// StartRelayArgs runs `outbox relay args…` with its log at info level,
+// for relays whose databases the arguments give otherwise (several --db,
+// --db-file); the process is killed at cleanup if it still runs.
+func StartRelayArgs(t *testing.T, args ...string) *Process {
+	t.Helper()
 	bin := relayBinary(t)
 	log := &syncbuf.Buffer{}
-	cmd := exec.Command(bin, append([]string{"relay", "--db", dbURL, "--log-level", "info"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"relay", "--log-level", "info"}, args...)...)
 	cmd.Stderr = log
 	p := testserver.Spawn(t, cmd, "relay")
 	t.Cleanup(func() {
@@ -35,8 +45,14 @@ func StartRelay(t *testing.T, dbURL string, args ...string) *Process {
 			t.Logf("relay log:\n%s", log.String())
 		}
 	})
-	return &Process{p: p, log: log, bin: bin, db: dbURL}
+	return &Process{p: p, log: log, bin: bin}
 }
+
+// Kill ends the relay with SIGKILL, as a crash would, and waits for it.
+func (p *Process) Kill() { p.p.kill() }
+
+// Bin is the outbox command the relay runs, for other commands of a test.
+func (p *Process) Bin() string { return p.bin }
 
 // Log is what the relay logged so far.
 func (p *Process) Log() string { return p.log.String() }

@@ -32,8 +32,14 @@ func Translate(err error) error {
 	return err
 }
 
-// NotifySQL signals listeners of the channel given as its one argument.
-const NotifySQL = "SELECT pg_notify($1, '')"
+// tableSchema is the schema of the outbox_messages the connection's
+// search_path finds (empty when none): the schemas of one database share its
+// NOTIFY channels, so a signal names the schema it is about.
+const tableSchema = "coalesce((SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = to_regclass('outbox_messages')), '')"
+
+// NotifySQL signals listeners of the channel given as its one argument,
+// with the producer's outbox schema as the payload.
+const NotifySQL = "SELECT pg_notify($1, " + tableSchema + ")"
 
 // probeTimeout is how long Listen waits for its own check signal. A
 // server delivers it as soon as the notifying statement commits.
@@ -48,7 +54,15 @@ const probeTimeout = 5 * time.Second
 // connection. Through a pooler in transaction mode the LISTEN stays on
 // whichever server connection ran it, which then serves other clients,
 // so the payload never comes back: Listen returns driver.ErrNoSignals.
+//
+// A notification whose payload names another schema's outbox (a producer
+// in another schema of the same database) is not a wake-up; one with an
+// empty payload (plain SQL's pg_notify of the channel alone) always is.
 func Listen(ctx context.Context, conn *pgx.Conn, channel string, wake func(), notify func(ctx context.Context, payload string) error) error {
+	var schema string
+	if err := conn.QueryRow(ctx, "SELECT "+tableSchema).Scan(&schema); err != nil {
+		return err
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
@@ -57,10 +71,13 @@ func Listen(ctx context.Context, conn *pgx.Conn, channel string, wake func(), no
 		return err
 	}
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		wake()
+		if n.Payload == "" || n.Payload == schema {
+			wake()
+		}
 	}
 }
 

@@ -1,0 +1,312 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/dburl"
+	"github.com/txoutbox/outbox/internal/fleet"
+	"github.com/txoutbox/outbox/internal/relay"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher/outboxurl"
+)
+
+// Fleet defaults of the relay command.
+const (
+	defaultDBMaxConns  = 4
+	defaultDBIdleClose = 30 * time.Second
+	// dbFileInterval is how often a --db-file is read again.
+	dbFileInterval = time.Second
+)
+
+// fleetFlags are the relay's flags for serving several databases.
+type fleetFlags struct {
+	file      string
+	name      string
+	coordURL  string
+	maxConns  int
+	idleClose time.Duration
+	workers   int
+}
+
+func (f *fleetFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.file, "db-file", "", "serve the databases listed in `FILE` (a line: URL or NAME URL; # comments), read again when it changes")
+	fs.StringVar(&f.name, "fleet", "", "fleet `NAME`: relays with the same name and --fleet-db share the databases (default $OUTBOX_FLEET, else "+outbox.DefaultFleetName+")")
+	fs.StringVar(&f.coordURL, "fleet-db", "", "coordination database `URL` holding the fleet's members (default $OUTBOX_FLEET_DATABASE_URL, else the first database listed)")
+	fs.IntVar(&f.maxConns, "db-max-conns", 0, fmt.Sprintf("with several databases: most connections per database (default %d)", defaultDBMaxConns))
+	fs.IntVar(&f.workers, "fleet-workers", 0, fmt.Sprintf("with several databases: most rounds (read, publish, settle) at once across them, shared in turn (default %d; %d per database)", outbox.DefaultFleetWorkers, outbox.DefaultFleetDatabaseWorkers))
+	fs.DurationVar(&f.idleClose, "db-idle-close", 0, fmt.Sprintf("with several databases: close a connection unused for `DURATION` (default %s)", defaultDBIdleClose))
+}
+
+// active reports whether the relay serves a list of databases rather
+// than one: several --db or a --db-file.
+func (f *fleetFlags) active(db *dbFlags) bool { return f.file != "" || len(db.list) > 1 }
+
+// relayFleet runs the relay over a list of databases, sharing them with
+// the other relays of its fleet, until a signal arrives. rc is the relay
+// configuration every database's relay starts from.
+func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, surfaces relaySurfaces, specs []routeSpec) error {
+	ff := &f.fleet
+	if ff.file != "" && len(f.db.list) > 0 {
+		return usagef("relay: give either --db (repeated) or --db-file, not both")
+	}
+	if f.listenDB != "" {
+		return usagef("relay: --listen-db serves one database; with several, each listens over its own connection")
+	}
+	if surfaces.admin.addr != "" {
+		return usagef("relay: --admin serves one database; with several, run 'outbox admin --db URL' per database, and --metrics for the fleet's metrics")
+	}
+	if ff.maxConns < 0 || ff.idleClose < 0 || ff.workers < 0 {
+		return usagef("relay: --db-max-conns, --db-idle-close and --fleet-workers must not be negative")
+	}
+	list, err := e.readDBList(f)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 && ff.file == "" {
+		return usagef("relay: no databases")
+	}
+	for _, db := range list {
+		e.addSecret(passwordOf(db.URL))
+	}
+	coordURL := r.text("fleet-db", ff.coordURL, "OUTBOX_FLEET_DATABASE_URL", "")
+	if coordURL == "" {
+		if len(list) == 0 {
+			return usagef("relay: %s lists no database; give --fleet-db URL for the coordination database", ff.file)
+		}
+		coordURL = list[0].URL
+	}
+	e.addSecret(passwordOf(coordURL))
+	member := rc.ID
+	if member == "" {
+		member = relay.DefaultID()
+		rc.ID = member
+	}
+	limits := dburl.Limits{MaxConns: ff.maxConns, IdleTime: ff.idleClose, AppName: appName(member)}
+	if limits.MaxConns == 0 {
+		limits.MaxConns = defaultDBMaxConns
+	}
+	if limits.IdleTime == 0 {
+		limits.IdleTime = defaultDBIdleClose
+	}
+	coord, err := e.openCoordination(coordURL, limits)
+	if err != nil {
+		return err
+	}
+	defer coord.Close()
+
+	var running atomic.Bool
+	var delivered atomic.Int64
+	if surfaces.metrics != "" {
+		surfaces.registry = metricsRegistry()
+		rc.Metrics = surfaces.registry
+		rc.OnBatch = func(b outbox.BatchReport) { delivered.Add(int64(b.Sent)) }
+	}
+	surfaces.delivered, surfaces.running = &delivered, &running
+	cfg := &outbox.FleetConfig{Name: r.text("fleet", ff.name, "OUTBOX_FLEET", ""), Member: member, Workers: ff.workers, Relay: *rc}
+	if cfg.Name == "" {
+		cfg.Name = outbox.DefaultFleetName
+	}
+	var fl *outbox.Fleet
+	if coord.PGX != nil {
+		fl, err = outbox.NewFleet(coord.PGX, cfg)
+	} else {
+		fl, err = outbox.NewFleet(coord.Std, cfg)
+	}
+	if err != nil {
+		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
+	}
+	opener := &fleetOpener{e: e, limits: limits}
+	if err := fl.SetDatabases(opener.databases(list)); err != nil {
+		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
+	}
+	lns, err := e.listenSurfaces(coord, &surfaces, rc.Logger)
+	if err != nil {
+		return err
+	}
+	logger := rc.Logger
+	for _, s := range specs {
+		logger.Info("outbox relay: route", "pattern", s.pattern, "to", outboxurl.Redact(s.url), "from", s.source)
+	}
+	logger.Info("outbox relay: fleet", "fleet", cfg.Name, "member", member, "databases", len(list), "coordination", fleet.DefaultName(coordURL))
+	run := fl.Run
+	if ff.file != "" {
+		run = func(ctx context.Context) error {
+			w := &listWatcher{e: e, path: ff.file, fleet: fl, opener: opener, logger: logger, last: list}
+			go w.watch(ctx)
+			return fl.Run(ctx)
+		}
+	}
+	return e.runRelay(run, lns, &running)
+}
+
+// readDBList reads the databases from --db-file, else the --db flags.
+func (e *env) readDBList(f *relayFlags) ([]fleet.Database, error) {
+	if f.fleet.file == "" {
+		list, err := fleet.FromURLs(f.db.list)
+		if err != nil {
+			return nil, usagef("relay: --db: %v", err)
+		}
+		return list, nil
+	}
+	b, err := os.ReadFile(f.fleet.file)
+	if err != nil {
+		return nil, usagef("relay: --db-file: %v", err)
+	}
+	list, err := fleet.ParseList(bytes.NewReader(b))
+	if err != nil {
+		return nil, usagef("relay: %s: %v", f.fleet.file, err)
+	}
+	return list, nil
+}
+
+// openCoordination opens the fleet's coordination database and checks
+// that it holds outbox_fleet_members (migration 8).
+func (e *env) openCoordination(raw string, limits dburl.Limits) (*dburl.DB, error) {
+	limits.MaxConns = 2
+	db, err := dburl.OpenLimited(e.ctx, raw, limits)
+	if err != nil {
+		if errors.Is(err, dburl.ErrBadURL) {
+			return nil, asUsage(fmt.Errorf("relay: --fleet-db: %w", err))
+		}
+		return nil, fmt.Errorf("relay: coordination database: %w", err)
+	}
+	if v, err := store.SchemaVersion(e.ctx, db.Backend().Store.DB()); err != nil || v < 8 {
+		db.Close()
+		return nil, fmt.Errorf("relay: the coordination database %s has no outbox_fleet_members table (schema version %d); run 'outbox migrate' on it", fleet.DefaultName(raw), v)
+	}
+	return db, nil
+}
+
+// fleetOpener opens the databases of a fleet within the limits.
+type fleetOpener struct {
+	e      *env
+	limits dburl.Limits
+}
+
+func (o *fleetOpener) databases(list []fleet.Database) []outbox.FleetDatabase {
+	out := make([]outbox.FleetDatabase, len(list))
+	for i, db := range list {
+		out[i] = outbox.FleetDatabase{Name: db.Name, Version: db.URL, Open: o.open(db.URL)}
+	}
+	return out
+}
+
+func (o *fleetOpener) open(raw string) func(ctx context.Context) (outbox.FleetDriver, func(), error) {
+	return func(ctx context.Context) (outbox.FleetDriver, func(), error) {
+		db, err := dburl.OpenLimited(ctx, raw, o.limits)
+		if err != nil {
+			return outbox.FleetDriver{}, nil, errors.New(o.e.redact(err.Error()))
+		}
+		if v, err := store.SchemaVersion(ctx, db.Backend().Store.DB()); err != nil || v == 0 {
+			db.Close()
+			if err != nil {
+				return outbox.FleetDriver{}, nil, errors.New(o.e.redact(err.Error()))
+			}
+			return outbox.FleetDriver{}, nil, errors.New("the outbox tables are not installed in this database; run 'outbox migrate' on it")
+		}
+		var d outbox.FleetDriver
+		if db.PGX != nil {
+			d, err = outbox.FleetDriverOf(db.PGX)
+		} else {
+			d, err = outbox.FleetDriverOf(db.Std)
+		}
+		if err != nil {
+			db.Close()
+			return outbox.FleetDriver{}, nil, err
+		}
+		return d, db.Close, nil
+	}
+}
+
+// listWatcher reads a --db-file again every dbFileInterval and hands the
+// fleet the new list when the file changed; a list that does not parse is
+// logged and the previous one kept.
+type listWatcher struct {
+	e      *env
+	path   string
+	fleet  *outbox.Fleet
+	opener *fleetOpener
+	logger *slog.Logger
+	last   []fleet.Database
+}
+
+func (w *listWatcher) watch(ctx context.Context) {
+	t := time.NewTicker(dbFileInterval)
+	defer t.Stop()
+	var lastBytes []byte
+	if b, err := os.ReadFile(w.path); err == nil {
+		lastBytes = b
+	}
+	var lastErr string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b, err := os.ReadFile(w.path)
+		if err == nil && bytes.Equal(b, lastBytes) {
+			continue
+		}
+		var list []fleet.Database
+		if err == nil {
+			list, err = fleet.ParseList(bytes.NewReader(b))
+		}
+		if err != nil {
+			if msg := w.e.redact(err.Error()); msg != lastErr {
+				lastErr = msg
+				w.logger.Warn("outbox relay: database list unreadable; keeping the previous list", "file", w.path, "err", msg)
+			}
+			continue
+		}
+		lastBytes, lastErr = b, ""
+		for _, db := range list {
+			w.e.addSecret(passwordOf(db.URL))
+		}
+		if err := w.fleet.SetDatabases(w.opener.databases(list)); err != nil {
+			w.logger.Warn("outbox relay: database list refused; keeping the previous list", "file", w.path, "err", err)
+			continue
+		}
+		added, removed := listDiff(w.last, list)
+		w.last = list
+		w.logger.Info("outbox relay: database list changed", "file", w.path, "databases", len(list), "added", strings.Join(added, ","), "removed", strings.Join(removed, ","))
+	}
+}
+
+// listDiff names the databases of b not in a (added) and of a not in b
+// (removed), a URL change counting as both.
+func listDiff(a, b []fleet.Database) (added, removed []string) {
+	has := func(l []fleet.Database, db fleet.Database) bool { return slices.Contains(l, db) }
+	for _, db := range b {
+		if !has(a, db) {
+			added = append(added, db.Name)
+		}
+	}
+	for _, db := range a {
+		if !has(b, db) {
+			removed = append(removed, db.Name)
+		}
+	}
+	return added, removed
+}
+
+// appName is the PostgreSQL application_name of a fleet member's
+// connections (at most 63 bytes are kept by the server).
+func appName(member string) string {
+	n := "outbox relay " + member
+	if len(n) > 63 {
+		n = n[:63]
+	}
+	return n
+}
