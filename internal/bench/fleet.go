@@ -24,6 +24,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/driver/outboxpgx"
+	"github.com/txoutbox/outbox/internal/cliflag"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/fleet"
 	"github.com/txoutbox/outbox/internal/redact"
@@ -113,7 +114,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			fs.PrintDefaults()
 			return errHelp
 		}
-		return usagef("fleet: %s; run 'outbox bench fleet --help'", flagError(err))
+		return usagef("fleet: %s; run 'outbox bench fleet --help'", cliflag.Error(err))
 	}
 	if o.pgURL == "" {
 		o.pgURL = getenv("OUTBOX_DATABASE_URL")

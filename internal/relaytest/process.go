@@ -48,9 +48,6 @@ func StartRelayArgs(t *testing.T, args ...string) *Process {
 	return &Process{p: p, log: log, bin: bin}
 }
 
-// Kill ends the relay with SIGKILL, as a crash would, and waits for it.
-func (p *Process) Kill() { p.p.kill() }
-
 // Bin is the outbox command the relay runs, for other commands of a test.
 func (p *Process) Bin() string { return p.bin }
 
