@@ -14,13 +14,14 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
-var amqpTestURL = testdb.Env("OUTBOX_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
+var amqpTestURL = brokertest.AMQPURL
 
 func openAMQP(t *testing.T, raw string, opts *outboxurl.Options) *outboxamqp.Publisher {
 	t.Helper()
