@@ -16,6 +16,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testserver"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
@@ -128,17 +129,10 @@ func TestOpenAMQPTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*tls.Conn).Handshake() // then hang up: not a broker
-			_ = c.Close()
-		}
-	}()
+	testserver.Serve(t, ln, func(c net.Conn) {
+		_ = c.(*tls.Conn).Handshake() // then hang up: not a broker
+		_ = c.Close()
+	})
 	caFile := ca.File
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	publish := func(raw string) error {
