@@ -9,7 +9,6 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/goleak"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
@@ -19,7 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testdb.VerifyNoLeaks(m)
 }
 
 // rabbitURL is the local RabbitMQ the tests publish to.
