@@ -13,10 +13,6 @@ import (
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
-// NATSURL is the local NATS server with JetStream that the tests use;
-// OUTBOX_TEST_NATS overrides it.
-var NATSURL = testdb.Env("OUTBOX_TEST_NATS", "nats://127.0.0.1:4222")
-
 // JetStream connects to the NATS server at url (with a 5 s connect
 // timeout, then opts) and checks that it runs JetStream. A server that
 // cannot be reached fails the test in CI and skips it elsewhere; the

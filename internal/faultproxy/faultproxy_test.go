@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/internal/testserver"
 )
 
 func roundTrip(c net.Conn, msg string, timeout time.Duration) (string, error) {
@@ -50,27 +51,18 @@ func recordingEcho(t *testing.T) (string, <-chan string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
+	testserver.Serve(t, ln, func(c net.Conn) {
+		defer c.Close()
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			line, err := r.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					lines <- line
-					_, _ = c.Write([]byte(line))
-				}
-			}()
+			lines <- line
+			_, _ = c.Write([]byte(line))
 		}
-	}()
+	})
 	return ln.Addr().String(), lines
 }
 

@@ -9,20 +9,20 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/goleak"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testdb.VerifyNoLeaks(m)
 }
 
 // rabbitURL is the local RabbitMQ the tests publish to.
-var rabbitURL = testdb.Env("OUTBOX_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
+var rabbitURL = brokertest.AMQPURL
 
 // rabbitAddr is rabbitURL's host:port, for the fault proxy.
 func rabbitAddr(t testing.TB) string {

@@ -29,7 +29,7 @@ import (
 )
 
 // brokerAddr is the shared local Mosquitto.
-var brokerAddr = testdb.Env("OUTBOX_TEST_MQTT", "127.0.0.1:1883")
+var brokerAddr = brokertest.MQTTAddr
 
 // requireBroker checks that the shared Mosquitto answers.
 func requireBroker(t testing.TB) {

@@ -34,7 +34,7 @@ func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
 // redisAddr is the shared local Redis the conformance and end-to-end tests
 // use, with keys of their own.
-var redisAddr = testdb.Env("OUTBOX_TEST_REDIS", "127.0.0.1:6379")
+var redisAddr = brokertest.RedisAddr
 
 // localClient is a client of the shared Redis, closed at cleanup.
 func localClient(t testing.TB) *redis.Client {

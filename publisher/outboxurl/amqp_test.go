@@ -14,13 +14,15 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testserver"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
-var amqpTestURL = testdb.Env("OUTBOX_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
+var amqpTestURL = brokertest.AMQPURL
 
 func openAMQP(t *testing.T, raw string, opts *outboxurl.Options) *outboxamqp.Publisher {
 	t.Helper()
@@ -127,17 +129,10 @@ func TestOpenAMQPTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*tls.Conn).Handshake() // then hang up: not a broker
-			_ = c.Close()
-		}
-	}()
+	testserver.Serve(t, ln, func(c net.Conn) {
+		_ = c.(*tls.Conn).Handshake() // then hang up: not a broker
+		_ = c.Close()
+	})
 	caFile := ca.File
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	publish := func(raw string) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
@@ -113,7 +114,7 @@ func TestOpenMQTTErrors(t *testing.T) {
 // the local Mosquitto: a PUBACK is the broker's confirmation.
 func TestOpenMQTT(t *testing.T) {
 	t.Parallel()
-	addr := testdb.Env("OUTBOX_TEST_MQTT", "127.0.0.1:1883")
+	addr := brokertest.MQTTAddr
 	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
 		testdb.Unavailable(t, "Mosquitto at "+addr, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxredis"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
@@ -119,7 +120,7 @@ func TestOpenRedisErrors(t *testing.T) {
 // Redis.
 func TestOpenRedisPublishes(t *testing.T) {
 	t.Parallel()
-	addr := testdb.Env("OUTBOX_TEST_REDIS", "127.0.0.1:6379")
+	addr := brokertest.RedisAddr
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = admin.Close() })
 	ctx := context.Background()

@@ -20,14 +20,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testdb.VerifyNoLeaks(m)
 }
 
 // received is one request as the test server saw it.

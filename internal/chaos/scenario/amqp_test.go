@@ -1,20 +1,16 @@
 package scenario_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"net"
-	"net/url"
-	"os"
+	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/chaos"
-	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 )
@@ -25,15 +21,9 @@ import (
 // holds at the end, in queue order. RabbitMQ does not dedupe, so every
 // publish whose confirm was lost and that was sent again is a duplicate.
 func TestChaosRabbitMQFaults(t *testing.T) {
-	rabbitURL := "amqp://guest:guest@127.0.0.1:5672/"
-	if v := os.Getenv("OUTBOX_TEST_AMQP"); v != "" {
-		rabbitURL = v
-	}
-	u, err := url.Parse(rabbitURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shown := u.Redacted()
+	rabbitURL := brokertest.AMQPURL
+	proxy, viaProxy := proxyURL(t, rabbitURL, outboxamqp.DefaultPort)
+	shown := redact.URL(rabbitURL)
 	direct, err := amqp.DialConfig(rabbitURL, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
 		testdb.Unavailable(t, "RabbitMQ at "+shown, err)
@@ -49,10 +39,8 @@ func TestChaosRabbitMQFaults(t *testing.T) {
 	// run's own routing key: nothing else publishes there. It is deleted at
 	// the end, or by the broker an hour after its last use should the test
 	// process die first.
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	routingKey := "outboxchaos." + hex.EncodeToString(b)
-	queue := "outboxchaos-" + hex.EncodeToString(b)
+	queue := testdb.RandomName("outboxchaos-")
+	routingKey := "outboxchaos." + strings.TrimPrefix(queue, "outboxchaos-")
 	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-expires": int32(time.Hour / time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,17 +49,6 @@ func TestChaosRabbitMQFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	target := u.Host
-	if u.Port() == "" {
-		target = net.JoinHostPort(u.Hostname(), fmt.Sprint(outboxamqp.DefaultPort))
-	}
-	proxy, err := faultproxy.New(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	viaProxy := *u
-	viaProxy.Host = proxy.Addr()
 	// A stale connection is noticed within seconds (three missed
 	// heartbeats), and a connection that cannot be made fails fast.
 	pub, err := outboxamqp.New(viaProxy.String(), &outboxamqp.Config{DialTimeout: 2 * time.Second, Heartbeat: time.Second})

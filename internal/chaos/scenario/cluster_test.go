@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
@@ -29,15 +30,7 @@ import (
 func TestChaosNATSClusterLeaderKilled(t *testing.T) {
 	scale := chaosScale(t)
 	cluster := testnats.Start(t, 3)
-	direct, err := nats.Connect(cluster.URLs(), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	djs, err := jetstream.New(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, djs := brokertest.JetStream(t, cluster.URLs(), nats.MaxReconnects(-1))
 	ctx := context.Background()
 	const stream = "outboxcluster"
 	if _, err := djs.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}, Storage: jetstream.FileStorage, Replicas: 3}); err != nil {

@@ -2,19 +2,15 @@ package scenario_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"net/url"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/chaos"
-	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 )
@@ -25,37 +21,15 @@ import (
 // JetStream drops a message whose Nats-Msg-Id it has seen within its
 // duplicate window, so duplicates are counted after that dedupe.
 func TestChaosNATSFaults(t *testing.T) {
-	natsURL := "nats://127.0.0.1:4222"
-	if v := os.Getenv("OUTBOX_TEST_NATS"); v != "" {
-		natsURL = v
-	}
-	direct, err := nats.Connect(natsURL, nats.Timeout(5*time.Second))
-	if err != nil {
-		testdb.Unavailable(t, "NATS at "+natsURL, err)
-	}
-	defer direct.Close()
-	djs, err := jetstream.New(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, djs := brokertest.JetStream(t, brokertest.NATSURL)
 	ctx := context.Background()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	stream := "outboxchaos_" + hex.EncodeToString(b)
+	stream := testdb.RandomName("outboxchaos_")
 	if _, err := djs.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}, Storage: jetstream.FileStorage}); err != nil {
-		testdb.Unavailable(t, "JetStream at "+natsURL, err)
+		t.Fatal(err)
 	}
 	defer func() { _ = djs.DeleteStream(context.Background(), stream) }()
 
-	u, err := url.Parse(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy, _ := proxyURL(t, brokertest.NATSURL, nats.DefaultPort)
 	// Publishing while disconnected fails at once instead of buffering,
 	// and a stale connection is noticed within seconds.
 	nc, err := nats.Connect("nats://"+proxy.Addr(), nats.Timeout(2*time.Second), nats.MaxReconnects(-1),

@@ -3,7 +3,6 @@ package scenario_test
 import (
 	"bytes"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -41,16 +40,7 @@ func TestChaosDatabasePartition(t *testing.T) {
 	const maxLinesPerFault = 50
 	eachDriver(t, func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder) {
 		sink := newChaosSink(t, rec)
-		u, err := url.Parse(h.DB.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		proxy, err := faultproxy.New(u.Host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer proxy.Close()
-		u.Host = proxy.Addr()
+		proxy, u := proxyURL(t, h.DB.URL, 0)
 		id := "partition-" + dc.Name
 		relay, logs := startLoggedChild(t, u.String(), sink.URL(), id, batch, time.Second)
 		ws := startWriters(t, h, rec, rnd, 2)
