@@ -14,40 +14,9 @@
 // as the guide creates it, and orders (id, customer, total). It prints
 // the id of each local_messages row it committed, one a line.
 
-function env(string $name, ?string $default = null): string {
-    $v = getenv($name);
-    if ($v === false || $v === '') {
-        if ($default === null) {
-            fwrite(STDERR, "local_messages.php: $name is required\n");
-            exit(2);
-        }
-        return $default;
-    }
-    return $v;
-}
+require __DIR__ . '/pdo.php';
 
-// transaction runs $fn in a transaction, committing when it returns and
-// rolling back when it throws, the way Laravel's DB::transaction does.
-function transaction(PDO $db, callable $fn) {
-    $db->beginTransaction();
-    try {
-        $result = $fn($db);
-        $db->commit();
-        return $result;
-    } catch (Throwable $e) {
-        $db->rollBack();
-        throw $e;
-    }
-}
-
-$db = new PDO(env('OUTBOX_PDO_DSN'), env('OUTBOX_PDO_USER', 'root'), env('OUTBOX_PDO_PASSWORD', ''), [
-    PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION,
-]);
-$pg = $db->getAttribute(PDO::ATTR_DRIVER_NAME) === 'pgsql';
-$schema = getenv('OUTBOX_PDO_SCHEMA');
-if ($pg && $schema) {
-    $db->exec('SET search_path TO ' . $db->quote($schema));
-}
+[$db, $pg] = connect();
 
 $orders = (int) env('ORDERS', '10');
 for ($i = 1; $i <= $orders; $i++) {

@@ -31,13 +31,35 @@ func loadProfile(spec string) (*adopt.Profile, error) {
 	return p, nil
 }
 
-// adoptedStore is the store over p's table in db.
-func adoptedStore(db *dburl.DB, p *adopt.Profile) (*store.Adopted, error) {
+// adoptedStore is the store over the table of the profile spec in db.
+func adoptedStore(db *dburl.DB, spec string) (*store.Adopted, error) {
+	p, err := loadProfile(spec)
+	if err != nil {
+		return nil, err
+	}
 	a, err := store.NewAdopted(db.Backend().Store, p)
 	if err != nil {
 		return nil, asUsage(err)
 	}
 	return a, nil
+}
+
+// openAdopted checks the profile spec, then opens the database df names
+// and the store over the profile's table in it. The caller closes db.
+func (e *env) openAdopted(df dbFlags, spec string) (*dburl.DB, *store.Adopted, error) {
+	if _, err := loadProfile(spec); err != nil {
+		return nil, nil, err
+	}
+	db, _, err := e.openDB(df)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := adoptedStore(db, spec)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, a, nil
 }
 
 // adoptRelay makes the relay rc describes deliver from p's table.
@@ -82,19 +104,12 @@ exits 1 when anything is; 'outbox adopt sql' prints the indexes.`,
 				if *spec == "" {
 					return usagef("adopt check: --adopt PROFILE is required (laravel, spring, codes or FILE.yaml)")
 				}
-				p, err := loadProfile(*spec)
-				if err != nil {
-					return err
-				}
-				db, _, err := e.openDB(df)
+				db, a, err := e.openAdopted(df, *spec)
 				if err != nil {
 					return err
 				}
 				defer db.Close()
-				a, err := adoptedStore(db, p)
-				if err != nil {
-					return err
-				}
+				p := a.Profile()
 				r, err := a.Check(e.ctx)
 				if err != nil {
 					return fmt.Errorf("adopt check: %w", err)
@@ -163,11 +178,7 @@ func statusSourceOf(db *dburl.DB, spec string) (statusSource, error) {
 	if spec == "" {
 		return db.Backend().Store, nil
 	}
-	p, err := loadProfile(spec)
-	if err != nil {
-		return nil, err
-	}
-	return adoptedStore(db, p)
+	return adoptedStore(db, spec)
 }
 
 // listDead lists dead messages: of outbox_messages, or of the adopted
@@ -176,11 +187,7 @@ func (e *env) listDead(db *dburl.DB, spec string, f store.Filter) ([]store.Messa
 	if spec == "" {
 		return db.Backend().Store.List(e.ctx, f)
 	}
-	p, err := loadProfile(spec)
-	if err != nil {
-		return nil, err
-	}
-	a, err := adoptedStore(db, p)
+	a, err := adoptedStore(db, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -195,19 +202,11 @@ func (e *env) adoptedBulk(df dbFlags, spec, full, verb, past string, action stor
 	if action != store.ActionRequeue {
 		return usagef("%s: --adopt: only requeue works on an adopted table; its application owns its rows", full)
 	}
-	p, err := loadProfile(spec)
-	if err != nil {
-		return err
-	}
-	db, _, err := e.openDB(df)
+	db, a, err := e.openAdopted(df, spec)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	a, err := adoptedStore(db, p)
-	if err != nil {
-		return err
-	}
 	rows, err := a.DeadRows(e.ctx, topic, ids)
 	if err != nil {
 		return fmt.Errorf("%s: %w", full, err)

@@ -206,17 +206,8 @@ func (a *Adopted) table() string { return a.ad.ident(a.p.Table) }
 func (a *Adopted) statements() adoptedStatements {
 	p, ad := a.p, a.ad
 	var s adoptedStatements
-	text := func(c string) string {
-		if c == "" {
-			return "NULL"
-		}
-		return ad.text(a.col("m", c))
-	}
-	cols := []string{a.col("m", p.ID), text(p.MessageID), text(p.Topic), text(p.Key), text(p.Payload), text(p.Headers)}
-	for _, h := range p.HeaderNames() {
-		cols = append(cols, text(p.HeaderCol[h]))
-	}
-	cols = append(cols, a.attempts("m"), a.maxAttempts("m"))
+	text := a.text
+	cols := append(a.messageCols(), a.attempts("m"), a.maxAttempts("m"))
 	if p.CreatedAt != "" {
 		cols = append(cols, ad.epoch(a.col("m", p.CreatedAt)))
 	} else {
@@ -377,43 +368,69 @@ func DerivedMessageID(table string, id int64) string {
 	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("outbox:adopted/"+table+"/"+strconv.FormatInt(id, 10))).String()
 }
 
+// text is column c of the alias m as text, NULL when the table has no
+// such column.
+func (a *Adopted) text(c string) string {
+	if c == "" {
+		return "NULL"
+	}
+	return a.ad.text(a.col("m", c))
+}
+
+// messageCols are the columns a row query starts with, of the alias m:
+// the id, then as text the message id, topic, key, payload, headers and
+// header columns (messageScan reads them).
+func (a *Adopted) messageCols() []string {
+	p := a.p
+	cols := []string{a.col("m", p.ID), a.text(p.MessageID), a.text(p.Topic), a.text(p.Key), a.text(p.Payload), a.text(p.Headers)}
+	for _, h := range p.HeaderNames() {
+		cols = append(cols, a.text(p.HeaderCol[h]))
+	}
+	return cols
+}
+
+// messageScan reads the messageCols of a row.
+type messageScan struct {
+	id                                  int64
+	msgID, topic, key, payload, headers *string
+	hcols                               []*string
+}
+
+// targets are the scan destinations of the messageCols.
+func (m *messageScan) targets(a *Adopted) []any {
+	m.hcols = make([]*string, len(a.p.HeaderNames()))
+	dst := []any{&m.id, &m.msgID, &m.topic, &m.key, &m.payload, &m.headers}
+	for i := range m.hcols {
+		dst = append(dst, &m.hcols[i])
+	}
+	return dst
+}
+
+// row is the message as the relay reads it.
+func (m *messageScan) row(a *Adopted) Row {
+	r := Row{ID: m.id, MessageID: a.messageID(m.msgID, m.id), Topic: deref(m.topic), Payload: deref(m.payload),
+		Headers: a.headerValues(m.headers, m.hcols), Partition: adoptedPartition}
+	if a.p.Topic == "" {
+		r.Topic = a.p.FixedTopic
+	}
+	if m.key != nil {
+		r.Key, r.HasKey = *m.key, true
+	}
+	return r
+}
+
 // Read returns up to limit due rows, oldest first, skipping a key's rows
 // while an earlier row of the key waits for its retry.
 func (a *Adopted) Read(ctx context.Context, _ []int, limit int) ([]Row, error) {
-	n := len(a.p.HeaderNames())
 	return appendRows(ctx, a.base.db, make([]Row, 0, limit), func(scan func(...any) error) (Row, error) {
-		var r Row
-		var msgID, topic, key, payload, headers *string
-		hcols := make([]*string, n)
+		var m messageScan
+		var attempts, maxAttempts int
 		var created *float64
-		dst := []any{&r.ID, &msgID, &topic, &key, &payload, &headers}
-		for i := range hcols {
-			dst = append(dst, &hcols[i])
+		if err := scan(append(m.targets(a), &attempts, &maxAttempts, &created)...); err != nil {
+			return Row{}, err
 		}
-		dst = append(dst, &r.Attempts, &r.MaxAttempts, &created)
-		if err := scan(dst...); err != nil {
-			return r, err
-		}
-		switch {
-		case msgID != nil && *msgID != "":
-			r.MessageID = *msgID
-		default:
-			r.MessageID = DerivedMessageID(a.p.Table, r.ID)
-		}
-		switch {
-		case topic != nil:
-			r.Topic = *topic
-		case a.p.Topic == "":
-			r.Topic = a.p.FixedTopic
-		}
-		if key != nil {
-			r.Key, r.HasKey = *key, true
-		}
-		if payload != nil {
-			r.Payload = *payload
-		}
-		r.Headers = a.headerValues(headers, hcols)
-		r.Partition = adoptedPartition
+		r := m.row(a)
+		r.Attempts, r.MaxAttempts = attempts, maxAttempts
 		if created != nil {
 			r.CreatedAt = fromEpoch(*created)
 		} else {
@@ -614,4 +631,16 @@ func (a *Adopted) PartitionState(context.Context, string, RetentionPolicy) (Part
 // DropPartition is not available on an adopted table.
 func (a *Adopted) DropPartition(context.Context, DayPartition, bool) (bool, error) {
 	return false, errNoRetention
+}
+
+// ReadMark is Read followed by MarkInflight for the rows it returns.
+func (a *Adopted) ReadMark(ctx context.Context, owner string, parts []int, limit int) ([]Row, error) {
+	rows, err := a.Read(ctx, parts, limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.MarkInflight(ctx, owner, parts, MaxIDs(parts, rows)); err != nil {
+		return nil, err
+	}
+	return rows, nil
 }

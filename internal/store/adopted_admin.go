@@ -43,17 +43,7 @@ func (a *Adopted) Stats(ctx context.Context) (Stats, error) {
 		if a.p.Topic == "" {
 			tc.Topic = a.p.FixedTopic
 		}
-		switch tc.Status {
-		case StatusPending:
-			s.Pending += tc.Count
-		case StatusSent:
-			s.Sent += tc.Count
-		case StatusConsumed:
-			s.Consumed += tc.Count
-		case StatusDead:
-			s.Dead += tc.Count
-		}
-		s.ByTopic = append(s.ByTopic, tc)
+		s.add(tc)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -101,23 +91,13 @@ WHERE l.table_name = ? AND l.expires_at > ` + a.ad.leaseNow + ` ORDER BY h.route
 // AvailableAt its next attempt.
 func (a *Adopted) ListDead(ctx context.Context, topic string, limit int) ([]Message, error) {
 	p, ad := a.p, a.ad
-	text := func(c string) string {
-		if c == "" {
-			return "NULL"
-		}
-		return ad.text(a.col("m", c))
-	}
 	epoch := func(c string) string {
 		if c == "" {
 			return "NULL"
 		}
 		return ad.epoch(a.col("m", c))
 	}
-	cols := []string{a.col("m", p.ID), text(p.MessageID), text(p.Topic), text(p.Key), text(p.Payload), text(p.Headers)}
-	for _, h := range p.HeaderNames() {
-		cols = append(cols, text(p.HeaderCol[h]))
-	}
-	cols = append(cols, text(p.Status), a.attempts("m"), a.maxAttempts("m"), epoch(p.NextAttempt), epoch(p.CreatedAt), text(p.Error))
+	cols := append(a.messageCols(), a.text(p.Status), a.attempts("m"), a.maxAttempts("m"), epoch(p.NextAttempt), epoch(p.CreatedAt), a.text(p.Error))
 	where := a.dead("m")
 	var args []any
 	if topic != "" && p.Topic != "" {
@@ -128,26 +108,17 @@ func (a *Adopted) ListDead(ctx context.Context, topic string, limit int) ([]Mess
 	}
 	args = append(args, limit)
 	q := ad.bind("SELECT " + strings.Join(cols, ", ") + " FROM " + a.table() + " AS m WHERE " + where + " ORDER BY " + a.col("m", p.ID) + " LIMIT ?")
-	n := len(p.HeaderNames())
 	return appendRows(ctx, a.base.db, nil, func(scan func(...any) error) (Message, error) {
+		var ms messageScan
 		var m Message
-		var msgID, tp, key, payload, headers, status, errText *string
-		hcols := make([]*string, n)
+		var status, errText *string
 		var next, created *float64
-		dst := []any{&m.ID, &msgID, &tp, &key, &payload, &headers}
-		for i := range hcols {
-			dst = append(dst, &hcols[i])
-		}
-		dst = append(dst, &status, &m.Attempts, &m.MaxAttempts, &next, &created, &errText)
-		if err := scan(dst...); err != nil {
+		if err := scan(append(ms.targets(a), &status, &m.Attempts, &m.MaxAttempts, &next, &created, &errText)...); err != nil {
 			return m, err
 		}
-		m.MessageID = a.messageID(msgID, m.ID)
-		m.Topic, m.Key, m.Payload, m.Status, m.LastError = deref(tp), deref(key), deref(payload), deref(status), deref(errText)
-		if p.Topic == "" {
-			m.Topic = p.FixedTopic
-		}
-		m.Headers = a.headerValues(headers, hcols)
+		r := ms.row(a)
+		m.ID, m.MessageID, m.Topic, m.Key, m.Payload, m.Headers = r.ID, r.MessageID, r.Topic, r.Key, r.Payload, r.Headers
+		m.Status, m.LastError = deref(status), deref(errText)
 		if created != nil {
 			m.CreatedAt = fromEpoch(*created)
 		}

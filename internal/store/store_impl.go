@@ -414,17 +414,7 @@ func (st *Store) Stats(ctx context.Context) (Stats, error) {
 			rows.Close()
 			return s, err
 		}
-		switch tc.Status {
-		case StatusPending:
-			s.Pending += tc.Count
-		case StatusSent:
-			s.Sent += tc.Count
-		case StatusConsumed:
-			s.Consumed += tc.Count
-		case StatusDead:
-			s.Dead += tc.Count
-		}
-		s.ByTopic = append(s.ByTopic, tc)
+		s.add(tc)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -435,6 +425,21 @@ func (st *Store) Stats(ctx context.Context) (Stats, error) {
 	}
 	s.OldestDueAge, err = st.age(ctx, st.s.oldestDue)
 	return s, err
+}
+
+// add counts tc in s's totals and topics.
+func (s *Stats) add(tc TopicCount) {
+	switch tc.Status {
+	case StatusPending:
+		s.Pending += tc.Count
+	case StatusSent:
+		s.Sent += tc.Count
+	case StatusConsumed:
+		s.Consumed += tc.Count
+	case StatusDead:
+		s.Dead += tc.Count
+	}
+	s.ByTopic = append(s.ByTopic, tc)
 }
 
 // age runs q, a query of one age in seconds (no row or NULL: 0).
