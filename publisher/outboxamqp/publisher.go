@@ -32,6 +32,14 @@
 // it is not repeated as a header, since a producer may use any header name
 // (message-id included) for its own purposes.
 //
+// With Config.CloudEvents (format=cloudevents in the URL) every message is
+// a CloudEvent in binary content mode instead, per the CloudEvents AMQP
+// binding: headers cloudEvents:specversion, cloudEvents:id,
+// cloudEvents:source, cloudEvents:type, cloudEvents:time,
+// cloudEvents:subject, the content_type property, the plain traceparent
+// and the producer's own headers; no outbox-* headers. The properties
+// (message_id, type, timestamp, …) stay. See package outboxce.
+//
 // # Results
 //
 // A message is delivered when the broker acks it (for a persistent message

@@ -27,6 +27,13 @@
 // default partitioner hashes the key), so a consumer sees each key's
 // messages in order. Consumers dedupe on the message-id header.
 //
+// With Config.CloudEvents (format=cloudevents in the URL) every record is
+// a CloudEvent in binary content mode instead, per the CloudEvents Kafka
+// binding: headers ce_specversion, ce_id, ce_source, ce_type, ce_time,
+// ce_subject and ce_partitionkey (the business key, also the record key),
+// content-type, the plain traceparent and the producer's own; no
+// message-id or outbox-* headers. See package outboxce.
+//
 // # Results
 //
 // A missing topic, a record too large for the broker or the client, a

@@ -27,6 +27,13 @@
 //	user property <name>               every other header of the message
 //	Content Type                       the content type, again
 //
+// With Config.CloudEvents (format=cloudevents in the URL) every message is
+// a CloudEvent in binary content mode instead, per the CloudEvents MQTT 5
+// binding: user properties specversion, id, source, type, time, subject
+// and traceparent, the Content Type property, and the producer's headers,
+// which must then be named like attributes (lower-case letters and
+// digits); no message-id or outbox-* properties. See package outboxce.
+//
 // # Results
 //
 // A PUBACK with a reason code below 0x80 means delivered; 0x10 "no

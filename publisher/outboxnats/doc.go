@@ -32,6 +32,13 @@
 // read them with the names above. A header value loses its leading and
 // trailing blanks on the wire (the NATS header format trims them).
 //
+// With Config.CloudEvents (format=cloudevents in the URL) every message
+// is a CloudEvent in binary content mode instead, per the CloudEvents NATS
+// binding: headers ce-specversion, ce-id, ce-source, ce-type, ce-time,
+// ce-subject, ce-datacontenttype (values percent-encoded), Nats-Msg-Id,
+// the plain traceparent and the producer's own; no outbox-* headers. See
+// package outboxce.
+//
 // # Results
 //
 // A batch is published with PublishMsgAsync, bounded by the JetStream

@@ -15,6 +15,15 @@
 // with package webhooksig (or take inbox.WebhookHandler, which does) and
 // dedupe on webhook-id.
 //
+// With Config.CloudEvents (format=cloudevents in the URL) the request is a
+// CloudEvent of the CloudEvents HTTP binding instead: in binary mode the
+// body is the payload and the attributes are ce- headers (ce-id, ce-type,
+// ce-source, ce-time, ce-subject, percent-encoded) with Content-Type; in
+// structured mode (format=cloudevents-structured) the body is the event in
+// the JSON event format, Content-Type application/cloudevents+json. The
+// outbox-* headers are left out; the webhook-* headers and the signature,
+// over the body as sent, stay. See package outboxce.
+//
 // # Results
 //
 // A 2xx response means delivered. 408, 429 and 5xx are retried, no sooner
