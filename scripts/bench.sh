@@ -3,7 +3,7 @@
 # table (Markdown) on stdout. Every run's JSON report, and the steady
 # runs' SVG plots, land in $OUT (default ./bench-results).
 #
-#   scripts/bench.sh            # the whole suite, ~15 minutes
+#   scripts/bench.sh            # the whole suite, ~20 minutes
 #   QUICK=1 scripts/bench.sh    # a tenth of the sizes, to try the script
 #
 # Needs the local services (scripts/services.sh starts them) and jq. Run it
@@ -57,6 +57,12 @@ for db in pg my sq; do
   run "$db-produce" produce --db "$url" --clients 1,16,64 --duration 5s
 done
 run pg-steady-5000 steady --db "$PG" --rate 5000 --duration $DUR --to "$NATS" --consume --plot "$OUT/pg-steady-5000.svg"
+run pg-steady-100 steady --db "$PG" --rate 100 --duration $DUR --to "$NATS" --consume
+# Few keys: the same drain with 16, 4 and 1 business keys (1,000 above).
+KEYS="16 4 1"
+for k in $KEYS; do
+  run "pg-drain-nats-keys-$k" drain --db "$PG" --messages $N --to "$NATS" --keys "$k"
+done
 run publish-nats publish --to "$NATS" --messages $N
 rm -f /tmp/outbox-bench.db /tmp/outbox-bench.db-wal /tmp/outbox-bench.db-shm
 
@@ -98,3 +104,24 @@ echo "| steady 5,000 → NATS | $(cpu pg-steady-5000)"
 for v in business outbox; do
   echo "| produce, 16 clients, $v (per transaction) | $(f pg-produce ".produce.runs[] | select(.clients == 16) | .variants[] | select(.variant == \"$v\") | {r: .tx_per_second, m: .machine} | $cpu_cols")"
 done
+
+# Per-key order with few keys: the drain by number of keys.
+echo
+echo "| drain → NATS (PostgreSQL), keys | msg/s | vs 1,000 keys |"
+echo "|---|---|---|"
+echo "| 1000 | $(rate pg-drain-nats) | 1.00 |"
+for k in $KEYS; do
+  echo "| $k | $(rate pg-drain-nats-keys-$k) | $(jq -n "$(rate pg-drain-nats-keys-$k) / $(rate pg-drain-nats) * 100 | floor / 100") |"
+done
+
+# The relay's own database CPU at everyday rates: the CPU of the
+# PostgreSQL backends behind the relay's pool and behind the producers'
+# pool (steady gives the relay a pool of its own), per message.
+dbcpu() { f "$1" '.steady | "\(.achieved_rate | floor) | \(.commit_to_confirm_ms.p50) | \(.commit_to_confirm_ms.p99) | \(.batches.mean_read * 10 | floor / 10) | \((.relay_db_cores // 0) * 1e6 / .achieved_rate | floor) | \((.producer_db_cores // 0) * 1e6 / .achieved_rate | floor) |"'; }
+echo
+echo "| steady → NATS (PostgreSQL), target msg/s | achieved | commit→confirm p50 ms | p99 ms | messages per round | relay's database CPU µs/msg | producers' database CPU µs/msg |"
+echo "|---|---|---|---|---|---|---|"
+for r in 100 1000 5000; do
+  echo "| $r | $(dbcpu pg-steady-$r)"
+done
+

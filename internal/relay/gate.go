@@ -57,7 +57,11 @@ type gate struct {
 }
 
 func newGate(workers int) *gate {
-	return &gate{workers: workers, last: make([]int, workers), changed: make(chan struct{})}
+	g := &gate{workers: workers, last: make([]int, workers), changed: make(chan struct{})}
+	for i := range g.last {
+		g.last[i] = soloBelow // not known to be small yet
+	}
+	return g
 }
 
 // broadcast wakes every waiter; g.mu is held.

@@ -84,8 +84,20 @@ func TestReadMarkReadsAndMarks(t *testing.T) {
 		if rows, err := st.ReadMark(ctx, "new", parts, 1000); err != nil || len(rows) != 0 {
 			t.Fatalf("read after everything was sent: %d rows, %v", len(rows), err)
 		}
-		if n := db.Count(t, "SELECT count(*) FROM outbox_leases WHERE inflight_max_id <> 0"); n != 0 {
-			t.Fatalf("%d marks left after an empty read, want 0", n)
+		// PostgreSQL's one statement clears the marks of an empty read;
+		// where reading and marking are two statements, an empty read
+		// writes nothing and the last marks stay (an idle relay's rounds
+		// stay one read).
+		wantMarks := 0
+		if db.Dialect != store.Postgres {
+			for _, m := range store.MaxIDs(parts, rest) {
+				if m > 0 {
+					wantMarks++
+				}
+			}
+		}
+		if n := db.Count(t, "SELECT count(*) FROM outbox_leases WHERE inflight_max_id <> 0"); n != wantMarks {
+			t.Fatalf("%d marks left after an empty read, want %d", n, wantMarks)
 		}
 	})
 }

@@ -156,7 +156,15 @@ func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error
 // an empty read marks nothing.
 func (st *Store) ReadMark(ctx context.Context, owner string, parts []int, limit int) ([]Row, error) {
 	if st.s.readMark != "" {
-		return st.read(ctx, st.s.readMark, st.dl.intList(parts), limit, owner)
+		// The marks are lease rows that renewals write too, in their own
+		// order: a deadlock rolls the read back, and it is run again.
+		var rows []Row
+		_, err := st.retry(ctx, func() (int64, error) {
+			var err error
+			rows, err = st.read(ctx, st.s.readMark, st.dl.intList(parts), limit, owner)
+			return int64(len(rows)), err
+		})
+		return rows, err
 	}
 	rows, err := st.Read(ctx, parts, limit)
 	if err != nil || len(rows) == 0 {

@@ -126,53 +126,68 @@ func enqueueOrdered(t *testing.T, h *harness.Harness, n, keys int) {
 // after dedupe, and each kill costs at most one batch of duplicates.
 func TestCrashRedeliversNeverLoses(t *testing.T) {
 	for _, c := range chaosDrivers {
-		t.Run(c.Name, func(t *testing.T) {
-			h := harness.New(t, c)
-			const n, batch = 50000, 500
-			enqueueOrdered(t, h, n, 200)
-			rec := newRecorder()
-			srv := rec.server(t)
-			kills := 0
-			deadline := time.Now().Add(5 * time.Minute)
-			for {
-				ch := startChild(t, h.DB.URL, srv.URL, fmt.Sprintf("crash-%d", kills), batch, time.Second)
-				time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
-				if d, _ := rec.counts(); d == n || kills >= 12 || time.Now().After(deadline) {
-					// Let the last one finish in peace.
-					relaytest.WaitFor(t, time.Until(deadline)+time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
-					relaytest.WaitFor(t, 30*time.Second, "all rows sent", func() bool {
-						return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status <> 'sent'") == 0
-					})
-					ch.Term(t)
-					break
-				}
-				ch.Kill()
-				kills++
-			}
-			distinct, total := rec.counts()
-			if distinct != n {
-				t.Fatalf("delivered %d distinct of %d", distinct, n)
-			}
-			dups := total - distinct
-			t.Logf("%d kills, %d duplicates (bound %d)", kills, dups, kills*batch)
-			if kills == 0 {
-				t.Fatal("the relay was never killed: the test proved nothing")
-			}
-			if dups > kills*batch {
-				t.Fatalf("%d duplicates after %d kills exceeds one batch (%d) per kill", dups, kills, batch)
-			}
-			rec.checkOrder(t)
-		})
+		t.Run(c.Name, func(t *testing.T) { crashDrain(t, c, 50000, 200, 12) })
 	}
+}
+
+// crashDrain enqueues n messages over keys and kills relay processes
+// (batches of 500) up to maxKills times while they drain: everything
+// arrives, per-key order holds after dedupe, and each kill costs at most
+// one batch of duplicates.
+func crashDrain(t *testing.T, c harness.Case, n, keys, maxKills int) {
+	h := harness.New(t, c)
+	const batch = 500
+	enqueueOrdered(t, h, n, keys)
+	rec := newRecorder()
+	srv := rec.server(t)
+	kills := 0
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ch := startChild(t, h.DB.URL, srv.URL, fmt.Sprintf("crash-%d", kills), batch, time.Second)
+		time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
+		if d, _ := rec.counts(); d == n || kills >= maxKills || time.Now().After(deadline) {
+			// Let the last one finish in peace.
+			relaytest.WaitFor(t, time.Until(deadline)+time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
+			relaytest.WaitFor(t, 30*time.Second, "all rows sent", func() bool {
+				return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status <> 'sent'") == 0
+			})
+			ch.Term(t)
+			break
+		}
+		ch.Kill()
+		kills++
+	}
+	distinct, total := rec.counts()
+	if distinct != n {
+		t.Fatalf("delivered %d distinct of %d", distinct, n)
+	}
+	dups := total - distinct
+	t.Logf("%d kills, %d duplicates (bound %d)", kills, dups, kills*batch)
+	if kills == 0 {
+		t.Fatal("the relay was never killed: the test proved nothing")
+	}
+	if dups > kills*batch {
+		t.Fatalf("%d duplicates after %d kills exceeds one batch (%d) per kill", dups, kills, batch)
+	}
+	rec.checkOrder(t)
 }
 
 // TestSeveralRelaysShareWithoutDuplicates runs three relay processes over
 // one database with a destination that refuses 20% of deliveries, kills
 // one of them midway, and checks per-key order and the duplicate bound.
 func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
+	h := severalRelays(t, 20000, 100)
+	if owners := h.DB.Count(t, "SELECT count(*) FROM outbox_leases WHERE owner IS NOT NULL AND owner <> 'relay-0'"); owners != 0 {
+		t.Fatalf("%d partitions still owned after both survivors stopped", owners)
+	}
+}
+
+// severalRelays is TestSeveralRelaysShareWithoutDuplicates' scenario for
+// n messages over keys; it returns when the two survivors have stopped.
+func severalRelays(t *testing.T, n, keys int) *harness.Harness {
 	h := harness.New(t, harness.Case{Name: "pgx", Dialect: store.Postgres, PGX: true})
-	const n, batch = 20000, 200
-	enqueueOrdered(t, h, n, 100)
+	const batch = 200
+	enqueueOrdered(t, h, n, keys)
 	rec := newRecorder()
 	rec.failRate = 0.2
 	srv := rec.server(t)
@@ -195,20 +210,25 @@ func TestSeveralRelaysShareWithoutDuplicates(t *testing.T) {
 	for _, c := range children[1:] {
 		c.Term(t)
 	}
-	if owners := h.DB.Count(t, "SELECT count(*) FROM outbox_leases WHERE owner IS NOT NULL AND owner <> 'relay-0'"); owners != 0 {
-		t.Fatalf("%d partitions still owned after both survivors stopped", owners)
-	}
+	return h
 }
 
 // TestRelaysNoDuplicatesWithoutCrash: three in-process relays, random
 // failures, no crash → every message exactly once, in key order.
 func TestRelaysNoDuplicatesWithoutCrash(t *testing.T) {
+	// One partition on SQLite, and the pure-Go SQLite is slow under -race.
+	relaysNoDuplicates(t, 40, 3000, 1000)
+}
+
+// relaysNoDuplicates is TestRelaysNoDuplicatesWithoutCrash's scenario for
+// n messages (nSQLite on SQLite) over keys.
+func relaysNoDuplicates(t *testing.T, keys, n, nSQLite int) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
-		n := 3000
+		n := n
 		if h.DB.Dialect == store.SQLite {
-			n = 1000 // one partition, and the pure-Go SQLite is slow under -race
+			n = nSQLite
 		}
-		enqueueOrdered(t, h, n, 40)
+		enqueueOrdered(t, h, n, keys)
 		rec := newRecorder()
 		rec.failRate = 0.1
 		for i := 0; i < 3; i++ {
