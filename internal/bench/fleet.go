@@ -44,6 +44,7 @@ type fleetOptions struct {
 	idle     time.Duration
 	bin      string
 	json     bool
+	extra    []string // more flags of the relays
 }
 
 // fleetResult is the fleet workload's report.
@@ -97,6 +98,10 @@ func fleetFlags(o *fleetOptions) *flag.FlagSet {
 	fs.DurationVar(&o.idle, "idle", 15*time.Second, "length of the idle phase")
 	fs.StringVar(&o.bin, "outbox", "", "the outbox `PROGRAM` to run the relays with (default this one)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fs.Func("relay-flag", "a further flag of the relays, e.g. --relay-flag=--max-poll=5s (repeatable)", func(v string) error {
+		o.extra = append(o.extra, v)
+		return nil
+	})
 	return fs
 }
 
@@ -242,8 +247,9 @@ func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 			return nil, err
 		}
 		metrics = append(metrics, addr)
-		cmd := exec.CommandContext(ctx, o.bin, "relay", "--db-file", listFile, "--fleet", f.name, "--fleet-db", f.list[0].URL,
-			"--id", members[i], "--to", hook, "--metrics", addr, "--log-level", "warn")
+		args := append([]string{"relay", "--db-file", listFile, "--fleet", f.name, "--fleet-db", f.list[0].URL,
+			"--id", members[i], "--to", hook, "--metrics", addr, "--log-level", "warn"}, o.extra...)
+		cmd := exec.CommandContext(ctx, o.bin, args...)
 		cmd.Stderr = f.stderr
 		if err := cmd.Start(); err != nil {
 			return nil, err
