@@ -300,12 +300,19 @@ func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 		res.Active.CPUPercent = append(res.Active.CPUPercent, round1(100*(cpu1[i]-cpu0[i])/el))
 	}
 
-	f.logf("takeover: SIGKILL relay %s", members[0])
-	lost := fleet.Assigned(members[0], members, f.list[:o.pg])
+	// The relay serving the most PostgreSQL databases is killed.
+	victim := 0
+	for i, n := range res.Active.DatabasesHeld {
+		if n > res.Active.DatabasesHeld[victim] {
+			victim = i
+		}
+	}
+	f.logf("takeover: SIGKILL relay %s", members[victim])
+	lost := fleet.Assigned(members[victim], members, f.list[:o.pg])
 	killed := time.Now()
-	_ = f.procs[0].Process.Signal(syscall.SIGKILL)
-	_ = f.procs[0].Wait()
-	f.procs = f.procs[1:]
+	_ = f.procs[victim].Process.Signal(syscall.SIGKILL)
+	_ = f.procs[victim].Wait()
+	f.procs = slices.Delete(f.procs, victim, victim+1)
 	res.TakeoverSeconds = f.takeover(ctx, lost, killed)
 	stopProducers()
 	wg.Wait()
