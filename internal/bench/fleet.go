@@ -114,9 +114,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs := fleetFlags(o)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "Usage: outbox bench fleet [flags]\n\nD databases (SQLite files idle, PostgreSQL schemas active) served by R relay\nprocesses: idle cost, commit→arrival latency, connections per relay, takeover.\n\nFlags:")
-			fs.PrintDefaults()
+			printWorkloadUsage(stdout, wFleet, fs)
 			return errHelp
 		}
 		return usagef("fleet: %s; run 'outbox bench fleet --help'", cliflag.Error(err))
