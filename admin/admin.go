@@ -110,6 +110,14 @@ type Config struct {
 	// operator's browser cannot reach the API through DNS rebinding.
 	// Defaults to none.
 	AllowedHosts []string
+	// Database and Databases, when Databases is set, make the server one
+	// page of a fleet's: Database is the name of the database it shows,
+	// Databases lists every database's name, and GET /api/v1/databases
+	// answers both so the web page offers a selector. The pages are
+	// expected side by side under a common prefix, each at NAME/ (the
+	// selector links to ../NAME/). Defaults to nil: one database.
+	Database  string
+	Databases func() []string
 	// HistoryInterval is how often Run samples the counts behind
 	// /api/v1/stats/history; the last HistoryWindow of samples is kept
 	// (at most MaxHistorySamples). Defaults to DefaultHistoryInterval.
@@ -129,6 +137,9 @@ type Server struct {
 	running     atomic.Bool
 	hosts       map[string]bool // lower case; "*" allows any
 	metricsOnly bool
+
+	database      string
+	listDatabases func() []string
 }
 
 type tokenHash struct {
@@ -169,6 +180,7 @@ func New[TTx any](d outbox.Driver[TTx], cfg *Config) (*Server, error) {
 	}
 	s.hist = newHistory(interval, cfg.Delivered)
 	s.metricsOnly = cfg.MetricsOnly
+	s.database, s.listDatabases = cfg.Database, cfg.Databases
 	s.hosts = map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
 	for _, h := range cfg.AllowedHosts {
 		s.hosts[strings.ToLower(strings.Trim(strings.TrimSpace(h), "[]"))] = true
@@ -295,6 +307,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/messages/consumed", s.api(true, nil, s.bulk(store.ActionConsumed)))
 	m.HandleFunc("POST /api/v1/messages/replay", s.api(true, nil, s.bulk(store.ActionReplay)))
 	m.HandleFunc("GET /api/v1/audit", s.api(false, []string{"limit"}, s.audit))
+	m.HandleFunc("GET /api/v1/databases", s.api(false, nil, s.databases))
 
 	m.Handle(staticPattern, s.static())
 }

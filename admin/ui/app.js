@@ -179,6 +179,25 @@
     $('token-input').focus();
   }
 
+  // loadDatabases fills the database selector when this page is one of a
+  // fleet's (the server lists them; a server of one database answers 404).
+  function loadDatabases() {
+    api('GET', 'databases').then(function (d) {
+      var sel = $('database');
+      sel.textContent = '';
+      (d.databases || []).forEach(function (name) {
+        var opt = document.createElement('option');
+        opt.value = name;
+        opt.textContent = name;
+        opt.selected = name === d.current;
+        sel.appendChild(opt);
+      });
+      $('database-pick').hidden = !(d.databases && d.databases.length);
+    }, function () {
+      $('database-pick').hidden = true;
+    });
+  }
+
   function signIn(token) {
     state.token = token;
     // Any API read tells whether the token is accepted.
@@ -189,6 +208,7 @@
       $('signout').hidden = !state.token;
       route();
       if (state.view === 'overview') renderStats(stats);
+      loadDatabases();
     }, function (err) {
       if (err.status !== 401) {
         showLogin('');
@@ -693,6 +713,9 @@
       stopRefresh();
       showLogin('');
       $('login-message').textContent = 'The token was forgotten. Enter a token to continue.';
+    });
+    $('database').addEventListener('change', function () {
+      location.href = '../' + encodeURIComponent($('database').value) + '/' + location.hash;
     });
     window.addEventListener('hashchange', route);
     document.addEventListener('visibilitychange', function () {

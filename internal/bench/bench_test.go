@@ -341,6 +341,10 @@ func TestUsage(t *testing.T) {
 		{"publish zero messages", []string{"publish", "--messages", "0"}, "--messages must be at least 1"},
 		{"publish negative workers", []string{"publish", "--workers", "-1"}, "--workers"},
 		{"publish with relays", []string{"publish", "--relays", "2"}, "unknown flag --relays"},
+		{"fleet of one relay", []string{"fleet", "--db", "postgres://h/db", "--relays", "1"}, "--relays of at least 2"},
+		{"fleet on SQLite", []string{"fleet", "--db", db}, "--db must be a PostgreSQL URL"},
+		{"fleet without rate", []string{"fleet", "--db", "postgres://h/db", "--rate", "0"}, "--rate, --duration and --idle must be above 0"},
+		{"fleet positional", []string{"fleet", "--db", "postgres://h/db", "extra"}, `unexpected argument "extra"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := benchRun(t, tc.args...)
@@ -355,7 +359,7 @@ func TestUsage(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"help"}, {"drain", "--help"}, {"steady", "-h"}, {"publish", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"drain", "--help"}, {"steady", "-h"}, {"publish", "--help"}, {"fleet", "--help"}} {
 		code, out, errOut := benchRun(t, args...)
 		if code != 0 || !strings.HasPrefix(out, "Usage: outbox bench") || errOut != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)

@@ -44,6 +44,7 @@ type fleetOptions struct {
 	idle     time.Duration
 	bin      string
 	json     bool
+	extra    []string // more flags of the relays
 }
 
 // fleetResult is the fleet workload's report.
@@ -97,6 +98,10 @@ func fleetFlags(o *fleetOptions) *flag.FlagSet {
 	fs.DurationVar(&o.idle, "idle", 15*time.Second, "length of the idle phase")
 	fs.StringVar(&o.bin, "outbox", "", "the outbox `PROGRAM` to run the relays with (default this one)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fs.Func("relay-flag", "a further flag of the relays, e.g. --relay-flag=--max-poll=5s (repeatable)", func(v string) error {
+		o.extra = append(o.extra, v)
+		return nil
+	})
 	return fs
 }
 
@@ -109,9 +114,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs := fleetFlags(o)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "Usage: outbox bench fleet [flags]\n\nD databases (SQLite files idle, PostgreSQL schemas active) served by R relay\nprocesses: idle cost, commit→arrival latency, connections per relay, takeover.\n\nFlags:")
-			fs.PrintDefaults()
+			printWorkloadUsage(stdout, wFleet, fs)
 			return errHelp
 		}
 		return usagef("fleet: %s; run 'outbox bench fleet --help'", cliflag.Error(err))
@@ -242,8 +245,9 @@ func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 			return nil, err
 		}
 		metrics = append(metrics, addr)
-		cmd := exec.CommandContext(ctx, o.bin, "relay", "--db-file", listFile, "--fleet", f.name, "--fleet-db", f.list[0].URL,
-			"--id", members[i], "--to", hook, "--metrics", addr, "--log-level", "warn")
+		args := append([]string{"relay", "--db-file", listFile, "--fleet", f.name, "--fleet-db", f.list[0].URL,
+			"--id", members[i], "--to", hook, "--metrics", addr, "--log-level", "warn"}, o.extra...)
+		cmd := exec.CommandContext(ctx, o.bin, args...)
 		cmd.Stderr = f.stderr
 		if err := cmd.Start(); err != nil {
 			return nil, err
@@ -294,12 +298,19 @@ func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 		res.Active.CPUPercent = append(res.Active.CPUPercent, round1(100*(cpu1[i]-cpu0[i])/el))
 	}
 
-	f.logf("takeover: SIGKILL relay %s", members[0])
-	lost := fleet.Assigned(members[0], members, f.list[:o.pg])
+	// The relay serving the most PostgreSQL databases is killed.
+	victim := 0
+	for i, n := range res.Active.DatabasesHeld {
+		if n > res.Active.DatabasesHeld[victim] {
+			victim = i
+		}
+	}
+	f.logf("takeover: SIGKILL relay %s", members[victim])
+	lost := fleet.Assigned(members[victim], members, f.list[:o.pg])
 	killed := time.Now()
-	_ = f.procs[0].Process.Signal(syscall.SIGKILL)
-	_ = f.procs[0].Wait()
-	f.procs = f.procs[1:]
+	_ = f.procs[victim].Process.Signal(syscall.SIGKILL)
+	_ = f.procs[victim].Wait()
+	f.procs = slices.Delete(f.procs, victim, victim+1)
 	res.TakeoverSeconds = f.takeover(ctx, lost, killed)
 	stopProducers()
 	wg.Wait()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/admin"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/fleet"
 	"github.com/txoutbox/outbox/internal/relay"
@@ -63,9 +64,6 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	if f.listenDB != "" {
 		return usagef("relay: --listen-db serves one database; with several, each listens over its own connection")
 	}
-	if surfaces.admin.addr != "" {
-		return usagef("relay: --admin serves one database; with several, run 'outbox admin --db URL' per database, and --metrics for the fleet's metrics")
-	}
 	if ff.maxConns < 0 || ff.idleClose < 0 || ff.workers < 0 {
 		return usagef("relay: --db-max-conns, --db-idle-close and --fleet-workers must not be negative")
 	}
@@ -107,7 +105,7 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 
 	var running atomic.Bool
 	var delivered atomic.Int64
-	if surfaces.metrics != "" {
+	if surfaces.metrics != "" || surfaces.admin.addr != "" {
 		surfaces.registry = metricsRegistry()
 		rc.Metrics = surfaces.registry
 		rc.OnBatch = func(b outbox.BatchReport) { delivered.Add(int64(b.Sent)) }
@@ -130,9 +128,24 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	if err := fl.SetDatabases(opener.databases(list)); err != nil {
 		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
 	}
+	adminAt := surfaces.admin
+	surfaces.admin.addr = ""
 	lns, err := e.listenSurfaces(coord, &surfaces, rc.Logger)
 	if err != nil {
 		return err
+	}
+	var fa *fleetAdmin
+	if adminAt.addr != "" {
+		if fa, err = e.fleetAdmin(coord, adminAt, &surfaces, rc.Logger, limits, list); err != nil {
+			return err
+		}
+		defer fa.close()
+		ln, err := listenAdmin(e.ctx, adminAt, fa.top, rc.Logger)
+		if err != nil {
+			return err
+		}
+		ln.http = newHTTPServer(fa, rc.Logger)
+		lns = append(lns, ln)
 	}
 	logger := rc.Logger
 	for _, s := range specs {
@@ -142,12 +155,36 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	run := fl.Run
 	if ff.file != "" {
 		run = func(ctx context.Context) error {
-			w := &listWatcher{e: e, path: ff.file, fleet: fl, opener: opener, logger: logger, last: list}
+			w := &listWatcher{e: e, path: ff.file, fleet: fl, opener: opener, logger: logger, last: list, admin: fa}
 			go w.watch(ctx)
 			return fl.Run(ctx)
 		}
 	}
 	return e.runRelay(run, lns, &running)
+}
+
+// fleetAdmin builds the admin surface of a relay over list: the relay's
+// health and metrics over the coordination database, and a page per
+// database with the admin settings.
+func (e *env) fleetAdmin(coord *dburl.DB, at adminSettings, s *relaySurfaces, logger *slog.Logger, limits dburl.Limits, list []fleet.Database) (*fleetAdmin, error) {
+	ready := func(context.Context) error {
+		if !s.running.Load() {
+			return errors.New("the relay is not running")
+		}
+		return nil
+	}
+	top, err := newAdminServer(coord, &admin.Config{
+		Tokens: at.tokens, AllowedHosts: at.hosts, Gatherer: s.registry,
+		Delivered: s.delivered.Load, Logger: logger, Ready: ready,
+	})
+	if err != nil {
+		return nil, err
+	}
+	limits.MaxConns = 2
+	fa := &fleetAdmin{e: e, top: top, limits: limits, open: map[string]*adminDB{},
+		cfg: admin.Config{Tokens: at.tokens, AllowedHosts: at.hosts, Logger: logger}}
+	fa.setList(list)
+	return fa, nil
 }
 
 // readDBList reads the databases from --db-file, else the --db flags.
@@ -239,6 +276,7 @@ type listWatcher struct {
 	opener *fleetOpener
 	logger *slog.Logger
 	last   []fleet.Database
+	admin  *fleetAdmin // nil without --admin
 }
 
 func (w *listWatcher) watch(ctx context.Context) {
@@ -277,6 +315,9 @@ func (w *listWatcher) watch(ctx context.Context) {
 		if err := w.fleet.SetDatabases(w.opener.databases(list)); err != nil {
 			w.logger.Warn("outbox relay: database list refused; keeping the previous list", "file", w.path, "err", err)
 			continue
+		}
+		if w.admin != nil {
+			w.admin.setList(list)
 		}
 		added, removed := listDiff(w.last, list)
 		w.last = list

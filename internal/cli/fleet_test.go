@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -106,11 +108,59 @@ func TestRelayFleetUsage(t *testing.T) {
 		{[]string{"--db-file", list + ".missing"}, "--db-file: open"},
 		{[]string{"--db-file", writeFile(t, "bad", "a b c\n")}, "line 1: want URL or NAME URL"},
 		{[]string{"--db", a, "--db", a}, "listed twice"},
-		{[]string{"--db", a, "--db", b, "--admin", ":0"}, "--admin serves one database"},
 		{[]string{"--db", a, "--db", b, "--listen-db", "postgres://h/x"}, "--listen-db serves one database"},
 		{[]string{"--db", a, "--db", b, "--db-max-conns", "-1"}, "must not be negative"},
 	} {
 		run(t, vars, append([]string{"relay", "--to", "stdout://"}, c.args...)...).failed(t, ExitUsage, c.want)
 	}
 	run(t, vars, "status", "--db-file", list, "--watch").failed(t, ExitUsage, "--db-file goes without")
+}
+
+// TestRelayFleetAdmin: a relay over a list serves each database's admin
+// API and page under /db/NAME/, each listing the others for the page's
+// selector; a database gone from the list is gone from the admin too.
+func TestRelayFleetAdmin(t *testing.T) {
+	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.SQLite)
+	vars := map[string]string{}
+	enqueueOK(t, vars, "--db", a.URL, "--topic", "fleet.a", "--payload", `{}`, "--delay", "1h")
+	for range 2 {
+		enqueueOK(t, vars, "--db", b.URL, "--topic", "fleet.b", "--payload", `{}`, "--delay", "1h")
+	}
+	list := writeFile(t, "databases", "lite-a "+a.URL+"\nlite-b "+b.URL+"\n")
+	addr, stderr, stop := startListening(t, "admin", vars, "relay", "--db-file", list, "--to", "stdout://", "--admin", "127.0.0.1:0")
+	base := "http://" + addr
+	var stats struct{ Pending int64 }
+	for name, want := range map[string]int64{"lite-a": 1, "lite-b": 2} {
+		code, body := get(t, base+"/db/"+name+"/api/v1/stats", "")
+		if err := json.Unmarshal([]byte(body), &stats); code != 200 || err != nil || stats.Pending != want {
+			t.Errorf("%s stats: %d %s, want %d pending", name, code, body, want)
+		}
+	}
+	var dbs struct {
+		Current   string
+		Databases []string
+	}
+	code, body := get(t, base+"/db/lite-b/api/v1/databases", "")
+	if err := json.Unmarshal([]byte(body), &dbs); code != 200 || err != nil || dbs.Current != "lite-b" || !slices.Equal(dbs.Databases, []string{"lite-a", "lite-b"}) {
+		t.Errorf("databases: %d %s", code, body)
+	}
+	if code, body := get(t, base+"/db/lite-a/", ""); code != 200 || !strings.Contains(body, `id="database-pick"`) {
+		t.Errorf("page: %d %.200s", code, body)
+	}
+	if code, _ := get(t, base+"/db/nope/api/v1/stats", ""); code != 404 {
+		t.Errorf("an unlisted database: %d, want 404", code)
+	}
+	if code, body := get(t, base+"/metrics", ""); code != 200 || !strings.Contains(body, `database="lite-a"`) {
+		t.Errorf("metrics: %d", code)
+	}
+	if err := os.WriteFile(list, []byte("lite-a "+a.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "lite-b gone from the admin", func() bool {
+		code, _ := get(t, base+"/db/lite-b/api/v1/stats", "")
+		return code == 404
+	})
+	if code := stop(); code != 0 {
+		t.Errorf("relay exited %d\n%s", code, stderr)
+	}
 }

@@ -54,6 +54,11 @@ a bare port (":8081") listens on 127.0.0.1 only. Tokens: OUTBOX_ADMIN_TOKEN
 (named "admin" in the audit log) and the config's "admin_tokens". Beyond
 loopback it needs a token, or --admin-insecure-open.
 
+Several --db, or --db-file FILE (a line: URL or NAME URL; # comments;
+read again when it changes), serve many databases; relays given the same
+list and --fleet-db share them, each database served by one relay at a
+time (docs/fleet.md). Metrics, logs and alerts then name the database.
+
 --metrics ADDR (or OUTBOX_METRICS_ADDR, or the config's "metrics") serves
 only /metrics, /healthz and /readyz, for scrapers: no API and no payloads,
 so it may listen on any address without a token.

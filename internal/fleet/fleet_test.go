@@ -110,8 +110,10 @@ func TestMembership(t *testing.T) {
 		t.Run(string(d), func(t *testing.T) {
 			db := testdb.New(t, d)
 			ctx := context.Background()
-			a := member(t, db, "a", time.Second)
-			b := member(t, db, "b", time.Second)
+			// TTLs of a few seconds: a loaded machine may take a second
+			// between a beat and the read after it.
+			a := member(t, db, "a", 3*time.Second)
+			b := member(t, db, "b", 3*time.Second)
 			for _, m := range []*fleet.Membership{a, b} {
 				if err := m.Beat(ctx); err != nil {
 					t.Fatal(err)
@@ -120,7 +122,7 @@ func TestMembership(t *testing.T) {
 			if live := liveOf(t, a); !slices.Equal(live, []string{"a", "b"}) {
 				t.Fatalf("live = %v, want [a b]", live)
 			}
-			other, err := fleet.NewMembership(db.Store().DB(), db.Dialect, "other", "z", time.Second)
+			other, err := fleet.NewMembership(db.Store().DB(), db.Dialect, "other", "z", 3*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,11 @@
 package relay
 
 import (
+	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -135,5 +139,30 @@ func TestAlertRouteDown(t *testing.T) {
 	out, _ = a.due(t0.Add(12 * time.Minute))
 	if len(out) != 1 || out[0].Kind != AlertRouteUp || *out[0].DownSeconds != 720 || !strings.Contains(out[0].Text, "up again after 12m0s") {
 		t.Fatalf("recovery: %+v", out)
+	}
+}
+
+// TestAlertNamesDatabase: the alerts of a relay serving one database of a
+// fleet carry its name in the JSON body and the text.
+func TestAlertNamesDatabase(t *testing.T) {
+	var body []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ = io.ReadAll(r.Body)
+	}))
+	defer srv.Close()
+	a := newAlerter(AlertConfig{WebhookURL: srv.URL, MinInterval: time.Minute}, "r1", slog.New(slog.DiscardHandler))
+	a.database = "acme"
+	a.deadLetters(1, nil)
+	got, _ := a.due(time.Now())
+	if len(got) != 1 {
+		t.Fatalf("%d alerts due, want 1", len(got))
+	}
+	a.send(t.Context(), got[0])
+	var al struct{ Text, Database string }
+	if err := json.Unmarshal(body, &al); err != nil {
+		t.Fatalf("alert body %q: %v", body, err)
+	}
+	if al.Database != "acme" || !strings.Contains(al.Text, "(database acme)") {
+		t.Errorf("alert %+v does not name the database", al)
 	}
 }
