@@ -632,15 +632,3 @@ func (a *Adopted) PartitionState(context.Context, string, RetentionPolicy) (Part
 func (a *Adopted) DropPartition(context.Context, DayPartition, bool) (bool, error) {
 	return false, errNoRetention
 }
-
-// ReadMark is Read followed by MarkInflight for the rows it returns.
-func (a *Adopted) ReadMark(ctx context.Context, owner string, parts []int, limit int) ([]Row, error) {
-	rows, err := a.Read(ctx, parts, limit)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.MarkInflight(ctx, owner, parts, MaxIDs(parts, rows)); err != nil {
-		return nil, err
-	}
-	return rows, nil
-}
