@@ -529,11 +529,7 @@ func migrateURL(ctx context.Context, u string) error {
 		return err
 	}
 	defer db.Close()
-	if db.PGX != nil {
-		_, err = outbox.Migrate(ctx, db.PGX, nil)
-	} else {
-		_, err = outbox.Migrate(ctx, db.Std, nil)
-	}
+	_, err = db.Migrate(ctx, nil)
 	return err
 }
 

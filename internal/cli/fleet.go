@@ -115,12 +115,7 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	if cfg.Name == "" {
 		cfg.Name = outbox.DefaultFleetName
 	}
-	var fl *outbox.Fleet
-	if coord.PGX != nil {
-		fl, err = outbox.NewFleet(coord.PGX, cfg)
-	} else {
-		fl, err = outbox.NewFleet(coord.Std, cfg)
-	}
+	fl, err := coord.NewFleet(cfg)
 	if err != nil {
 		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
 	}
@@ -252,12 +247,7 @@ func (o *fleetOpener) open(raw string) func(ctx context.Context) (outbox.FleetDr
 			}
 			return outbox.FleetDriver{}, nil, errors.New("the outbox tables are not installed in this database; run 'outbox migrate' on it")
 		}
-		var d outbox.FleetDriver
-		if db.PGX != nil {
-			d, err = outbox.FleetDriverOf(db.PGX)
-		} else {
-			d, err = outbox.FleetDriverOf(db.Std)
-		}
+		d, err := db.FleetDriver()
 		if err != nil {
 			db.Close()
 			return outbox.FleetDriver{}, nil, err

@@ -383,3 +383,19 @@ func (db *DB) Migrate(ctx context.Context, opts *outbox.MigrateOpts) ([]int, err
 	}
 	return outbox.Migrate(ctx, db.Std, opts)
 }
+
+// NewFleet builds a fleet member whose coordination database is this one.
+func (db *DB) NewFleet(cfg *outbox.FleetConfig) (*outbox.Fleet, error) {
+	if db.PGX != nil {
+		return outbox.NewFleet(db.PGX, cfg)
+	}
+	return outbox.NewFleet(db.Std, cfg)
+}
+
+// FleetDriver is the database's driver for a fleet's list.
+func (db *DB) FleetDriver() (outbox.FleetDriver, error) {
+	if db.PGX != nil {
+		return outbox.FleetDriverOf(db.PGX)
+	}
+	return outbox.FleetDriverOf(db.Std)
+}

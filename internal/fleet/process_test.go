@@ -228,37 +228,11 @@ func settle(t *testing.T, within time.Duration, tns []*tenant) {
 // order kept, duplicates within maxDup, nothing left pending.
 func (tn *tenant) check(t *testing.T, maxDup int) chaos.Report {
 	t.Helper()
-	rep := chaos.Check(tn.rec.History(tableStatus(t, tn.h.DB)))
+	rep := chaos.Check(tn.rec.History(tn.h.DB.Statuses(t)))
 	if err := rep.Err(chaos.Bounds{MaxDuplicates: maxDup}); err != nil {
 		t.Errorf("database %s: %v", tn.name, err)
 	}
 	return rep
-}
-
-// tableStatus is message id → status for every row of db's outbox.
-func tableStatus(t *testing.T, db *testdb.DB) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	q := "SELECT message_id, status FROM outbox_messages"
-	if db.Dialect == store.Postgres {
-		q = "SELECT message_id::text, status FROM outbox_messages"
-	}
-	rows, err := db.SQL.QueryContext(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, st string
-		if err := rows.Scan(&id, &st); err != nil {
-			t.Fatal(err)
-		}
-		out[id] = st
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // serving is the set of databases a relay process serves, from its log.
@@ -492,7 +466,7 @@ func TestFleetChurn(t *testing.T) {
 		}
 	}
 	t.Logf("%d messages over %d databases, %d duplicates", total.Committed, len(tns)+1, total.Duplicates)
-	st := tableStatus(t, gone.h.DB)
+	st := gone.h.DB.Statuses(t)
 	pending := 0
 	for _, s := range st {
 		if s == chaos.StatusPending {

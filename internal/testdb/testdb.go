@@ -341,3 +341,30 @@ func Ago(d store.Dialect, ago time.Duration) string {
 		return fmt.Sprintf("strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '%s%d seconds')", sign, s)
 	}
 }
+
+// Statuses is message id → status for every row of the database's
+// outbox, failing the test on error.
+func (d *DB) Statuses(t testing.TB) map[string]string {
+	t.Helper()
+	q := "SELECT message_id, status FROM outbox_messages"
+	if d.Dialect == store.Postgres {
+		q = "SELECT message_id::text, status FROM outbox_messages"
+	}
+	rows, err := d.SQL.QueryContext(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, st string
+		if err := rows.Scan(&id, &st); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = st
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -205,27 +205,7 @@ func messageRow(t *testing.T, h *harness.Harness, id string) (status string, att
 // tableStatus is message id → status for every row of the outbox.
 func tableStatus(t *testing.T, h *harness.Harness) map[string]string {
 	t.Helper()
-	q := "SELECT message_id, status FROM outbox_messages"
-	if h.DB.Dialect == store.Postgres {
-		q = "SELECT message_id::text, status FROM outbox_messages"
-	}
-	rows, err := h.DB.SQL.QueryContext(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var id, st string
-		if err := rows.Scan(&id, &st); err != nil {
-			t.Fatal(err)
-		}
-		out[id] = st
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return h.DB.Statuses(t)
 }
 
 // chaosResult is one line of the results table in docs/chaos.md.
