@@ -88,3 +88,8 @@ func (p *Process) Status(t *testing.T, v any) {
 
 // Kill ends the relay with SIGKILL, as a crash would, and waits for it.
 func (p *Process) Kill() { p.p.Kill() }
+
+// KeepBinary builds the outbox command StartRelay runs and keeps it until
+// t ends, so that the subtests of t that start relays one after another
+// share one build.
+func KeepBinary(t *testing.T) { relayBinary(t) }
