@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -283,5 +285,86 @@ func TestAdoptRelaysSIGKILL(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAdoptYAMLMapping: a table of the application's own, mapped by a
+// YAML file: a dead status of its own, an error column, a headers column
+// and a header column, a fixed topic, no message id column. Rows are
+// delivered with their headers, a failing row ends in the mapping's dead
+// status with the reason, and a row with headers that are not a JSON
+// object goes dead with that reason.
+func TestAdoptYAMLMapping(t *testing.T) {
+	relaytest.KeepBinary(t)
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testdb.New(t, d)
+			id := "BIGINT AUTO_INCREMENT PRIMARY KEY"
+			switch d {
+			case store.Postgres:
+				id = "BIGSERIAL PRIMARY KEY"
+			case store.SQLite:
+				id = "INTEGER PRIMARY KEY AUTOINCREMENT"
+			}
+			db.Exec(t, "CREATE TABLE outgoing_events (id "+id+", body TEXT NOT NULL, meta TEXT, tenant_id VARCHAR(32), state VARCHAR(16) NOT NULL DEFAULT 'new', tries INT NOT NULL DEFAULT 0, retry_at TIMESTAMP NULL, last_error TEXT)")
+			mapping := filepath.Join(t.TempDir(), "events.yaml")
+			if err := os.WriteFile(mapping, []byte(`table: outgoing_events
+topic: tenant.events
+max_attempts: 3
+columns:
+  id: id
+  payload: body
+  headers: meta
+  header_columns: {tenant: tenant_id}
+  status: state
+  attempts: tries
+  next_attempt: retry_at
+  error: last_error
+status: {pending: new, sent: done, failed: retry, dead: gave_up}
+`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 10 {
+				db.Exec(t, testdb.Placeholder(d, "INSERT INTO outgoing_events (body, meta, tenant_id) VALUES (?, ?, ?)"),
+					fmt.Sprintf(`{"seq":%d}`, i), `{"x-origin":"billing"}`, fmt.Sprintf("t%d", i%2))
+			}
+			db.Exec(t, "INSERT INTO outgoing_events (body, meta) VALUES ('{\"seq\":99}', 'not json')")
+			var mu sync.Mutex
+			origin := map[string]string{}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if strings.Contains(string(body), `"seq":7}`) {
+					w.WriteHeader(http.StatusInternalServerError)
+					return
+				}
+				mu.Lock()
+				origin[r.Header.Get("webhook-id")] = r.Header.Get("x-origin") + "/" + r.Header.Get("tenant")
+				mu.Unlock()
+			}))
+			t.Cleanup(srv.Close)
+			p := relaytest.StartRelay(t, db.URL, adoptArgs(mapping, srv.URL+"/events")...)
+			relaytest.WaitFor(t, 30*time.Second, "nine rows done, two gave up", func() bool {
+				return db.Count(t, "SELECT count(*) FROM outgoing_events WHERE state = 'done'") == 9 &&
+					db.Count(t, "SELECT count(*) FROM outgoing_events WHERE state = 'gave_up'") == 2
+			})
+			p.Stop(t)
+			if n := db.Count(t, "SELECT count(*) FROM outgoing_events WHERE state = 'gave_up' AND tries = 3 AND last_error LIKE '%500%'"); n != 1 {
+				t.Error("the failing row did not give up after its 3 attempts with the reason")
+			}
+			if n := db.Count(t, "SELECT count(*) FROM outgoing_events WHERE state = 'gave_up' AND last_error LIKE '%headers are not a JSON object%'"); n != 1 {
+				t.Error("the row with bad headers is not dead with the reason")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(origin) != 9 {
+				t.Errorf("%d messages arrived, want 9", len(origin))
+			}
+			for id, o := range origin {
+				if o != "billing/t0" && o != "billing/t1" {
+					t.Errorf("message %s arrived with headers %q, want billing/t0 or billing/t1", id, o)
+				}
+			}
+		})
 	}
 }
