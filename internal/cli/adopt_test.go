@@ -148,3 +148,18 @@ func TestAdoptStatusAndDead(t *testing.T) {
 		})
 	}
 }
+
+// TestAdoptRelayRefuses: a relay under --adopt does not start on a table
+// that does not fit (exit 1, the problem named), nor with retention or
+// the admin surface (exit 2).
+func TestAdoptRelayRefuses(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, "sqlite")
+	vars := dbVars(db)
+	if r := run(t, vars, "relay", "--adopt", "codes", "--to", "stdout://"); r.code != ExitFailure ||
+		!strings.Contains(r.stderr, "outbox: relay start: table local_message does not fit profile codes: no such table") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	run(t, vars, "relay", "--adopt", "codes", "--to", "stdout://", "--retention-sent", "24h").failed(t, ExitUsage, "--adopt does not go with retention")
+	run(t, vars, "relay", "--adopt", "codes", "--to", "stdout://", "--admin", ":0").failed(t, ExitUsage, "--adopt does not serve the admin API")
+}
