@@ -31,7 +31,7 @@ type Adopted struct {
 // from its validated identifiers and status values.
 type adoptedStatements struct {
 	read, gauges, countStatus          string
-	retry, defer_, dead, deadUncounted string
+	retry, postpone, dead, deadUncounted string
 	sentPrefix, sentSuffix             string
 
 	ensureLease, acquire, held, renew, release, markInflight, leaseExists string
@@ -255,7 +255,7 @@ func (a *Adopted) statements() adoptedStatements {
 	// Arguments: [error,] delay µs, id, table, owner.
 	s.retry = ad.bind(upd + set(append(append([]string{ad.ident(p.Status) + " = " + lit(p.Failed), att + " = " + a.attempts("m") + " + 1"}, errSet()...),
 		ad.ident(p.NextAttempt)+" = "+ad.later("?"))...) + where)
-	s.defer_ = ad.bind(upd + set(append(errSet(), ad.ident(p.NextAttempt)+" = "+ad.later("?"))...) + where)
+	s.postpone = ad.bind(upd + set(append(errSet(), ad.ident(p.NextAttempt)+" = "+ad.later("?"))...) + where)
 	// Arguments: [error,] id, table, owner.
 	for i, inc := range []string{"1", "0"} {
 		var parts []string
@@ -275,6 +275,7 @@ func (a *Adopted) statements() adoptedStatements {
 	s.sentSuffix = ") AND " + a.unsettled("m") + " AND " + a.fence()
 
 	s.ensureLease = ad.bind(ad.insertIgnore)
+	// leaseExists fails when migration 9 has not made the lease table.
 	s.leaseExists = "SELECT count(*) FROM outbox_adopted_leases WHERE partition_no < 0"
 	s.acquire = ad.bind(`UPDATE outbox_adopted_leases SET
     prev_owner = owner,
@@ -500,7 +501,7 @@ func (a *Adopted) Settle(ctx context.Context, owner string, outs []Outcome) (int
 		case o.CountAttempt:
 			q, args = a.s.retry, append(args, o.Delay.Microseconds())
 		default:
-			q, args = a.s.defer_, append(args, o.Delay.Microseconds())
+			q, args = a.s.postpone, append(args, o.Delay.Microseconds())
 		}
 		args = append(args, o.ID, a.p.Table, owner)
 		n, err := a.base.execRetry(ctx, q, args...)
