@@ -30,9 +30,9 @@ type Adopted struct {
 // adoptedStatements are the fixed statements of one profile, built once
 // from its validated identifiers and status values.
 type adoptedStatements struct {
-	read, gauges, countStatus          string
+	read, gauges, countStatus            string
 	retry, postpone, dead, deadUncounted string
-	sentPrefix, sentSuffix             string
+	sentPrefix, sentSuffix               string
 
 	ensureLease, acquire, held, renew, release, markInflight, leaseExists string
 }
