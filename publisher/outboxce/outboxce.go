@@ -309,19 +309,25 @@ func (f *Format) Headers(b Binding, env *outbox.Envelope) (map[string]string, er
 		}
 	}
 	for _, a := range f.Attributes(env, b.PartitionKey) {
-		v := a.Value
-		if b.Escape {
-			v = Escape(v)
-		}
 		if a.Name == AttrDataContentType {
-			if b.ContentType != "" {
-				h[b.ContentType] = v
+			switch {
+			case b.ContentType == outbox.HeaderContentType:
+				h[b.ContentType] = a.Value // the protocol's own header, as it is
+			case b.ContentType != "":
+				h[b.ContentType] = b.escape(a.Value)
 			}
 			continue
 		}
-		h[b.Prefix+a.Name] = v
+		h[b.Prefix+a.Name] = b.escape(a.Value)
 	}
 	return h, nil
+}
+
+func (b Binding) escape(v string) string {
+	if b.Escape {
+		return Escape(v)
+	}
+	return v
 }
 
 // Escape percent-encodes s as the HTTP and NATS bindings require of a
