@@ -503,7 +503,7 @@ func IsStructuredType(ct string) bool {
 // Structured renders env as one event in the JSON event format: the
 // attributes, then the payload as data (JSON payloads embedded as they
 // are, byte for byte; other UTF-8 text as a JSON string) or, for bytes
-// that are not UTF-8, as data_base64.
+// that are not UTF-8 or claim JSON without being JSON, as data_base64.
 func (f *Format) Structured(env *outbox.Envelope) []byte {
 	var b []byte
 	b = append(b, '{')
@@ -520,7 +520,7 @@ func (f *Format) Structured(env *outbox.Envelope) []byte {
 	case isJSON(ct) && json.Valid(env.Payload):
 		b = append(b, `,"data":`...)
 		b = append(b, env.Payload...)
-	case utf8.Valid(env.Payload):
+	case utf8.Valid(env.Payload) && !isJSON(ct): // JSON-typed bytes that are not JSON go as base64, kept exactly
 		b = append(b, `,"data":`...)
 		b = appendJSONString(b, string(env.Payload))
 	default:

@@ -166,6 +166,7 @@ func TestStructuredRoundTrip(t *testing.T) {
 		{"application/json", []byte(`{"a": [1, 2],  "b":"x"}`), `"data":{"a": [1, 2],  "b":"x"}`},
 		{"text/plain", []byte("hello \"you\""), `"data":"hello \"you\""`},
 		{"application/octet-stream", []byte{0xff, 0, 1}, `"data_base64":"/wAB"`},
+		{"application/json", []byte("not json"), `"data_base64":"bm90IGpzb24="`},
 	} {
 		env := envelope()
 		env.Headers[outbox.HeaderContentType] = c.ct
