@@ -419,6 +419,25 @@ func (b Binding) IsBinary(headers map[string]string) bool {
 	return ok
 }
 
+// DecodeEvent reads a message of binding b that may be a CloudEvent:
+// structured mode when its content type (property, the protocol's
+// content type property, else the content-type header) is
+// application/cloudevents+json, binary mode when b's specversion header
+// is there. It returns nil, nil for a message that is neither.
+func (b Binding) DecodeEvent(headers map[string]string, property string, payload []byte) (*Message, error) {
+	ct := property
+	if ct == "" {
+		ct = headers[outbox.HeaderContentType]
+	}
+	switch {
+	case IsStructuredType(ct):
+		return DecodeStructured(headers, payload)
+	case b.IsBinary(headers):
+		return b.Decode(headers, property, payload)
+	}
+	return nil, nil
+}
+
 // Decode reads a binary-mode event of binding b: headers (names in lower
 // case) as the protocol delivered them, contentType from the protocol's
 // property when it has one ("" otherwise) and payload. The result is the
