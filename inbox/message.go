@@ -53,15 +53,7 @@ func DecodeHTTP(h http.Header, body []byte) (*Message, error) {
 			headers[strings.ToLower(k)] = vs[0]
 		}
 	}
-	switch {
-	case outboxce.IsStructuredType(headers[outbox.HeaderContentType]):
-		m, err := outboxce.DecodeStructured(headers, body)
-		if err != nil {
-			return nil, err
-		}
-		return FromCloudEvent(m), nil
-	case outboxce.HTTP.IsBinary(headers):
-		m, err := outboxce.HTTP.Decode(headers, "", body)
+	if m, err := outboxce.HTTP.DecodeEvent(headers, "", body); m != nil || err != nil {
 		if err != nil {
 			return nil, err
 		}

@@ -70,3 +70,12 @@ func TestRouteFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayFormatExitsUsage: `outbox relay` with a bad CloudEvents option
+// exits 2 with one line naming it.
+func TestRelayFormatExitsUsage(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + t.TempDir() + "/x.db"
+	run(t, nil, "relay", "--db", db, "--to", "https://example.com/hooks?format=cloudevents&ce_source=a%20b").failed(t, ExitUsage, `ce_source="a b"`)
+	run(t, nil, "relay", "--db", db, "--to", "stdout://?format=cloudevents").failed(t, ExitUsage, "stdout has no CloudEvents binding")
+}

@@ -43,6 +43,9 @@ takes out of the URL: max_in_flight=N, rate=N/s (or N/m, N/h),
 probe_min=1s and probe_max=30s (the probes of a route that is down: one
 whose destination fails every delivery, new messages included; it is
 sent nothing else and charged nothing until a probe goes through).
+format=cloudevents sends CloudEvents 1.0 in binary mode (http, https,
+kafka, amqp, nats, mqtt; webhooks also take format=cloudevents-structured),
+with ce_source=URI as the source attribute (docs/cloudevents.md).
 
 Destinations: ` + strings.Join(outboxurl.Supported, ", ") + `. Webhooks are signed with
 the route's "secret" from the config file, else OUTBOX_WEBHOOK_SECRET, else

@@ -78,14 +78,7 @@ func Decode(d amqp.Delivery) (*inbox.Message, error) {
 			h[strings.ToLower(k)] = fmt.Sprint(v)
 		}
 	}
-	var ce *outboxce.Message
-	var err error
-	switch {
-	case outboxce.IsStructuredType(d.ContentType):
-		ce, err = outboxce.DecodeStructured(h, d.Body)
-	case outboxce.AMQP.IsBinary(h):
-		ce, err = outboxce.AMQP.Decode(h, d.ContentType, d.Body)
-	}
+	ce, err := outboxce.AMQP.DecodeEvent(h, d.ContentType, d.Body)
 	if err != nil {
 		return nil, fmt.Errorf("outboxamqp: not a valid CloudEvent (exchange %q, routing key %q): %w", d.Exchange, d.RoutingKey, err)
 	}

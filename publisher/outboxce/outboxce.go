@@ -309,19 +309,25 @@ func (f *Format) Headers(b Binding, env *outbox.Envelope) (map[string]string, er
 		}
 	}
 	for _, a := range f.Attributes(env, b.PartitionKey) {
-		v := a.Value
-		if b.Escape {
-			v = Escape(v)
-		}
 		if a.Name == AttrDataContentType {
-			if b.ContentType != "" {
-				h[b.ContentType] = v
+			switch {
+			case b.ContentType == outbox.HeaderContentType:
+				h[b.ContentType] = a.Value // the protocol's own header, as it is
+			case b.ContentType != "":
+				h[b.ContentType] = b.escape(a.Value)
 			}
 			continue
 		}
-		h[b.Prefix+a.Name] = v
+		h[b.Prefix+a.Name] = b.escape(a.Value)
 	}
 	return h, nil
+}
+
+func (b Binding) escape(v string) string {
+	if b.Escape {
+		return Escape(v)
+	}
+	return v
 }
 
 // Escape percent-encodes s as the HTTP and NATS bindings require of a
@@ -413,6 +419,25 @@ func (b Binding) IsBinary(headers map[string]string) bool {
 	return ok
 }
 
+// DecodeEvent reads a message of binding b that may be a CloudEvent:
+// structured mode when its content type (property, the protocol's
+// content type property, else the content-type header) is
+// application/cloudevents+json, binary mode when b's specversion header
+// is there. It returns nil, nil for a message that is neither.
+func (b Binding) DecodeEvent(headers map[string]string, property string, payload []byte) (*Message, error) {
+	ct := property
+	if ct == "" {
+		ct = headers[outbox.HeaderContentType]
+	}
+	switch {
+	case IsStructuredType(ct):
+		return DecodeStructured(headers, payload)
+	case b.IsBinary(headers):
+		return b.Decode(headers, property, payload)
+	}
+	return nil, nil
+}
+
 // Decode reads a binary-mode event of binding b: headers (names in lower
 // case) as the protocol delivered them, contentType from the protocol's
 // property when it has one ("" otherwise) and payload. The result is the
@@ -497,7 +522,7 @@ func IsStructuredType(ct string) bool {
 // Structured renders env as one event in the JSON event format: the
 // attributes, then the payload as data (JSON payloads embedded as they
 // are, byte for byte; other UTF-8 text as a JSON string) or, for bytes
-// that are not UTF-8, as data_base64.
+// that are not UTF-8 or claim JSON without being JSON, as data_base64.
 func (f *Format) Structured(env *outbox.Envelope) []byte {
 	var b []byte
 	b = append(b, '{')
@@ -514,7 +539,7 @@ func (f *Format) Structured(env *outbox.Envelope) []byte {
 	case isJSON(ct) && json.Valid(env.Payload):
 		b = append(b, `,"data":`...)
 		b = append(b, env.Payload...)
-	case utf8.Valid(env.Payload):
+	case utf8.Valid(env.Payload) && !isJSON(ct): // JSON-typed bytes that are not JSON go as base64, kept exactly
 		b = append(b, `,"data":`...)
 		b = appendJSONString(b, string(env.Payload))
 	default:

@@ -16,7 +16,7 @@ func envelope() *outbox.Envelope {
 		Destination: "orders", Payload: []byte(`{"id": 42}`),
 		Headers: map[string]string{
 			outbox.HeaderTopic: "order.created", outbox.HeaderBusinessKey: "order 42 – €",
-			outbox.HeaderContentType: "application/json", outbox.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+			outbox.HeaderContentType: "application/json; charset=utf-8", outbox.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 			"x-tenant": "acme", "ce-region": "eu west",
 		},
 		CreatedAt: time.Date(2026, 12, 1, 10, 30, 0, 123456000, time.FixedZone("CET", 3600)),
@@ -111,7 +111,7 @@ func TestBindingsRoundTrip(t *testing.T) {
 			}
 			ct := ""
 			if b.ContentType == "" {
-				ct = "application/json" // the protocol's property
+				ct = "application/json; charset=utf-8" // the protocol's property
 				if _, ok := lower[lp+"datacontenttype"]; ok {
 					t.Errorf("datacontenttype in the headers of %s: %v", b.Name, h)
 				}
@@ -120,8 +120,11 @@ func TestBindingsRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.ID != env.ID || m.Topic != env.Topic || m.Key != env.Key || m.ContentType != "application/json" || !bytes.Equal(m.Payload, env.Payload) {
+			if m.ID != env.ID || m.Topic != env.Topic || m.Key != env.Key || m.ContentType != "application/json; charset=utf-8" || !bytes.Equal(m.Payload, env.Payload) {
 				t.Errorf("decoded %+v", m)
+			}
+			if b.ContentType == outbox.HeaderContentType && h[b.ContentType] != "application/json; charset=utf-8" {
+				t.Errorf("%s header %q, want the content type as it is", b.ContentType, h[b.ContentType])
 			}
 			for _, k := range []string{outbox.HeaderTopic, outbox.HeaderBusinessKey, outbox.HeaderContentType, outbox.HeaderTraceParent} {
 				if m.Headers[k] != env.Headers[k] {
@@ -163,6 +166,7 @@ func TestStructuredRoundTrip(t *testing.T) {
 		{"application/json", []byte(`{"a": [1, 2],  "b":"x"}`), `"data":{"a": [1, 2],  "b":"x"}`},
 		{"text/plain", []byte("hello \"you\""), `"data":"hello \"you\""`},
 		{"application/octet-stream", []byte{0xff, 0, 1}, `"data_base64":"/wAB"`},
+		{"application/json", []byte("not json"), `"data_base64":"bm90IGpzb24="`},
 	} {
 		env := envelope()
 		env.Headers[outbox.HeaderContentType] = c.ct

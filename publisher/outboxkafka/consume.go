@@ -87,14 +87,8 @@ func Decode(r *kgo.Record) (*inbox.Message, error) {
 // decodeEvent decodes a record that is a CloudEvent; nil, nil when it is
 // none.
 func decodeEvent(r *kgo.Record, h map[string]string) (*inbox.Message, error) {
-	var m *outboxce.Message
-	var err error
-	switch {
-	case outboxce.IsStructuredType(h[outbox.HeaderContentType]):
-		m, err = outboxce.DecodeStructured(h, r.Value)
-	case outboxce.Kafka.IsBinary(h):
-		m, err = outboxce.Kafka.Decode(h, "", r.Value)
-	default:
+	m, err := outboxce.Kafka.DecodeEvent(h, "", r.Value)
+	if m == nil && err == nil {
 		return nil, nil
 	}
 	if err != nil {

@@ -113,14 +113,7 @@ func Decode(p *paho.Publish) (*inbox.Message, error) {
 		}
 		contentType = p.Properties.ContentType
 	}
-	var ce *outboxce.Message
-	var err error
-	switch {
-	case outboxce.IsStructuredType(contentType):
-		ce, err = outboxce.DecodeStructured(headers, p.Payload)
-	case outboxce.MQTT.IsBinary(headers):
-		ce, err = outboxce.MQTT.Decode(headers, contentType, p.Payload)
-	}
+	ce, err := outboxce.MQTT.DecodeEvent(headers, contentType, p.Payload)
 	if err != nil {
 		return nil, fmt.Errorf("outboxmqtt: topic %s: not a valid CloudEvent: %w", quoted(p.Topic), err)
 	}

@@ -47,14 +47,7 @@ func Decode(msg jetstream.Msg) (*inbox.Message, error) {
 			headers[strings.ToLower(k)] = vs[0]
 		}
 	}
-	var ce *outboxce.Message
-	var err error
-	switch {
-	case outboxce.IsStructuredType(headers[outbox.HeaderContentType]):
-		ce, err = outboxce.DecodeStructured(headers, msg.Data())
-	case outboxce.NATS.IsBinary(headers):
-		ce, err = outboxce.NATS.Decode(headers, "", msg.Data())
-	}
+	ce, err := outboxce.NATS.DecodeEvent(headers, "", msg.Data())
 	if err != nil {
 		return nil, fmt.Errorf("outboxnats: subject %q: not a valid CloudEvent: %w", msg.Subject(), err)
 	}
