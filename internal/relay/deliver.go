@@ -90,11 +90,30 @@ func (r *Relay) deliver(ctx context.Context, items []*item, rep *BatchReport) []
 	// message failed sits out the rest of the round. With more than one
 	// wave, the keys are split into groups whose waves go on each at its
 	// own pace (see lanes).
-	for _, lane := range lanes(items) {
+	ls := lanes(items)
+	start := 0
+	if len(ls) > 1 {
+		// The lanes' first waves go out together, as one wave: a batch
+		// meeting an outage fails as one call of every key's first
+		// message, which route health does not charge to the messages (a
+		// call of one or two would be).
+		var first []*item
+		for _, lane := range ls {
+			if len(lane) > 0 {
+				first = append(first, lane[0]...)
+			}
+		}
+		if !rd.aborted.Load() && r.own.valid() {
+			r.check(pubCtx, first)
+			r.publishWave(pubCtx, first, rd)
+		}
+		start = 1
+	}
+	for _, lane := range ls {
 		rd.wg.Add(1)
 		go func() {
 			defer rd.wg.Done()
-			r.runLane(pubCtx, lane, rd)
+			r.runLane(pubCtx, lane, start, rd)
 		}()
 	}
 	rd.wg.Wait()

@@ -327,3 +327,24 @@ func TestRoundFailedProbeRotates(t *testing.T) {
 		t.Fatalf("probe %+v, held back %+v: want neither counted, the probe put back for longer", probe, held)
 	}
 }
+
+// TestRoundOutageChargesNoKeyedMessage: a batch of few keys, many messages
+// each, meeting an outage charges none of them, although its keys publish
+// in lanes of one or two messages a call.
+func TestRoundOutageChargesNoKeyedMessage(t *testing.T) {
+	var rows []store.Row
+	for i := range 60 {
+		rows = append(rows, row(int64(i+1), "order.created", fmt.Sprintf("k%d", i%6), ""))
+	}
+	st := &fakeStore{rows: rows}
+	r := newTestRelay(t, st, publishFunc(func(e *Envelope) error { return errBusy }))
+	w := &worker{batchSize: 100, wake: make(chan struct{}, 1)}
+	if _, err := r.round(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(1); id <= 60; id++ {
+		if o, ok := st.outcome(t, id); ok && (o.CountAttempt || o.Status != store.StatusPending) {
+			t.Fatalf("message %d during the outage: %+v, want pending and not counted", id, o)
+		}
+	}
+}

@@ -69,22 +69,27 @@ func lanes(items []*item) [][][]*item {
 	return out
 }
 
-// runLane publishes one lane's waves in turn.
-func (r *Relay) runLane(ctx context.Context, waves [][]*item, rd *delivery) {
+// runLane publishes one lane's waves in turn, from wave start on (the
+// waves before it were published already).
+func (r *Relay) runLane(ctx context.Context, waves [][]*item, start int, rd *delivery) {
 	blocked := map[string]bool{}
 	for i, wave := range waves {
-		if rd.aborted.Load() || !r.own.valid() || (i > 0 && failpoint.Inject(failpoint.MidBatch) != nil) {
-			return
-		}
 		var todo []*item
-		for _, it := range wave {
-			if it.row.HasKey && blocked[it.row.Key] {
-				continue
+		if i >= start {
+			if rd.aborted.Load() || !r.own.valid() || (i > 0 && failpoint.Inject(failpoint.MidBatch) != nil) {
+				return
 			}
-			todo = append(todo, it)
+			for _, it := range wave {
+				if it.row.HasKey && blocked[it.row.Key] {
+					continue
+				}
+				todo = append(todo, it)
+			}
+			r.check(ctx, todo)
+			r.publishWave(ctx, todo, rd)
+		} else {
+			todo = wave
 		}
-		r.check(ctx, todo)
-		r.publishWave(ctx, todo, rd)
 		for _, it := range todo {
 			if it.row.HasKey && (!it.decided || it.out.Status == store.StatusPending) {
 				blocked[it.row.Key] = true
