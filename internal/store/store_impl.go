@@ -159,8 +159,8 @@ func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error
 // covers only rows published before.
 func (st *Store) ReadMark(ctx context.Context, owner string, parts []int, limit int) ([]Row, error) {
 	if st.s.readMark != "" {
-		// The marks are lease rows that renewals write too, in their own
-		// order: a deadlock rolls the read back, and it is run again.
+		// The marks are lease rows that renewals and takeovers write
+		// too: a deadlock rolls the read back, and it is run again.
 		var rows []Row
 		_, err := st.retry(ctx, func() (int64, error) {
 			var err error

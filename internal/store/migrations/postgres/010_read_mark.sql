@@ -37,10 +37,21 @@ WITH r AS MATERIALIZED (
             AND b.business_key IS NOT NULL AND b.id < m.id AND b.available_at > now()))
     ORDER BY m.id
     LIMIT lim
+), x AS MATERIALIZED (
+    SELECT r.partition_no AS p, max(r.id) AS max_id FROM r GROUP BY r.partition_no
+), locked AS MATERIALIZED (
+    -- The lease rows to write, locked in partition order, as the lease
+    -- renewal locks them: two statements taking row locks in different
+    -- orders can deadlock, and PostgreSQL takes deadlock_timeout (1 s)
+    -- to find out.
+    SELECT l.partition_no AS p FROM outbox_leases AS l JOIN x ON x.p = l.partition_no
+    WHERE l.owner = owner_id AND l.inflight_max_id < x.max_id
+    ORDER BY l.partition_no
+    FOR UPDATE OF l
 ), marked AS (
     UPDATE outbox_leases AS l SET inflight_max_id = x.max_id
-    FROM (SELECT r.partition_no AS p, max(r.id) AS max_id FROM r GROUP BY r.partition_no) AS x
-    WHERE l.partition_no = x.p AND l.owner = owner_id AND l.inflight_max_id < x.max_id
+    FROM x JOIN locked ON locked.p = x.p
+    WHERE l.partition_no = x.p
     RETURNING 1
 )
 SELECT r.* FROM r ORDER BY r.id;
