@@ -16,7 +16,8 @@ import (
 // are recovered (publishContained); this handles what no recover can.
 //
 // Every round records the highest id it is about to publish in the leases
-// of its partitions (markInflight). A relay that gains a partition whose
+// of its partitions, with its read (Store.ReadMark) or, while isolating,
+// exactly (markInflight). A relay that gains a partition whose
 // lease still carries such a mark knows its previous holder stopped in
 // the middle of a round, and treats the partition's pending rows up to the
 // mark as suspects:

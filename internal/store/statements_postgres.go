@@ -75,8 +75,12 @@ ON CONFLICT (relay_id, route) DO UPDATE SET state = excluded.state, since = excl
     expires_at = now() + ($2)::bigint * interval '1 microsecond'
 WHERE partition_no = ANY($3::int[]) AND (owner IS NULL OR owner = $4 OR expires_at <= now())`,
 		held: `SELECT partition_no, inflight_max_id, coalesce(prev_owner, '') FROM outbox_leases WHERE owner = $1 AND expires_at > now() ORDER BY partition_no`,
+		// The rows are locked in partition order, as outbox_read_mark
+		// locks the ones it writes: locks taken in different orders can
+		// deadlock, which PostgreSQL finds only after deadlock_timeout
+		// (1 s), a second the relay's reads would stall.
 		renew: `UPDATE outbox_leases SET expires_at = now() + ($1)::bigint * interval '1 microsecond'
-WHERE owner = $2 AND expires_at > now()`,
+WHERE partition_no IN (SELECT partition_no FROM outbox_leases WHERE owner = $2 AND expires_at > now() ORDER BY partition_no FOR UPDATE)`,
 		release: `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = now()
 WHERE owner = $1 AND partition_no = ANY($2::int[])`,
 		releaseAll: `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = now()

@@ -149,15 +149,18 @@ func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error
 	return st.read(ctx, st.s.read, st.dl.intList(parts), limit)
 }
 
-// ReadMark is Read followed by MarkInflight for the rows it returns: for
-// each of owner's partitions in parts, the highest id read from it (0 for
-// none) is recorded before the rows are handed out. Where the dialect can,
-// it is one statement (PostgreSQL); elsewhere the two run in turn, and
-// an empty read marks nothing.
+// ReadMark is Read that records, before the rows are handed out, the
+// in-flight marks of what it read on owner's leases. Where the dialect can
+// it is one statement (PostgreSQL), which raises the mark of each
+// partition it read a higher id from and lowers none; elsewhere Read and
+// MarkInflight run in turn (each partition of parts marked with the
+// highest id read from it, 0 for none), and an empty read marks nothing.
+// Either way a mark covers every row of the batch; a mark left higher
+// covers only rows published before.
 func (st *Store) ReadMark(ctx context.Context, owner string, parts []int, limit int) ([]Row, error) {
 	if st.s.readMark != "" {
-		// The marks are lease rows that renewals write too, in their own
-		// order: a deadlock rolls the read back, and it is run again.
+		// The marks are lease rows that renewals and takeovers write
+		// too: a deadlock rolls the read back, and it is run again.
 		var rows []Row
 		_, err := st.retry(ctx, func() (int64, error) {
 			var err error

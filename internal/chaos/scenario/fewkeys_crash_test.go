@@ -10,7 +10,7 @@ import (
 func TestCrashRedeliversNeverLosesFewKeys(t *testing.T) {
 	for _, c := range chaosDrivers {
 		for _, keys := range []int{1, 4} {
-			t.Run(fmt.Sprintf("%s/%d-keys", c.Name, keys), func(t *testing.T) { crashDrain(t, c, 5000, keys, 6) })
+			t.Run(fmt.Sprintf("%s/%d-keys", c.Name, keys), func(t *testing.T) { crashDrain(t, c, 2000, keys, 6) })
 		}
 	}
 }
@@ -23,4 +23,4 @@ func TestSeveralRelaysShareFewKeys(t *testing.T) { severalRelays(t, 4000, 2) }
 // TestRelaysNoDuplicatesOneKey is TestRelaysNoDuplicatesWithoutCrash with
 // a single key: three in-process relays, random failures, no crash →
 // every message exactly once, in order.
-func TestRelaysNoDuplicatesOneKey(t *testing.T) { relaysNoDuplicates(t, 1, 1500, 500) }
+func TestRelaysNoDuplicatesOneKey(t *testing.T) { relaysNoDuplicates(t, 1, 500, 300) }

@@ -3,12 +3,16 @@
 -- leases the highest id it was about to publish from each partition
 -- (crash isolation, the Checker's suspects), then settled: three round
 -- trips and three statements to parse, execute and commit. outbox_read_mark
--- reads as outbox_read does and, in the same statement, writes the marks
--- that change (the highest id read per partition of parts, 0 for a
--- partition that gave nothing) on the leases owner_id holds. Like the
--- settle, it commits without waiting for the WAL flush: a mark lost to a
--- database crash only means its messages are published again without
--- being suspected first.
+-- reads as outbox_read does and, in the same statement, raises the mark of
+-- each partition it read a higher id from (on the leases owner_id holds).
+-- A mark is never lowered here: a partition that gave nothing keeps its
+-- mark, which then covers only rows already published at least once (the
+-- rows up to it that are still pending wait for a retry), so a relay
+-- taking the partition over after a crash suspects them too and asks the
+-- Checker first; lowering it would cost a second lease write per partition
+-- and round. Like the settle, it commits without waiting for the WAL
+-- flush: a mark lost to a database crash only means its messages are
+-- published again without being suspected first.
 CREATE OR REPLACE FUNCTION outbox_read_mark(parts int[], lim int, owner_id text)
 RETURNS TABLE (id bigint, message_id text, topic varchar, business_key varchar, payload text, headers text,
                attempts int, max_attempts int, partition_no smallint, unknown_outcome boolean, created_epoch float8)
@@ -33,11 +37,21 @@ WITH r AS MATERIALIZED (
             AND b.business_key IS NOT NULL AND b.id < m.id AND b.available_at > now()))
     ORDER BY m.id
     LIMIT lim
+), x AS MATERIALIZED (
+    SELECT r.partition_no AS p, max(r.id) AS max_id FROM r GROUP BY r.partition_no
+), locked AS MATERIALIZED (
+    -- The lease rows to write, locked in partition order, as the lease
+    -- renewal locks them: two statements taking row locks in different
+    -- orders can deadlock, and PostgreSQL takes deadlock_timeout (1 s)
+    -- to find out.
+    SELECT l.partition_no AS p FROM outbox_leases AS l JOIN x ON x.p = l.partition_no
+    WHERE l.owner = owner_id AND l.inflight_max_id < x.max_id
+    ORDER BY l.partition_no
+    FOR UPDATE OF l
 ), marked AS (
     UPDATE outbox_leases AS l SET inflight_max_id = x.max_id
-    FROM (SELECT p.p, coalesce((SELECT max(r.id) FROM r WHERE r.partition_no = p.p), 0) AS max_id
-          FROM unnest(parts) AS p(p)) AS x
-    WHERE l.partition_no = x.p AND l.owner = owner_id AND l.inflight_max_id <> x.max_id
+    FROM x JOIN locked ON locked.p = x.p
+    WHERE l.partition_no = x.p
     RETURNING 1
 )
 SELECT r.* FROM r ORDER BY r.id;
