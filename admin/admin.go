@@ -126,8 +126,13 @@ type Config struct {
 
 // Server is the admin HTTP handler. It is safe for concurrent use.
 type Server struct {
-	backend     *store.Backend
-	st          *store.Store
+	backend *store.Backend
+	// st is what the server reads and changes: outbox_messages, or an
+	// adopted table; full is outbox_messages' store, nil on an adopted
+	// table, for the changes only it can make.
+	st          source
+	full        *store.Store
+	adopted     *store.Adopted
 	tokens      []tokenHash
 	promHandler http.Handler
 	ready       func(ctx context.Context) error
@@ -162,6 +167,7 @@ func New[TTx any](d outbox.Driver[TTx], cfg *Config) (*Server, error) {
 	s := &Server{
 		backend: b,
 		st:      b.Store,
+		full:    b.Store,
 		ready:   cfg.Ready,
 		log:     cfg.Logger,
 	}

@@ -131,6 +131,9 @@ type statsJSON struct {
 	// a route not listed has been up all along.
 	Routes    []routeJSON `json:"routes"`
 	SampledAt time.Time   `json:"sampled_at"`
+	// Table describes the adopted table the server shows; absent on
+	// outbox_messages.
+	Table *tableJSON `json:"table,omitempty"`
 }
 
 // routeJSON is a route's health: "down" while any live relay sees it
@@ -173,6 +176,10 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 	for _, tc := range st.ByTopic {
 		out.Topics = append(out.Topics, topicJSON(tc))
 	}
+	if out.Table, err = s.tableStats(r.Context()); err != nil {
+		s.failed(w, r, err)
+		return
+	}
 	for _, rh := range store.SummarizeRoutes(views) {
 		out.Routes = append(out.Routes, routeJSON{
 			Route: rh.Route, State: rh.State, Since: now.Add(-rh.For).Truncate(time.Millisecond), ForSeconds: rh.For.Seconds(),
@@ -196,6 +203,7 @@ type messageJSON struct {
 	Topic          string          `json:"topic"`
 	BusinessKey    *string         `json:"business_key"`
 	Status         string          `json:"status"`
+	TableStatus    string          `json:"table_status,omitempty"`
 	Attempts       int             `json:"attempts"`
 	MaxAttempts    int             `json:"max_attempts"`
 	CreatedAt      time.Time       `json:"created_at"`
@@ -218,7 +226,7 @@ func utcPtr(t *time.Time) *time.Time {
 
 func toJSON(r store.Record, full bool) messageJSON {
 	m := messageJSON{
-		ID: r.ID, MessageID: r.MessageID, Topic: r.Topic, BusinessKey: r.Key, Status: r.Status,
+		ID: r.ID, MessageID: r.MessageID, Topic: r.Topic, BusinessKey: r.Key, Status: r.Status, TableStatus: r.TableStatus,
 		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
 		CreatedAt: r.CreatedAt.UTC(), AvailableAt: r.AvailableAt.UTC(),
 		SentAt: utcPtr(r.SentAt), ConsumedAt: utcPtr(r.ConsumedAt), LastError: r.LastError,
@@ -290,8 +298,8 @@ func parseLimit(v string, def, most int) (int, error) {
 	return n, nil
 }
 
-// parseSearch reads the search parameters.
-func parseSearch(q url.Values) (store.Search, error) {
+// parseSearch reads the search parameters; parseID checks the id.
+func parseSearch(q url.Values, parseID func(string) (string, error)) (store.Search, error) {
 	var s store.Search
 	var err error
 	if v := q.Get("status"); v != "" {
@@ -306,7 +314,7 @@ func parseSearch(q url.Values) (store.Search, error) {
 		return s, err
 	}
 	if v := q.Get("id"); v != "" {
-		if s.MessageID, err = parseMessageID(v); err != nil {
+		if s.MessageID, err = parseID(v); err != nil {
 			return s, err
 		}
 	}
@@ -342,7 +350,10 @@ type searchJSON struct {
 }
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request, _ string) {
-	q, err := parseSearch(r.URL.Query())
+	q, err := parseSearch(r.URL.Query(), s.parseID)
+	if err == nil {
+		err = s.adoptedSearch(q)
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -367,8 +378,8 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, _ string) {
 }
 
 // messageID reads and checks the {message_id} path segment.
-func messageID(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id, err := parseMessageID(r.PathValue("message_id"))
+func (s *Server) messageID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id, err := s.parseID(r.PathValue("message_id"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return "", false
@@ -377,7 +388,7 @@ func messageID(w http.ResponseWriter, r *http.Request) (string, bool) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, _ string) {
-	id, ok := messageID(w, r)
+	id, ok := s.messageID(w, r)
 	if !ok {
 		return
 	}
@@ -408,7 +419,7 @@ func (s *Server) one(w http.ResponseWriter, r *http.Request, actor string, actio
 	if _, ok := readBody(w, r); !ok {
 		return
 	}
-	id, ok := messageID(w, r)
+	id, ok := s.messageID(w, r)
 	if !ok {
 		return
 	}
@@ -419,7 +430,7 @@ func (s *Server) one(w http.ResponseWriter, r *http.Request, actor string, actio
 		writeError(w, http.StatusNotFound, "no message with id "+id)
 		return
 	case errors.As(err, &se):
-		writeError(w, http.StatusConflict, conflict(action, id, se.Status))
+		writeError(w, http.StatusConflict, s.conflict(action, id, se.Status))
 		return
 	case err != nil:
 		s.failed(w, r, err)
@@ -436,11 +447,13 @@ func (s *Server) one(w http.ResponseWriter, r *http.Request, actor string, actio
 	writeJSON(w, http.StatusOK, changeJSON{MessageID: id, Status: after, Changed: changed})
 }
 
-func conflict(action store.BulkAction, id, status string) string {
-	switch action {
-	case store.ActionRequeue:
+func (s *Server) conflict(action store.BulkAction, id, status string) string {
+	switch {
+	case s.adopted != nil:
+		return fmt.Sprintf("message %s is %s; only dead rows of an adopted table can be requeued", id, status)
+	case action == store.ActionRequeue:
 		return fmt.Sprintf("message %s is %s; only dead or pending messages can be requeued", id, status)
-	case store.ActionDiscard:
+	case action == store.ActionDiscard:
 		return fmt.Sprintf("message %s is %s; only dead messages can be discarded", id, status)
 	default:
 		return fmt.Sprintf("message %s is %s; only sent messages can be marked consumed", id, status)
@@ -454,13 +467,19 @@ func (s *Server) requeueOne(w http.ResponseWriter, r *http.Request, actor string
 }
 
 func (s *Server) discardOne(w http.ResponseWriter, r *http.Request, actor string) {
+	if s.refuse(w, "discarding") {
+		return
+	}
 	s.one(w, r, actor, store.ActionDiscard, "", func(ctx context.Context, id string) (bool, error) {
-		return true, s.st.DiscardOne(ctx, id)
+		return true, s.full.DiscardOne(ctx, id)
 	})
 }
 
 func (s *Server) consumeOne(w http.ResponseWriter, r *http.Request, actor string) {
-	s.one(w, r, actor, store.ActionConsumed, store.StatusConsumed, s.st.ConsumeOne)
+	if s.refuse(w, "marking consumed") {
+		return
+	}
+	s.one(w, r, actor, store.ActionConsumed, store.StatusConsumed, s.full.ConsumeOne)
 }
 
 // wake tells relays that requeued messages are ready. Relays poll anyway;
@@ -605,6 +624,9 @@ func parseBulk(action store.BulkAction, body []byte) (store.BulkFilter, auditTar
 
 func (s *Server) bulk(action store.BulkAction) apiFunc {
 	return func(w http.ResponseWriter, r *http.Request, actor string) {
+		if s.refuse(w, "bulk "+string(action)) {
+			return
+		}
 		body, ok := readBody(w, r)
 		if !ok {
 			return
@@ -614,7 +636,7 @@ func (s *Server) bulk(action store.BulkAction) apiFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		matched, err := s.st.CountBulk(r.Context(), action, f)
+		matched, err := s.full.CountBulk(r.Context(), action, f)
 		if err != nil {
 			s.failed(w, r, err)
 			return
@@ -627,7 +649,7 @@ func (s *Server) bulk(action store.BulkAction) apiFunc {
 			writeError(w, http.StatusConflict, fmt.Sprintf(`replay would change %d messages, more than %d; send "yes": true to replay them all`, matched, store.DefaultReplayMax))
 			return
 		}
-		changed, err := s.st.Bulk(r.Context(), action, f, store.BulkOptions{})
+		changed, err := s.full.Bulk(r.Context(), action, f, store.BulkOptions{})
 		if changed > 0 && (action == store.ActionRequeue || action == store.ActionReplay) {
 			s.wake(r.Context())
 		}

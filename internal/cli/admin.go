@@ -277,6 +277,8 @@ type relaySurfaces struct {
 	registry  *prometheus.Registry
 	delivered *atomic.Int64
 	running   *atomic.Bool // /readyz answers 503 while false
+	// adopt is the --adopt profile: the admin server shows its table.
+	adopt string
 }
 
 // listenSurfaces binds the relay's admin server and metrics listener.
@@ -296,6 +298,13 @@ func (e *env) listenSurfaces(db *dburl.DB, s *relaySurfaces, logger *slog.Logger
 		})
 		if err != nil {
 			return nil, err
+		}
+		if s.adopt != "" {
+			a, err := adoptedStore(db, s.adopt)
+			if err != nil {
+				return nil, err
+			}
+			store.ServeAdopted(srv, a)
 		}
 		ln, err := listenAdmin(e.ctx, s.admin, srv, logger)
 		if err != nil {

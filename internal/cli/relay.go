@@ -252,8 +252,8 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.adopt != "" && adminCfg.addr != "" {
-		return usagef("relay: --adopt does not serve the admin API and page yet (they read outbox_messages); use --metrics, and outbox status --adopt or outbox dead list --adopt")
+	if f.adopt != "" && adminCfg.addr != "" && f.fleet.active(&f.db) {
+		return usagef("relay: --adopt over a fleet does not serve the admin API and page (each database's table differs); use --metrics, and outbox status --adopt or outbox dead list --adopt")
 	}
 	metricsAddr, err := resolveAddr(r, "relay", "metrics", f.metrics, "OUTBOX_METRICS_ADDR", cfg.Metrics, "")
 	if err != nil {
@@ -306,7 +306,7 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	// The relay counts as running from just before Run until shutdown
 	// begins; /readyz answers 503 outside that.
 	var running atomic.Bool
-	surfaces := relaySurfaces{admin: adminCfg, metrics: metricsAddr, registry: registry, delivered: &delivered, running: &running}
+	surfaces := relaySurfaces{admin: adminCfg, metrics: metricsAddr, registry: registry, delivered: &delivered, running: &running, adopt: f.adopt}
 	lns, err := e.listenSurfaces(db, &surfaces, logger)
 	if err != nil {
 		return err

@@ -39,11 +39,14 @@ type Search struct {
 
 // Record is a message as operators see it.
 type Record struct {
-	ID          int64
-	MessageID   string
-	Topic       string
-	Key         *string
-	Status      string
+	ID        int64
+	MessageID string
+	Topic     string
+	Key       *string
+	Status    string
+	// TableStatus is an adopted table's own status value ("" for
+	// outbox_messages).
+	TableStatus string
 	Attempts    int
 	MaxAttempts int
 	CreatedAt   time.Time
