@@ -17,6 +17,7 @@
     timer: 0,
     dead: { topic: '', key: '', before: null },
     search: { params: null, before: null, history: [] },
+    table: null, // the adopted table the server shows, null for outbox_messages
     detail: null, // the message shown in the detail dialog
     detailTimer: 0
   };
@@ -204,6 +205,7 @@
     return api('GET', 'stats').then(function (stats) {
       if (state.token) sessionStorage.setItem(TOKEN_KEY, state.token);
       state.signedIn = true;
+      renderTable(stats.table);
       $('login').hidden = true;
       $('signout').hidden = !state.token;
       route();
@@ -257,8 +259,28 @@
     api('GET', 'stats/history').then(renderHistory, failed('Loading the history'));
   }
 
+  // ADOPTED_HIDDEN are the controls of changes an adopted table does not
+  // take (the server refuses them): only one dead row at a time goes back.
+  var ADOPTED_HIDDEN = ['dead-requeue-all', 'dead-discard-all', 'search-replay', 'detail-discard', 'detail-consumed', 'detail-replay'];
+
+  function renderTable(t) {
+    state.table = t || null;
+    ADOPTED_HIDDEN.forEach(function (id) { $(id).hidden = !!t; });
+    $('table-card').hidden = !t;
+    if (!t) return;
+    $('table-name').textContent = t.name + ' (profile ' + t.profile + ')';
+    var body = $('table-states').tBodies[0];
+    clear(body);
+    (t.states || []).forEach(function (st) {
+      body.appendChild(el('tr', { 'data-state': st.state },
+        el('td', { className: 'mono', text: st.state }),
+        el('td', { className: 'num', text: fmtNum(st.count) })));
+    });
+  }
+
   function renderStats(s) {
     if (!s) return;
+    renderTable(s.table);
     STATUSES.forEach(function (st) { $('count-' + st).textContent = fmtNum(s[st]); });
     $('oldest-due').textContent = s.pending ? fmtAge(s.oldest_due_age_seconds) : '–';
     $('oldest-pending').textContent = s.pending ? 'oldest enqueued ' + fmtAge(s.oldest_pending_age_seconds) + ' ago' : '';
@@ -586,6 +608,7 @@
       ['Message id', el('code', { text: m.message_id })],
       ['Row', m.id],
       ['Status', el('span', { id: 'detail-status', 'data-status': m.status }, badge(m.status))],
+      ['Table status', m.table_status ? el('code', { id: 'detail-table-status', text: m.table_status }) : '–'],
       ['Topic', m.topic],
       ['Key', m.business_key || '–'],
       ['Attempts', m.attempts + ' of ' + m.max_attempts],
@@ -606,7 +629,7 @@
     var p = prettyPayload(m);
     $('detail-payload-kind').textContent = p.kind;
     $('detail-payload').textContent = p.text;
-    $('detail-requeue').disabled = !(m.status === 'dead' || m.status === 'pending');
+    $('detail-requeue').disabled = state.table ? m.status !== 'dead' : !(m.status === 'dead' || m.status === 'pending');
     $('detail-discard').disabled = m.status !== 'dead';
     $('detail-consumed').disabled = m.status !== 'sent';
     $('detail-replay').disabled = !(m.status === 'sent' || m.status === 'consumed');
