@@ -150,8 +150,8 @@ func TestAdoptStatusAndDead(t *testing.T) {
 }
 
 // TestAdoptRelayRefuses: a relay under --adopt does not start on a table
-// that does not fit (exit 1, the problem named), nor with retention or
-// the admin surface (exit 2).
+// that does not fit (exit 1, the problem named), nor with retention, nor
+// with the admin surface over a fleet (exit 2).
 func TestAdoptRelayRefuses(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t, "sqlite")
@@ -161,5 +161,6 @@ func TestAdoptRelayRefuses(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	run(t, vars, "relay", "--adopt", "codes", "--to", "stdout://", "--retention-sent", "24h").failed(t, ExitUsage, "--adopt does not go with retention")
-	run(t, vars, "relay", "--adopt", "codes", "--to", "stdout://", "--admin", ":0").failed(t, ExitUsage, "--adopt does not serve the admin API")
+	other := testdb.New(t, "sqlite")
+	run(t, vars, "relay", "--adopt", "codes", "--db", db.URL, "--db", other.URL, "--to", "stdout://", "--admin", ":0").failed(t, ExitUsage, "--adopt over a fleet does not serve the admin API")
 }
