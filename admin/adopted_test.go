@@ -1,0 +1,121 @@
+package admin_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/txoutbox/outbox/admin"
+	"github.com/txoutbox/outbox/internal/adopt"
+	"github.com/txoutbox/outbox/internal/adopt/adopttest"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+)
+
+// newAdoptedAdmin serves an admin Server over profile's table in db.
+func newAdoptedAdmin(t *testing.T, db *testdb.DB, profile string) *httptest.Server {
+	t.Helper()
+	cfg := &admin.Config{Tokens: []admin.Token{{Name: "ops", Secret: opsToken}}, Logger: relaytest.Logger()}
+	var srv *admin.Server
+	var b *store.Backend
+	var err error
+	if db.PGX != nil {
+		srv, err = admin.New(db.PGX, cfg)
+		b = store.NewBackend(db.PGX)
+	} else {
+		srv, err = admin.New(db.Std, cfg)
+		b = store.NewBackend(db.Std)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := adopt.Load(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := store.NewAdopted(b.Store, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.ServeAdopted(srv, a)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// TestAdoptedTable: over the Laravel table (no message id column) the
+// counts follow the profile (a failed row with retries left is pending,
+// one with none is dead), rows are found by their derived message ids,
+// requeue moves a dead row back to "pending" with its retries reset and
+// refuses a row that is not dead, and the changes the table does not take
+// answer 501.
+func TestAdoptedTable(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *testdb.DB) {
+		adopttest.Create(t, db, "laravel")
+		for _, r := range []struct {
+			topic, status string
+			retries       int
+		}{{"order.created", "pending", 0}, {"order.created", "sent", 0}, {"order.paid", "failed", 3}, {"order.paid", "failed", 1}} {
+			db.Exec(t, testdb.Placeholder(db.Dialect, "INSERT INTO local_messages (topic, payload, status, retry_times, max_retry_times, created_at) VALUES (?, '{}', ?, ?, 3, "+adopttest.NowSQL(db.Dialect)+")"),
+				r.topic, r.status, r.retries)
+		}
+		deadRow := int64(db.Count(t, "SELECT id FROM local_messages WHERE retry_times = 3"))
+		deadID := store.DerivedMessageID("local_messages", deadRow)
+		ts := newAdoptedAdmin(t, db, "laravel")
+
+		var st struct {
+			Pending, Sent, Consumed, Dead int64
+			Table                         struct {
+				States []struct {
+					State string
+					Count int64
+				}
+			}
+		}
+		call(t, ts, "GET", "/api/v1/stats", opsToken, nil).want(t, 200).decode(t, &st)
+		if st.Pending != 2 || st.Sent != 1 || st.Consumed != 0 || st.Dead != 1 || fmt.Sprint(st.Table.States) != "[{failed 2} {pending 1} {sent 1}]" {
+			t.Errorf("stats: %+v", st)
+		}
+		var list struct {
+			Messages []struct {
+				ID                         int64
+				MessageID                  string `json:"message_id"`
+				Status, Topic, TableStatus string
+			}
+		}
+		call(t, ts, "GET", "/api/v1/messages?status=dead", opsToken, nil).want(t, 200).decode(t, &list)
+		if len(list.Messages) != 1 || list.Messages[0].MessageID != deadID || list.Messages[0].Topic != "order.paid" {
+			t.Errorf("dead list: %+v, want %s", list.Messages, deadID)
+		}
+		call(t, ts, "GET", "/api/v1/messages?id="+deadID, opsToken, nil).want(t, 200).decode(t, &list)
+		if len(list.Messages) != 1 || list.Messages[0].ID != deadRow {
+			t.Errorf("search by derived id: %+v", list.Messages)
+		}
+		call(t, ts, "GET", "/api/v1/messages?status=pending&limit=1", opsToken, nil).want(t, 200).decode(t, &list)
+		if len(list.Messages) != 1 || list.Messages[0].Status != "pending" || list.Messages[0].Topic != "order.paid" {
+			t.Errorf("newest pending: %+v", list.Messages)
+		}
+		var one struct{ Status, Topic string }
+		call(t, ts, "GET", "/api/v1/messages/"+deadID, opsToken, nil).want(t, 200).decode(t, &one)
+		if one.Status != "dead" || one.Topic != "order.paid" {
+			t.Errorf("detail: %+v", one)
+		}
+		call(t, ts, "GET", "/api/v1/messages/"+store.DerivedMessageID("local_messages", 999999), opsToken, nil).wantError(t, 404, "no message")
+		call(t, ts, "GET", "/api/v1/messages/row-1", opsToken, nil).wantError(t, 400, "not a UUID")
+
+		call(t, ts, "DELETE", "/api/v1/messages/"+deadID, opsToken, nil).wantError(t, http.StatusNotImplemented, "discarding", "adopted table local_messages (profile laravel)")
+		call(t, ts, "POST", "/api/v1/messages/requeue", opsToken, map[string]any{"all": true}).wantError(t, http.StatusNotImplemented, "bulk requeue")
+		call(t, ts, "POST", "/api/v1/messages/"+deadID+"/requeue", "", nil).wantError(t, 401, "missing Authorization")
+		call(t, ts, "POST", "/api/v1/messages/"+deadID+"/requeue", opsToken, nil).want(t, 200)
+		if n := db.Count(t, testdb.Placeholder(db.Dialect, "SELECT count(*) FROM local_messages WHERE id = ? AND status = 'pending' AND retry_times = 0 AND next_retry_at IS NULL"), deadRow); n != 1 {
+			t.Error("the requeued row is not pending with its retries reset")
+		}
+		call(t, ts, "POST", "/api/v1/messages/"+deadID+"/requeue", opsToken, nil).wantError(t, 409, "is pending", "only dead rows")
+		call(t, ts, "GET", "/api/v1/stats", opsToken, nil).want(t, 200).decode(t, &st)
+		if st.Pending != 3 || st.Dead != 0 {
+			t.Errorf("stats after the requeue: %+v", st)
+		}
+	})
+}
