@@ -72,7 +72,8 @@ in the table's own vocabulary: laravel (local_messages), spring
 (t_local_message), codes (local_message), or FILE.yaml mapping any other
 table (docs/adopt.md; 'outbox adopt check' says whether a table fits).
 One relay at a time serves the table, the others stand by; 'outbox
-migrate' makes the lease table they share.`,
+migrate' makes the lease table they share. With --admin the admin API and
+page show the table; of its changes they take requeue of one dead row.`,
 		setup: relaySetup,
 	}
 }
