@@ -45,12 +45,7 @@ func TestBrowserAdoptedPage(t *testing.T) {
 	}
 	until := func(what, cond, show string) {
 		t.Helper()
-		_, err := chromedp.Run(bctx, chromedp.Poll[chromedp.Void](cond,
-			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
-		if err != nil {
-			got, _ := chromedp.Run(bctx, chromedp.Evaluate[string](show))
-			t.Fatalf("waiting for %s: %v; the page shows %q", what, err, got)
-		}
+		untilPage(t, bctx, what, cond, show, func() {})
 	}
 
 	do("sign in",
@@ -79,4 +74,18 @@ func TestBrowserAdoptedPage(t *testing.T) {
 	relaytest.WaitFor(t, 20*time.Second, "the requeued row PENDING with its retries reset", func() bool {
 		return db.Count(t, "SELECT count(*) FROM t_local_message WHERE message_id = 'm-dead' AND status = 'PENDING' AND retry_count = 0") == 1
 	})
+}
+
+// untilPage waits for the JavaScript condition cond in the page of bctx;
+// when it does not come true it calls failed, then fails the test with
+// what it waited for and what show evaluates to.
+func untilPage(t *testing.T, bctx context.Context, what, cond, show string, failed func()) {
+	t.Helper()
+	_, err := chromedp.Run(bctx, chromedp.Poll[chromedp.Void](cond,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		got, _ := chromedp.Run(bctx, chromedp.Evaluate[string](show))
+		failed()
+		t.Fatalf("waiting for %s: %v; the page shows %q", what, err, got)
+	}
 }

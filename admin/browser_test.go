@@ -244,13 +244,7 @@ func TestBrowserPage(t *testing.T) {
 	// for and what the page showed at that moment.
 	until := func(what, cond, show string) {
 		t.Helper()
-		_, err := chromedp.Run(bctx, chromedp.Poll[chromedp.Void](cond,
-			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
-		if err != nil {
-			got, _ := chromedp.Run(bctx, chromedp.Evaluate[string](show))
-			shot("failed")
-			t.Fatalf("waiting for %s: %v; the page shows %q", what, err, got)
-		}
+		untilPage(t, bctx, what, cond, show, func() { shot("failed") })
 	}
 	rows := func(table string) string {
 		return `JSON.stringify([...document.querySelectorAll('` + table + ` tbody tr')].map(tr => [...tr.cells].map(c => c.textContent)))`
