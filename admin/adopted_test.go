@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/txoutbox/outbox/admin"
@@ -14,7 +16,8 @@ import (
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
-// newAdoptedAdmin serves an admin Server over profile's table in db.
+// newAdoptedAdmin serves an admin Server over the table of profile (a
+// built-in name or a mapping file) in db.
 func newAdoptedAdmin(t *testing.T, db *testdb.DB, profile string) *httptest.Server {
 	t.Helper()
 	cfg := &admin.Config{Tokens: []admin.Token{{Name: "ops", Secret: opsToken}}, Logger: relaytest.Logger()}
@@ -97,6 +100,14 @@ func TestAdoptedTable(t *testing.T) {
 		if len(list.Messages) != 1 || list.Messages[0].Status != "pending" || list.Messages[0].Topic != "order.paid" {
 			t.Errorf("newest pending: %+v", list.Messages)
 		}
+		call(t, ts, "GET", "/api/v1/messages?since=2000-01-01T00:00:00Z", opsToken, nil).want(t, 200).decode(t, &list)
+		if len(list.Messages) != 4 {
+			t.Errorf("since 2000: %d rows, want 4", len(list.Messages))
+		}
+		call(t, ts, "GET", "/api/v1/messages?until=2000-01-01T00:00:00Z", opsToken, nil).want(t, 200).decode(t, &list)
+		if len(list.Messages) != 0 {
+			t.Errorf("until 2000: %d rows, want none", len(list.Messages))
+		}
 		var one struct{ Status, Topic string }
 		call(t, ts, "GET", "/api/v1/messages/"+deadID, opsToken, nil).want(t, 200).decode(t, &one)
 		if one.Status != "dead" || one.Topic != "order.paid" {
@@ -118,4 +129,29 @@ func TestAdoptedTable(t *testing.T) {
 			t.Errorf("stats after the requeue: %+v", st)
 		}
 	})
+}
+
+// TestAdoptedTableWithoutCreatedAt: a mapping without a created-at column
+// refuses a search by creation time with 400, and its rows are found by
+// the text of their message id column.
+func TestAdoptedTableWithoutCreatedAt(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.SQLite)
+	db.Exec(t, "CREATE TABLE events (id INTEGER PRIMARY KEY, ref TEXT, body TEXT, state TEXT, tries INTEGER, due_at TEXT)")
+	db.Exec(t, "INSERT INTO events (ref, body, state, tries) VALUES ('evt/1', '{}', 'dead', 5)")
+	mapping := filepath.Join(t.TempDir(), "events.yaml")
+	if err := os.WriteFile(mapping, []byte("table: events\ntopic: events.out\ncolumns: {id: id, message_id: ref, payload: body, status: state, attempts: tries, next_attempt: due_at}\nstatus: {pending: new, sent: done, failed: retry, dead: dead}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts := newAdoptedAdmin(t, db, mapping)
+	call(t, ts, "GET", "/api/v1/messages?since=2026-01-01T00:00:00Z", opsToken, nil).wantError(t, 400, "created-at column")
+	var one struct{ Status, Topic string }
+	call(t, ts, "GET", "/api/v1/messages/evt%2F1", opsToken, nil).want(t, 200).decode(t, &one)
+	if one.Status != "dead" || one.Topic != "events.out" {
+		t.Errorf("detail: %+v", one)
+	}
+	call(t, ts, "POST", "/api/v1/messages/evt%2F1/requeue", opsToken, nil).want(t, 200)
+	if n := db.Count(t, "SELECT count(*) FROM events WHERE state = 'new' AND tries = 0"); n != 1 {
+		t.Error("the requeued row is not new with its attempts reset")
+	}
 }
