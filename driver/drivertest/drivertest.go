@@ -411,7 +411,11 @@ func testInProcessWake[TTx any](t *testing.T, d driver.Driver[TTx]) {
 	// can only arrive in time through a wake-up from the producer.
 	rounds := make(chan struct{}, 16)
 	s := startRelay(t, d, 10*time.Minute, func(outbox.BatchReport) { rounds <- struct{}{} })
-	cfg := &outbox.Config{NotifyInterval: 20 * time.Millisecond, DisableNotify: true}
+	// A producer wakes relays NotifyInterval after Enqueue returns, not
+	// after the commit: the interval must outlast the commit, or the relay
+	// reads before the message is there and, polling every ten minutes,
+	// misses it (on a busy machine a commit can take tens of milliseconds).
+	cfg := &outbox.Config{NotifyInterval: 500 * time.Millisecond, DisableNotify: true}
 	enqueue(t, d, cfg, outbox.Message{Topic: "drivertest.wake", Payload: []byte(`1`)})
 	s.next(t, "the first message")
 	select {
