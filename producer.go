@@ -112,18 +112,17 @@ func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message)
 		}
 		rows[i], ids[i] = r, r.MessageID
 	}
-	if err := p.backend.Store.Insert(ctx, p.driver.UnwrapExecutor(tx), rows); err != nil {
+	if err := p.backend.Store.InsertThen(ctx, p.driver.UnwrapExecutor(tx), rows, p.signal); err != nil {
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
 			return nil, fmt.Errorf("outbox: %w: %v", ErrDuplicateMessageID, dup.MessageIDs)
 		}
 		return nil, fmt.Errorf("outbox: enqueue: %w", err)
 	}
-	p.signal()
 	return ids, nil
 }
 
-// signal wakes relays NotifyInterval after Enqueue returns — in this
+// signal wakes relays NotifyInterval after the rows are in — in this
 // process directly, elsewhere through the database when it can (PostgreSQL
 // NOTIFY, on the producer's own connection, outside the caller's
 // transaction) — coalescing every Enqueue of that window into one signal.

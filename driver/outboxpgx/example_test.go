@@ -44,3 +44,36 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 }
+
+// The pipelined form: the business statement and the outbox insert are
+// queued on one pgx.Batch and reach PostgreSQL in one round trip. The
+// producer's wake-up follows the batch's results, as Enqueue's follows
+// its insert.
+func ExampleDriver_Batched() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	drv, err := outboxpgx.New(pool, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	producer, err := outbox.NewProducer(drv.Batched(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		batch := &pgx.Batch{}
+		batch.Queue("UPDATE accounts SET plan = 'pro' WHERE id = $1", 7)
+		// Validated and queued; nothing is sent yet.
+		if _, err := producer.Enqueue(ctx, batch, outbox.Message{Topic: "account.upgraded", Key: "account-7", Payload: []byte(`{"id":7}`)}); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, batch).Close()
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrDuplicateMessageID: a message with the same id is already in the
+// outbox (outbox.ErrDuplicateMessageID is this error).
+var ErrDuplicateMessageID = errors.New("duplicate message id")
+
+// Queuer is an Executor that queues statements on a batch its caller
+// sends later, in its own transaction (outboxpgx's Batched): the outbox's
+// insert then shares the round trip of the caller's statements. check
+// runs with the rows the statement changed once the caller reads the
+// batch's results, and its error becomes the batch's.
+type Queuer interface {
+	QueueExec(sql string, args []any, check func(rowsAffected int64) error)
+}
+
+// InsertThen is Insert that calls done once the rows are written: when
+// Insert returns, or, through a Queuer, when the caller reads the results
+// of its batch (then only if every row went in).
+func (st *Store) InsertThen(ctx context.Context, q Querier, msgs []NewMessage, done func()) error {
+	if qu, ok := q.(Queuer); ok {
+		return st.queueInsert(qu, msgs, done)
+	}
+	if err := st.Insert(ctx, q, msgs); err != nil {
+		return err
+	}
+	done()
+	return nil
+}
+
+// queueInsert queues one single-row insert per message on q. The
+// multi-row form reports duplicates by the ids it returns, rows a batch
+// gives back only once sent; in one batch the statements share one round
+// trip anyway, and each is the statement Enqueue of one message runs.
+func (st *Store) queueInsert(q Queuer, msgs []NewMessage, done func()) error {
+	if st.d != Postgres {
+		return fmt.Errorf("a batched insert needs PostgreSQL, not %s", st.d)
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		stmt, id, last := st.s.insertOne, m.MessageID, i == len(msgs)-1
+		if m.FreshID {
+			stmt = st.s.insertFresh
+		}
+		q.QueueExec(stmt, st.dl.insertOneArgs(m), func(n int64) error {
+			if n == 0 {
+				return fmt.Errorf("outbox: %w: %s", ErrDuplicateMessageID, id)
+			}
+			if last {
+				done()
+			}
+			return nil
+		})
+	}
+	return nil
+}
