@@ -124,9 +124,9 @@ func workloadsAgainst(t *testing.T, url string, dialect store.Dialect) {
 		}
 		wantVariants := []string{vBusiness, vOutbox}
 		if dialect == store.Postgres {
-			wantVariants = append(wantVariants, vNotify, vRowNotify)
-		} else if len(r.Produce.Skipped) != 2 {
-			t.Errorf("skipped = %v, want the two notify variants", r.Produce.Skipped)
+			wantVariants = append(wantVariants, vNotify, vRowNotify, vBatch)
+		} else if len(r.Produce.Skipped) != 3 {
+			t.Errorf("skipped = %v, want the two notify variants and the batch", r.Produce.Skipped)
 		}
 		for _, run := range r.Produce.Runs {
 			if len(run.Variants) != len(wantVariants) {

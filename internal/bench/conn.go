@@ -87,6 +87,8 @@ func (o outboxConn[TTx]) newRelay(cfg *outbox.RelayConfig) (*outbox.Relay, error
 type pgConn struct {
 	pool *pgxpool.Pool
 	outboxConn[pgx.Tx]
+	// batched queues the enqueue on the transaction's batch (Batched).
+	batched *outbox.Producer[*pgx.Batch]
 }
 
 func newPGConn(pool *pgxpool.Pool, drv *outboxpgx.Driver) (*pgConn, error) {
@@ -94,7 +96,11 @@ func newPGConn(pool *pgxpool.Pool, drv *outboxpgx.Driver) (*pgConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pgConn{pool: pool, outboxConn: o}, nil
+	batched, err := outbox.NewProducer(drv.Batched(), &outbox.Config{DisableNotify: true})
+	if err != nil {
+		return nil, err
+	}
+	return &pgConn{pool: pool, outboxConn: o, batched: batched}, nil
 }
 
 func (c *pgConn) inTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error {
@@ -115,6 +121,17 @@ func (t pgTx) exec(ctx context.Context, sql string, args ...any) error {
 
 func (t pgTx) enqueue(ctx context.Context, notify bool, msgs []outbox.Message) ([]string, error) {
 	return t.c.pick(notify).EnqueueMany(ctx, t.tx, msgs)
+}
+
+// execEnqueue sends the statement and msgs' inserts in one batch, one
+// round trip.
+func (t pgTx) execEnqueue(ctx context.Context, msgs []outbox.Message, sql string, args ...any) error {
+	batch := &pgx.Batch{}
+	batch.Queue(sql, args...)
+	if _, err := t.c.batched.EnqueueMany(ctx, batch, msgs); err != nil {
+		return err
+	}
+	return t.tx.SendBatch(ctx, batch).Close()
 }
 
 // sqlConn is MySQL/MariaDB and SQLite through database/sql.

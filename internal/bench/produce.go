@@ -17,6 +17,7 @@ const (
 	vOutbox    = "outbox"
 	vNotify    = "outbox+notify"
 	vRowNotify = "outbox+row-notify"
+	vBatch     = "outbox-batch"
 )
 
 // variant is one kind of producer transaction.
@@ -25,6 +26,13 @@ type variant struct {
 	enqueue   bool
 	notify    bool // the producer's coalesced wake-up, after commit
 	rowNotify bool // SELECT pg_notify in the transaction
+	batch     bool // the business row and the enqueue in one pgx batch
+}
+
+// batchTx is a transaction that sends a statement and an enqueue in one
+// round trip (pgx: Batched).
+type batchTx interface {
+	execEnqueue(ctx context.Context, msgs []outbox.Message, sql string, args ...any) error
 }
 
 type produceResult struct {
@@ -59,9 +67,10 @@ func (b *bench) variants() (vs []variant, skipped []string) {
 		vs = append(vs,
 			variant{name: vNotify, enqueue: true, notify: true},
 			variant{name: vRowNotify, enqueue: true, rowNotify: true},
+			variant{name: vBatch, enqueue: true, batch: true},
 		)
 	} else {
-		skipped = []string{vNotify, vRowNotify}
+		skipped = []string{vNotify, vRowNotify, vBatch}
 	}
 	return vs, skipped
 }
@@ -132,6 +141,10 @@ func (b *bench) produceVariant(ctx context.Context, topic string, clients int, v
 			msg := []outbox.Message{{}}
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				err := b.conn.inTx(ctx, func(ctx context.Context, tx txn) error {
+					if bt, ok := tx.(batchTx); ok && v.batch {
+						msg[0] = b.message(topic, seq.Add(1))
+						return bt.execEnqueue(ctx, msg, insert, payload)
+					}
 					if err := tx.exec(ctx, insert, payload); err != nil {
 						return err
 					}

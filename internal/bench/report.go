@@ -120,7 +120,8 @@ func writeProduce(w io.Writer, p *produceResult) {
 		fmt.Fprintf(w, "outbox/business at %d clients: %.2f\n", run.Clients, run.OutboxVsBusiness)
 	}
 	fmt.Fprintln(w, "outbox: the producer's wake-up is off; outbox+notify: coalesced pg_notify after commit (the default);")
-	fmt.Fprintln(w, "outbox+row-notify: pg_notify inside every transaction (the anti-pattern, for comparison).")
+	fmt.Fprintln(w, "outbox+row-notify: pg_notify inside every transaction (the anti-pattern, for comparison);")
+	fmt.Fprintln(w, "outbox-batch: the business row and the enqueue sent as one pgx batch (outboxpgx Batched), wake-up off.")
 	if len(p.Skipped) > 0 {
 		fmt.Fprintf(w, "not run (PostgreSQL only): %s\n", strings.Join(p.Skipped, ", "))
 	}
