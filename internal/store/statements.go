@@ -69,7 +69,7 @@ type statements struct {
 	// pending and dead rows, never the sent ones:
 	//   - pending count: the pending-rows index (partial on PostgreSQL and
 	//     SQLite, (status, id) on MySQL);
-	//   - dead count: the status/topic index (partial, status <> 'sent', on
+	//   - dead count: the status/topic index (partial, dead and consumed rows, on
 	//     PostgreSQL);
 	//   - oldest pending: the lowest pending id through the pending-rows
 	//     index, then that row's created_at against the database clock;

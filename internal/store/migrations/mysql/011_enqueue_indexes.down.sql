@@ -1,0 +1,1 @@
+-- Undoes version 11: nothing to undo on MySQL.

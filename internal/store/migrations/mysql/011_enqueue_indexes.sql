@@ -1,0 +1,2 @@
+-- Version 11 narrows PostgreSQL's partial status/topic index; MySQL has no
+-- partial indexes (its status/topic index is compound) and needs nothing.

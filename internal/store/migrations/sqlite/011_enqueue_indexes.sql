@@ -1,0 +1,3 @@
+-- Version 11 narrows PostgreSQL's partial status/topic index. SQLite's is
+-- a full index that the relay's dead count names (INDEXED BY), which a
+-- partial one would have to imply word for word: it stays.
