@@ -61,6 +61,7 @@ type options struct {
 	workers      int
 	relays       int
 	clients      string // produce: a list; steady: one number
+	variants     string // produce: the variants to run besides business
 	clientList   []int
 	duration     time.Duration
 	warmup       time.Duration
@@ -274,6 +275,7 @@ func flagSet(o *options) *flag.FlagSet {
 	case wProduce:
 		fs.StringVar(&o.clients, "clients", "1,16,64", "comma-separated client counts; each is run in turn")
 		fs.DurationVar(&o.duration, "duration", 5*time.Second, "time per client count and variant")
+		fs.StringVar(&o.variants, "variants", "", "comma-separated variants to run (business, outbox, outbox+notify, outbox+row-notify, outbox-batch; default: all the database has); the ratios need business first. One per run gives its database CPU alone")
 	case wDrain:
 		destFlags()
 		relayFlags()

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +60,32 @@ type variantResult struct {
 	Machine    *machineCPU `json:"machine,omitempty"`
 }
 
+// chosenVariants are the variants --variants names, in its order, or
+// every variant when it names none. Without business, no ratio is given.
+func (b *bench) chosenVariants() (vs []variant, skipped []string, err error) {
+	vs, skipped = b.variants()
+	if b.o.variants == "" {
+		return vs, skipped, nil
+	}
+	var chosen []variant
+	for _, name := range strings.Split(b.o.variants, ",") {
+		i := slices.IndexFunc(vs, func(v variant) bool { return v.name == strings.TrimSpace(name) })
+		if i < 0 {
+			return nil, nil, usagef("produce: --variants: no variant %q here (%s)", name, strings.Join(variantNames(vs), ", "))
+		}
+		chosen = append(chosen, vs[i])
+	}
+	return chosen, skipped, nil
+}
+
+func variantNames(vs []variant) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.name
+	}
+	return out
+}
+
 func (b *bench) variants() (vs []variant, skipped []string) {
 	vs = []variant{
 		{name: vBusiness},
@@ -78,13 +106,16 @@ func (b *bench) variants() (vs []variant, skipped []string) {
 // produce measures producer transactions per second for every client
 // count and variant.
 func (b *bench) produce(ctx context.Context) (*produceResult, error) {
+	vs, skipped, err := b.chosenVariants()
+	if err != nil {
+		return nil, err
+	}
 	if err := b.checkAlone(ctx, false); err != nil {
 		return nil, err
 	}
 	if err := b.createTable(ctx); err != nil {
 		return nil, err
 	}
-	vs, skipped := b.variants()
 	res := &produceResult{Skipped: skipped}
 	topic := b.topic("produce")
 	for _, clients := range b.o.clientList {
@@ -103,13 +134,18 @@ func (b *bench) produce(ctx context.Context) (*produceResult, error) {
 				return nil, fmt.Errorf("delete the variant's messages: %w", err)
 			}
 		}
-		base := run.Variants[0].TxPerSecond
+		base := 0.0
+		if run.Variants[0].Variant == vBusiness {
+			base = run.Variants[0].TxPerSecond
+		}
 		for i := range run.Variants {
 			if base > 0 {
 				run.Variants[i].VsBusiness = run.Variants[i].TxPerSecond / base
 			}
 		}
-		run.OutboxVsBusiness = run.Variants[1].VsBusiness
+		if i := slices.IndexFunc(run.Variants, func(v variantResult) bool { return v.Variant == vOutbox }); i > 0 {
+			run.OutboxVsBusiness = run.Variants[i].VsBusiness
+		}
 		res.Runs = append(res.Runs, run)
 	}
 	return res, nil
