@@ -143,6 +143,7 @@ func (r *Relay) balance(ctx context.Context, partitions int, prune bool) error {
 		return err
 	}
 	held := make([]int, 0, len(leases))
+	var stray []int
 	r.own.mu.Lock()
 	before := r.own.parts
 	if r.own.suspect == nil {
@@ -150,6 +151,15 @@ func (r *Relay) balance(ctx context.Context, partitions int, prune bool) error {
 	}
 	for _, l := range leases {
 		if r.own.releasing[l.Partition] {
+			continue
+		}
+		if !slices.Contains(want, l.Partition) {
+			// Not this relay's share: a lease the read above found
+			// before a release finished (the partition may belong to
+			// another relay already), or one an earlier process with
+			// this id left. Holding it would publish for a partition
+			// another relay serves; it is released instead.
+			stray = append(stray, l.Partition)
 			continue
 		}
 		held = append(held, l.Partition)
@@ -166,6 +176,9 @@ func (r *Relay) balance(ctx context.Context, partitions int, prune bool) error {
 	r.own.parts = held
 	r.own.validUntil = start.Add(ttl - ttl/10)
 	r.own.mu.Unlock()
+	if len(stray) > 0 {
+		r.release(ctx, stray)
+	}
 	r.reportOwned(len(held))
 	if !slices.Equal(before, held) {
 		gained, lost := diff(held, before), diff(before, held)
