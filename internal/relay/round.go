@@ -16,6 +16,12 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 	failing := false
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// gather: after a small solo round, read again gatherWindow later
+	// (what arrived meanwhile), rather than wait for a wake-up or the
+	// poll. Such a read that finds nothing stops it: at a trickle each one
+	// is an empty read per message; a round that finds more than one
+	// message (things arrive faster than rounds) starts it again.
+	gather, gathered := true, false
 	for {
 		wait := time.Duration(0)
 		solo, ok := r.gate.enter(ctx, w.index)
@@ -30,6 +36,13 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 		n, err := r.round(ctx, w)
 		r.giveShare()
 		r.gate.leave(w.index, n, solo, w.counts)
+		switch {
+		case gathered && n == 0:
+			gather = false
+		case n > 1:
+			gather = true
+		}
+		gathered = false
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -50,10 +63,17 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 			poll = r.cfg.MinPollInterval
 			if solo && r.gate.isSolo() {
 				// A small round alone: gather what arrives for a moment
-				// rather than read again for a message or two.
+				// rather than read again for a message or two; or, when
+				// such reads found nothing lately, wait for a wake-up or
+				// the poll as after an empty round.
+				if !gather {
+					wait = poll
+					break
+				}
 				if !sleepCtx(ctx, min(gatherWindow, r.cfg.MinPollInterval)) {
 					return
 				}
+				gathered = true
 				continue
 			}
 		}
