@@ -103,7 +103,7 @@ type FleetConfig struct {
 // members from publishing for one database at once. See docs/fleet.md.
 type Fleet struct {
 	sup   *fleet.Supervisor
-	relay RelayConfig // checked, with defaults
+	relay relay.Config // checked, with defaults
 	share chan struct{}
 
 	mu  sync.Mutex
@@ -143,17 +143,14 @@ func NewFleet[TTx any](coord Driver[TTx], cfg *FleetConfig) (*Fleet, error) {
 	if c.Workers == 0 {
 		c.Workers = DefaultFleetWorkers
 	}
-	rc := c.Relay
+	rc := c.Relay.engine()
 	if rc.Workers == 0 {
 		rc.Workers = DefaultFleetDatabaseWorkers
 	}
-	if err := rc.validate(); err != nil {
+	if err := rc.Check(); err != nil {
 		return nil, err
 	}
-	if err := rc.Retention.validate(); err != nil {
-		return nil, err
-	}
-	rc.setDefaults()
+	rc.SetDefaults()
 	if c.Member == "" {
 		c.Member = rc.ID
 	}
@@ -235,9 +232,8 @@ func (f *Fleet) serve(ctx context.Context, db fleet.Database) error {
 		defer reg.unregisterAll()
 		c.Metrics = reg
 	}
-	e := c.engine()
-	e.Database, e.Share = db.Name, f.share
-	r, err := relay.New(d.backend, e)
+	c.Database, c.Share = db.Name, f.share
+	r, err := relay.New(d.backend, c)
 	if err != nil {
 		return err
 	}
