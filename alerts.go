@@ -1,19 +1,17 @@
 package outbox
 
 import (
-	"errors"
-	"net/url"
 	"time"
 
 	"github.com/txoutbox/outbox/internal/relay"
 )
 
 // DefaultAlertInterval is the least time between two alerts of one kind.
-const DefaultAlertInterval = 5 * time.Minute
+const DefaultAlertInterval = relay.DefaultAlertInterval
 
 // DefaultRouteDownAlert is how long a route is down before it is alerted
 // on.
-const DefaultRouteDownAlert = 5 * time.Minute
+const DefaultRouteDownAlert = relay.DefaultRouteDownAlert
 
 // Kinds of alert, the "kind" field of the JSON body.
 const (
@@ -72,43 +70,9 @@ type AlertConfig struct {
 	RouteDown time.Duration
 }
 
-func (c *AlertConfig) validate() error {
-	if c.WebhookURL != "" {
-		u, err := url.Parse(c.WebhookURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return errors.New("WebhookURL: want an http:// or https:// URL with a host")
-		}
-	}
-	switch {
-	case c.OldestPendingAge < 0:
-		return errors.New("OldestPendingAge must not be negative")
-	case c.MinInterval < 0:
-		return errors.New("MinInterval must not be negative")
-	}
-	return nil
-}
-
 // AlertExample describes one dead letter in an alert.
 type AlertExample struct {
 	MessageID string `json:"message_id"`
 	Topic     string `json:"topic"`
 	Error     string `json:"error"`
-}
-
-// engine is the checked configuration with its defaults filled in.
-func (c *AlertConfig) engine() *relay.AlertConfig {
-	if c == nil {
-		return nil
-	}
-	e := relay.AlertConfig(*c)
-	if e.MinInterval == 0 {
-		e.MinInterval = DefaultAlertInterval
-	}
-	switch {
-	case e.RouteDown == 0:
-		e.RouteDown = DefaultRouteDownAlert
-	case e.RouteDown < 0:
-		e.RouteDown = 0
-	}
-	return &e
 }

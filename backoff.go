@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/txoutbox/outbox/internal/relay"
@@ -34,20 +33,6 @@ type RetryPolicy struct {
 	// waits Schedule[n-1], and the last entry repeats (e.g. 10s, 30s, 1m,
 	// 5m). No jitter is added.
 	Schedule []time.Duration
-}
-
-// validate names the bad field of a policy found at field (e.g.
-// "RelayConfig.Retry").
-func (p *RetryPolicy) validate(field string) error {
-	if p.Base < 0 || p.Cap < 0 {
-		return fmt.Errorf("outbox: %s: Base and Cap must not be negative", field)
-	}
-	for _, d := range p.Schedule {
-		if d < 0 {
-			return fmt.Errorf("outbox: %s: Schedule entries must not be negative", field)
-		}
-	}
-	return nil
 }
 
 // Ceiling is the longest wait after the failed attempt number attempt

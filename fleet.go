@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/txoutbox/outbox/internal/fleet"
 	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
@@ -102,9 +100,8 @@ type FleetConfig struct {
 // membership changes, the databases' own partition leases keep two
 // members from publishing for one database at once. See docs/fleet.md.
 type Fleet struct {
-	sup   *fleet.Supervisor
-	relay RelayConfig // checked, with defaults
-	share chan struct{}
+	sup    *fleet.Supervisor
+	member string
 
 	mu  sync.Mutex
 	dbs map[string]FleetDatabase
@@ -143,17 +140,14 @@ func NewFleet[TTx any](coord Driver[TTx], cfg *FleetConfig) (*Fleet, error) {
 	if c.Workers == 0 {
 		c.Workers = DefaultFleetWorkers
 	}
-	rc := c.Relay
+	rc := c.Relay.engine()
 	if rc.Workers == 0 {
 		rc.Workers = DefaultFleetDatabaseWorkers
 	}
-	if err := rc.validate(); err != nil {
+	if err := rc.Check(); err != nil {
 		return nil, err
 	}
-	if err := rc.Retention.validate(); err != nil {
-		return nil, err
-	}
-	rc.setDefaults()
+	rc.SetDefaults()
 	if c.Member == "" {
 		c.Member = rc.ID
 	}
@@ -165,13 +159,14 @@ func NewFleet[TTx any](coord Driver[TTx], cfg *FleetConfig) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: NewFleet: %w", err)
 	}
-	f := &Fleet{relay: rc, share: make(chan struct{}, c.Workers), dbs: map[string]FleetDatabase{}}
-	f.sup = fleet.NewSupervisor(m, fleet.Config{Heartbeat: c.Heartbeat, Serve: f.serve, Logger: rc.Logger})
+	f := &Fleet{member: c.Member, dbs: map[string]FleetDatabase{}}
+	rs := &fleet.Relays{Relay: rc, Share: make(chan struct{}, c.Workers), Open: f.open}
+	f.sup = fleet.NewSupervisor(m, fleet.Config{Heartbeat: c.Heartbeat, Serve: rs.Serve, Logger: rc.Logger})
 	return f, nil
 }
 
 // Member is this process's id in the fleet.
-func (f *Fleet) Member() string { return f.relay.ID }
+func (f *Fleet) Member() string { return f.member }
 
 // SetDatabases replaces the list of databases, while Run runs or before:
 // databases new to the list start being served by their member, removed
@@ -209,74 +204,15 @@ func (f *Fleet) Serving() []string { return f.sup.Serving() }
 // the fleet so the others take over at once, and returns nil.
 func (f *Fleet) Run(ctx context.Context) error { return f.sup.Run(ctx) }
 
-// serve runs a relay over one database until ctx ends.
-func (f *Fleet) serve(ctx context.Context, db fleet.Database) error {
+// open connects to the database named name for the member, unless it
+// has left the list since.
+func (f *Fleet) open(ctx context.Context, name string) (*store.Backend, func(), bool, error) {
 	f.mu.Lock()
-	fd, ok := f.dbs[db.Name]
+	fd, ok := f.dbs[name]
 	f.mu.Unlock()
 	if !ok {
-		<-ctx.Done() // removed since: the supervisor stops it at once
-		return nil
+		return nil, nil, false, nil
 	}
 	d, closeFn, err := fd.Open(ctx)
-	if err != nil {
-		return fmt.Errorf("open: %w", err)
-	}
-	if closeFn != nil {
-		defer closeFn()
-	}
-	if d.backend == nil {
-		return errors.New("open returned no driver")
-	}
-	c := f.relay
-	c.Logger = c.Logger.With("database", db.Name)
-	if c.Metrics != nil {
-		reg := &unregisterer{reg: prometheus.WrapRegistererWith(prometheus.Labels{"database": db.Name}, c.Metrics)}
-		defer reg.unregisterAll()
-		c.Metrics = reg
-	}
-	e := c.engine()
-	e.Database, e.Share = db.Name, f.share
-	r, err := relay.New(d.backend, e)
-	if err != nil {
-		return err
-	}
-	return r.Run(ctx)
-}
-
-// unregisterer remembers what it registers, so that a database's series
-// leave the registry when the member stops serving it.
-type unregisterer struct {
-	reg prometheus.Registerer
-	mu  sync.Mutex
-	cs  []prometheus.Collector
-}
-
-func (u *unregisterer) Register(c prometheus.Collector) error {
-	if err := u.reg.Register(c); err != nil {
-		return err
-	}
-	u.mu.Lock()
-	u.cs = append(u.cs, c)
-	u.mu.Unlock()
-	return nil
-}
-
-func (u *unregisterer) MustRegister(cs ...prometheus.Collector) {
-	for _, c := range cs {
-		if err := u.Register(c); err != nil {
-			panic(err)
-		}
-	}
-}
-
-func (u *unregisterer) Unregister(c prometheus.Collector) bool { return u.reg.Unregister(c) }
-
-func (u *unregisterer) unregisterAll() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, c := range u.cs {
-		u.reg.Unregister(c)
-	}
-	u.cs = nil
+	return d.backend, closeFn, true, err
 }

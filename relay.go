@@ -29,24 +29,20 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 	if cfg == nil {
 		return nil, errors.New("outbox: NewRelay: nil config")
 	}
-	c := *cfg
-	if err := c.validate(); err != nil {
+	ec := cfg.engine()
+	if err := ec.Check(); err != nil {
 		return nil, err
 	}
-	if err := c.Retention.validate(); err != nil {
-		return nil, err
-	}
-	c.setDefaults()
+	ec.SetDefaults()
 	b, err := backendOf("NewRelay", driver)
 	if err != nil {
 		return nil, err
 	}
-	if c.Listener != nil {
-		b.ListenOn(c.Listener)
+	if cfg.Listener != nil {
+		b.ListenOn(cfg.Listener)
 	}
-	ec := c.engine()
-	if c.wrapStore != nil {
-		ec.Store = c.wrapStore(b.Store)
+	if cfg.wrapStore != nil {
+		ec.Store = cfg.wrapStore(b.Store)
 	}
 	e, err := relay.New(b, ec)
 	if err != nil {

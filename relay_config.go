@@ -1,8 +1,6 @@
 package outbox
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -10,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/txoutbox/outbox/driver"
-	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -18,29 +15,29 @@ import (
 // Relay defaults.
 const (
 	// DefaultBatchSize is the most messages a relay reads in one round.
-	DefaultBatchSize = 1000
+	DefaultBatchSize = relay.DefaultBatchSize
 	// DefaultMinBatchSize is where the adaptive batch size starts and the
 	// smallest it shrinks to.
-	DefaultMinBatchSize = 50
+	DefaultMinBatchSize = relay.DefaultMinBatchSize
 	// DefaultMinPollInterval is the shortest wait between reads that found
 	// nothing.
-	DefaultMinPollInterval = 5 * time.Millisecond
+	DefaultMinPollInterval = relay.DefaultMinPollInterval
 	// DefaultMaxPollInterval is the longest wait between reads when idle.
-	DefaultMaxPollInterval = time.Second
+	DefaultMaxPollInterval = relay.DefaultMaxPollInterval
 	// DefaultPublishTimeout bounds one publish of a batch.
-	DefaultPublishTimeout = 15 * time.Second
+	DefaultPublishTimeout = relay.DefaultPublishTimeout
 	// DefaultShutdownTimeout bounds the finishing of the in-flight batch
 	// after Run's context is cancelled.
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultShutdownTimeout = relay.DefaultShutdownTimeout
 	// DefaultWorkers is how many rounds a relay runs at once.
-	DefaultWorkers = 4
+	DefaultWorkers = relay.DefaultWorkers
 	// DefaultMetricsInterval is how often a relay samples the table for
 	// its gauges (pending and dead counts, oldest pending and oldest due
 	// ages) and for the backlog alert.
-	DefaultMetricsInterval = 15 * time.Second
+	DefaultMetricsInterval = relay.DefaultMetricsInterval
 	// DefaultLeaseTTL is how long a relay's ownership of a partition lasts
 	// without renewal; a relay that dies is replaced after at most this.
-	DefaultLeaseTTL = 5 * time.Second
+	DefaultLeaseTTL = relay.DefaultLeaseTTL
 )
 
 // BatchReport describes one settled round of a relay.
@@ -151,105 +148,8 @@ type RelayConfig struct {
 	wrapStore func(*store.Store) relay.Store
 }
 
-func (c *RelayConfig) validate() error {
-	if len(c.Routes) == 0 {
-		return errors.New("outbox: RelayConfig.Routes: at least one route is required")
-	}
-	for i, r := range c.Routes {
-		if err := ValidatePattern(r.Pattern); err != nil {
-			return fmt.Errorf("outbox: RelayConfig.Routes[%d]: %w", i, err)
-		}
-		if r.Publisher == nil {
-			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): nil Publisher", i, r.Pattern)
-		}
-		if r.Destination != "" && !msgcheck.Topic(r.Destination) {
-			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): invalid Destination %q", i, r.Pattern, r.Destination)
-		}
-		switch {
-		case r.MaxInFlight < 0:
-			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s).MaxInFlight must not be negative", i, r.Pattern)
-		case r.Rate < 0:
-			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s).Rate must not be negative", i, r.Pattern)
-		case r.ProbeMin < 0 || r.ProbeMax < 0:
-			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): probe intervals must not be negative", i, r.Pattern)
-		case r.ProbeMax > 0 && r.ProbeMin > r.ProbeMax:
-			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): ProbeMin %s is more than ProbeMax %s", i, r.Pattern, r.ProbeMin, r.ProbeMax)
-		}
-		if r.Retry != nil {
-			if err := r.Retry.validate(fmt.Sprintf("RelayConfig.Routes[%d] (%s).Retry", i, r.Pattern)); err != nil {
-				return err
-			}
-		}
-	}
-	switch {
-	case c.BatchSize < 0:
-		return errors.New("outbox: RelayConfig.BatchSize must not be negative")
-	case c.Workers < 0 || c.Workers > 64:
-		return errors.New("outbox: RelayConfig.Workers must be between 0 and 64")
-	case c.MinBatchSize < 0:
-		return errors.New("outbox: RelayConfig.MinBatchSize must not be negative")
-	case c.MinPollInterval < 0 || c.MaxPollInterval < 0:
-		return errors.New("outbox: RelayConfig poll intervals must not be negative")
-	case c.PublishTimeout < 0, c.ShutdownTimeout < 0:
-		return errors.New("outbox: RelayConfig timeouts must not be negative")
-	case c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < 500*time.Millisecond):
-		return errors.New("outbox: RelayConfig.LeaseTTL must be at least 500ms")
-	case c.MaxPayloadBytes < 0:
-		return errors.New("outbox: RelayConfig.MaxPayloadBytes must not be negative")
-	}
-	if err := c.Retry.validate("RelayConfig.Retry"); err != nil {
-		return err
-	}
-	if c.MetricsInterval < 0 {
-		return errors.New("outbox: RelayConfig.MetricsInterval must not be negative")
-	}
-	if c.Alerts != nil {
-		if err := c.Alerts.validate(); err != nil {
-			return fmt.Errorf("outbox: RelayConfig.Alerts.%w", err)
-		}
-	}
-	return nil
-}
-
-func (c *RelayConfig) setDefaults() {
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.Workers == 0 {
-		c.Workers = DefaultWorkers
-	}
-	if c.MinBatchSize == 0 {
-		c.MinBatchSize = DefaultMinBatchSize
-	}
-	c.MinBatchSize = min(c.MinBatchSize, c.BatchSize)
-	if c.MinPollInterval == 0 {
-		c.MinPollInterval = DefaultMinPollInterval
-	}
-	if c.MaxPollInterval == 0 {
-		c.MaxPollInterval = DefaultMaxPollInterval
-	}
-	c.MaxPollInterval = max(c.MaxPollInterval, c.MinPollInterval)
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = DefaultPublishTimeout
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.MaxPayloadBytes == 0 {
-		c.MaxPayloadBytes = DefaultMaxPayloadBytes
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.MetricsInterval == 0 {
-		c.MetricsInterval = DefaultMetricsInterval
-	}
-}
-
-// engine maps a checked configuration with its defaults onto the engine's.
+// engine maps the configuration onto the engine's as given: Check and
+// SetDefaults work on the result.
 func (c *RelayConfig) engine() relay.Config {
 	e := relay.Config{
 		ID:              c.ID,
@@ -268,7 +168,7 @@ func (c *RelayConfig) engine() relay.Config {
 		Metrics:         c.Metrics,
 		MetricsInterval: c.MetricsInterval,
 		TracerProvider:  c.TracerProvider,
-		Alerts:          c.Alerts.engine(),
+		Alerts:          (*relay.AlertConfig)(c.Alerts),
 	}
 	if f := c.OnBatch; f != nil {
 		e.OnBatch = func(b relay.BatchReport) { f(BatchReport(b)) }
@@ -276,7 +176,6 @@ func (c *RelayConfig) engine() relay.Config {
 	for _, rt := range c.Routes {
 		er := relay.Route{
 			Pattern:     rt.Pattern,
-			Publisher:   publisherOf{rt.Publisher},
 			Destination: rt.Destination,
 			Name:        rt.Name,
 			Retry:       (*relay.RetryPolicy)(rt.Retry),
@@ -284,6 +183,9 @@ func (c *RelayConfig) engine() relay.Config {
 			Rate:        rt.Rate,
 			ProbeMin:    rt.ProbeMin,
 			ProbeMax:    rt.ProbeMax,
+		}
+		if rt.Publisher != nil {
+			er.Publisher = publisherOf{rt.Publisher}
 		}
 		checker := rt.Checker
 		if checker == nil {

@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"errors"
 	"time"
 
 	"github.com/txoutbox/outbox/internal/relay"
@@ -12,15 +11,15 @@ import (
 const (
 	// DefaultRetentionSent is how long sent and consumed messages stay in
 	// the table after they were sent.
-	DefaultRetentionSent = 24 * time.Hour
+	DefaultRetentionSent = relay.DefaultRetentionSent
 	// DefaultRetentionDead is how long dead messages stay after their last
 	// attempt.
-	DefaultRetentionDead = 14 * 24 * time.Hour
+	DefaultRetentionDead = relay.DefaultRetentionDead
 	// DefaultRetentionBatchSize is how many rows one retention statement
 	// looks at.
-	DefaultRetentionBatchSize = 1000
+	DefaultRetentionBatchSize = relay.DefaultRetentionBatchSize
 	// DefaultRetentionInterval is the time between retention sweeps.
-	DefaultRetentionInterval = time.Minute
+	DefaultRetentionInterval = relay.DefaultRetentionInterval
 )
 
 // RetentionConfig configures how a relay removes settled messages from
@@ -91,50 +90,19 @@ type RetentionReport struct {
 	Err error
 }
 
-func (c *RetentionConfig) validate() error {
-	if c == nil {
-		return nil
-	}
-	switch {
-	case c.Sent < 0:
-		return errors.New("outbox: RetentionConfig.Sent must not be negative")
-	case c.Dead < 0:
-		return errors.New("outbox: RetentionConfig.Dead must not be negative")
-	case c.BatchSize < 0 || c.BatchSize > 100_000:
-		return errors.New("outbox: RetentionConfig.BatchSize must be between 0 and 100000")
-	case c.Interval < 0:
-		return errors.New("outbox: RetentionConfig.Interval must not be negative")
-	}
-	return nil
-}
-
-// engine resolves the defaults; nil means retention is off.
+// engine maps the configuration onto the engine's as given (nil: on,
+// with the defaults).
 func (c *RetentionConfig) engine() *relay.Retention {
-	var cfg RetentionConfig
-	if c != nil {
-		cfg = *c
-	}
-	if cfg.Disabled {
-		return nil
+	if c == nil {
+		return &relay.Retention{}
 	}
 	rt := &relay.Retention{
-		Policy:    store.RetentionPolicy{Sent: cfg.Sent, Dead: cfg.Dead, Archive: cfg.Archive},
-		BatchSize: cfg.BatchSize,
-		Interval:  cfg.Interval,
+		Policy:    store.RetentionPolicy{Sent: c.Sent, Dead: c.Dead, Archive: c.Archive},
+		BatchSize: c.BatchSize,
+		Interval:  c.Interval,
+		Disabled:  c.Disabled,
 	}
-	if rt.Policy.Sent == 0 {
-		rt.Policy.Sent = DefaultRetentionSent
-	}
-	if rt.Policy.Dead == 0 {
-		rt.Policy.Dead = DefaultRetentionDead
-	}
-	if rt.BatchSize == 0 {
-		rt.BatchSize = DefaultRetentionBatchSize
-	}
-	if rt.Interval == 0 {
-		rt.Interval = DefaultRetentionInterval
-	}
-	if f := cfg.OnSweep; f != nil {
+	if f := c.OnSweep; f != nil {
 		rt.OnSweep = func(rep relay.RetentionReport) { f(RetentionReport(rep)) }
 	}
 	return rt

@@ -1,12 +1,8 @@
 package outbox
 
 import (
-	"errors"
-	"fmt"
-	"strings"
 	"time"
 
-	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/relay"
 )
 
@@ -57,31 +53,8 @@ const (
 	DefaultProbeMax = relay.DefaultProbeMax
 )
 
-// errBadPattern is wrapped by every pattern validation error.
-var errBadPattern = errors.New("invalid route pattern")
-
 // ValidatePattern reports whether p is a well-formed route pattern.
-func ValidatePattern(p string) error {
-	if p == "*" {
-		return nil
-	}
-	if p == "" {
-		return fmt.Errorf("%w: empty", errBadPattern)
-	}
-	segs := strings.Split(p, ".")
-	for i, s := range segs {
-		switch {
-		case s == "*":
-		case s == ">":
-			if i != len(segs)-1 {
-				return fmt.Errorf("%w %q: '>' must be the last segment", errBadPattern, p)
-			}
-		case !msgcheck.Topic(s):
-			return fmt.Errorf("%w %q: segment %q", errBadPattern, p, s)
-		}
-	}
-	return nil
-}
+func ValidatePattern(p string) error { return relay.ValidatePattern(p) }
 
 // MatchTopic reports whether topic matches pattern (see Route).
 func MatchTopic(pattern, topic string) bool { return relay.MatchTopic(pattern, topic) }

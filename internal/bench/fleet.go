@@ -180,6 +180,9 @@ func (f *fleetRun) logf(format string, args ...any) {
 	fmt.Fprintf(f.stderr, "fleet: "+format+"\n", args...)
 }
 
+// run makes the databases, starts the relays and measures the three
+// phases: idle, active under the producers, and the takeover of a killed
+// relay's databases.
 func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 	o := f.o
 	var err error
@@ -190,42 +193,11 @@ func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 	if f.admin, err = pgxpool.New(ctx, o.pgURL); err != nil {
 		return nil, err
 	}
-	f.logf("making %d PostgreSQL schemas and %d SQLite files", o.pg, o.sqlite)
-	for i := range o.pg {
-		s := fmt.Sprintf("%s_%d", f.name, i)
-		if _, err := f.admin.Exec(ctx, "CREATE SCHEMA "+s); err != nil {
-			return nil, err
-		}
-		f.schema = append(f.schema, s)
-		u := withSearchPath(o.pgURL, s)
-		if err := migrateURL(ctx, u); err != nil {
-			return nil, err
-		}
-		f.list = append(f.list, fleet.Database{Name: fmt.Sprintf("pg%03d", i), URL: u})
-		cfg, err := pgxpool.ParseConfig(u)
-		if err != nil {
-			return nil, err
-		}
-		cfg.MaxConns = 2
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		f.pools = append(f.pools, pool)
+	if err := f.makeDatabases(ctx); err != nil {
+		return nil, err
 	}
-	for i := range o.sqlite {
-		u := "sqlite://" + filepath.Join(f.dir, fmt.Sprintf("db%03d.db", i))
-		if err := migrateURL(ctx, u); err != nil {
-			return nil, err
-		}
-		f.list = append(f.list, fleet.Database{Name: fmt.Sprintf("lite%03d", i), URL: u})
-	}
-	listFile := filepath.Join(f.dir, "databases")
-	var b strings.Builder
-	for _, db := range f.list {
-		fmt.Fprintf(&b, "%s %s\n", db.Name, db.URL)
-	}
-	if err := os.WriteFile(listFile, []byte(b.String()), 0o600); err != nil {
+	listFile, err := f.writeList()
+	if err != nil {
 		return nil, err
 	}
 	hook, stopHook, err := f.receiver()
@@ -236,44 +208,16 @@ func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 
 	res := &fleetResult{Relays: o.relays}
 	res.Databases.PostgreSQL, res.Databases.SQLite = o.pg, o.sqlite
-	var metrics []string
-	members := make([]string, o.relays)
-	for i := range o.relays {
-		members[i] = fmt.Sprintf("%s-r%d", f.name, i)
-		addr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		metrics = append(metrics, addr)
-		args := append([]string{"relay", "--db-file", listFile, "--fleet", f.name, "--fleet-db", f.list[0].URL,
-			"--id", members[i], "--to", hook, "--metrics", addr, "--log-level", "warn"}, o.extra...)
-		cmd := exec.CommandContext(ctx, o.bin, args...)
-		cmd.Stderr = f.stderr
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		f.procs = append(f.procs, cmd)
+	members, metrics, err := f.startRelays(ctx, listFile, hook)
+	if err != nil {
+		return nil, err
 	}
 	f.logf("%d relays started; waiting until every database is served", o.relays)
 	if err := f.waitServed(ctx, metrics, len(f.list)); err != nil {
 		return nil, err
 	}
-
-	f.logf("idle phase: %s", o.idle)
-	cpu0, reads0, lite0 := f.cpu(), f.reads(metrics, ""), f.reads(metrics, "lite")
-	start := time.Now()
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(o.idle):
-	}
-	el := time.Since(start).Seconds()
-	cpu1, reads1, lite1 := f.cpu(), f.reads(metrics, ""), f.reads(metrics, "lite")
-	res.Idle.Seconds = el
-	for i := range f.procs {
-		res.Idle.CPUPercent = append(res.Idle.CPUPercent, round1(100*(cpu1[i]-cpu0[i])/el))
-		res.Idle.ReadsPerSecond = append(res.Idle.ReadsPerSecond, round1((reads1[i]-reads0[i])/el))
-		res.Idle.SQLiteReadsPerSecond = append(res.Idle.SQLiteReadsPerSecond, round1((lite1[i]-lite0[i])/el))
+	if err := f.idlePhase(ctx, res, metrics); err != nil {
+		return nil, err
 	}
 
 	f.logf("active phase: %s at %g msg/s on each of %d PostgreSQL databases", o.duration, o.rate, o.pg)
@@ -282,36 +226,8 @@ func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 	for i, pool := range f.pools {
 		wg.Go(func() { f.produce(pctx, pool, f.list[i].Name) })
 	}
-	cpu0 = f.cpu()
-	start = time.Now()
-	half := o.duration / 2
-	time.Sleep(half)
-	res.Active.Connections = f.connections(ctx, members)
-	for _, m := range members {
-		res.Active.DatabasesHeld = append(res.Active.DatabasesHeld, len(fleet.Assigned(m, members, f.list[:o.pg])))
-	}
-	time.Sleep(o.duration - half)
-	el = time.Since(start).Seconds()
-	cpu1 = f.cpu()
-	end := time.Now()
-	for i := range f.procs {
-		res.Active.CPUPercent = append(res.Active.CPUPercent, round1(100*(cpu1[i]-cpu0[i])/el))
-	}
-
-	// The relay serving the most PostgreSQL databases is killed.
-	victim := 0
-	for i, n := range res.Active.DatabasesHeld {
-		if n > res.Active.DatabasesHeld[victim] {
-			victim = i
-		}
-	}
-	f.logf("takeover: SIGKILL relay %s", members[victim])
-	lost := fleet.Assigned(members[victim], members, f.list[:o.pg])
-	killed := time.Now()
-	_ = f.procs[victim].Process.Signal(syscall.SIGKILL)
-	_ = f.procs[victim].Wait()
-	f.procs = slices.Delete(f.procs, victim, victim+1)
-	res.TakeoverSeconds = f.takeover(ctx, lost, killed)
+	start, end, el := f.activePhase(ctx, res, members)
+	f.killBusiest(ctx, res, members)
 	stopProducers()
 	wg.Wait()
 
@@ -324,6 +240,142 @@ func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 		res.Active.MaxMillis = ms(lat[len(lat)-1])
 	}
 	return res, nil
+}
+
+// makeDatabases makes the PostgreSQL schemas (each with a small pool for
+// its producer) and the SQLite files, migrated, and lists them.
+func (f *fleetRun) makeDatabases(ctx context.Context) error {
+	o := f.o
+	f.logf("making %d PostgreSQL schemas and %d SQLite files", o.pg, o.sqlite)
+	for i := range o.pg {
+		s := fmt.Sprintf("%s_%d", f.name, i)
+		if _, err := f.admin.Exec(ctx, "CREATE SCHEMA "+s); err != nil {
+			return err
+		}
+		f.schema = append(f.schema, s)
+		u := withSearchPath(o.pgURL, s)
+		if err := migrateURL(ctx, u); err != nil {
+			return err
+		}
+		f.list = append(f.list, fleet.Database{Name: fmt.Sprintf("pg%03d", i), URL: u})
+		cfg, err := pgxpool.ParseConfig(u)
+		if err != nil {
+			return err
+		}
+		cfg.MaxConns = 2
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		f.pools = append(f.pools, pool)
+	}
+	for i := range o.sqlite {
+		u := "sqlite://" + filepath.Join(f.dir, fmt.Sprintf("db%03d.db", i))
+		if err := migrateURL(ctx, u); err != nil {
+			return err
+		}
+		f.list = append(f.list, fleet.Database{Name: fmt.Sprintf("lite%03d", i), URL: u})
+	}
+	return nil
+}
+
+// writeList writes the database list for the relays' --db-file and
+// returns its path.
+func (f *fleetRun) writeList() (string, error) {
+	listFile := filepath.Join(f.dir, "databases")
+	var b strings.Builder
+	for _, db := range f.list {
+		fmt.Fprintf(&b, "%s %s\n", db.Name, db.URL)
+	}
+	return listFile, os.WriteFile(listFile, []byte(b.String()), 0o600)
+}
+
+// startRelays starts the fleet's relay processes, delivering to hook; it
+// returns their member ids and metrics addresses.
+func (f *fleetRun) startRelays(ctx context.Context, listFile, hook string) (members, metrics []string, err error) {
+	o := f.o
+	members = make([]string, o.relays)
+	for i := range o.relays {
+		members[i] = fmt.Sprintf("%s-r%d", f.name, i)
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, nil, err
+		}
+		metrics = append(metrics, addr)
+		args := append([]string{"relay", "--db-file", listFile, "--fleet", f.name, "--fleet-db", f.list[0].URL,
+			"--id", members[i], "--to", hook, "--metrics", addr, "--log-level", "warn"}, o.extra...)
+		cmd := exec.CommandContext(ctx, o.bin, args...)
+		cmd.Stderr = f.stderr
+		if err := cmd.Start(); err != nil {
+			return nil, nil, err
+		}
+		f.procs = append(f.procs, cmd)
+	}
+	return members, metrics, nil
+}
+
+// idlePhase measures each relay's CPU and reads while nothing is
+// produced.
+func (f *fleetRun) idlePhase(ctx context.Context, res *fleetResult, metrics []string) error {
+	f.logf("idle phase: %s", f.o.idle)
+	cpu0, reads0, lite0 := f.cpu(), f.reads(metrics, ""), f.reads(metrics, "lite")
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(f.o.idle):
+	}
+	el := time.Since(start).Seconds()
+	cpu1, reads1, lite1 := f.cpu(), f.reads(metrics, ""), f.reads(metrics, "lite")
+	res.Idle.Seconds = el
+	for i := range f.procs {
+		res.Idle.CPUPercent = append(res.Idle.CPUPercent, round1(100*(cpu1[i]-cpu0[i])/el))
+		res.Idle.ReadsPerSecond = append(res.Idle.ReadsPerSecond, round1((reads1[i]-reads0[i])/el))
+		res.Idle.SQLiteReadsPerSecond = append(res.Idle.SQLiteReadsPerSecond, round1((lite1[i]-lite0[i])/el))
+	}
+	return nil
+}
+
+// activePhase measures each relay's CPU over the active phase (the
+// producers running), and half way through its connections and how many
+// PostgreSQL databases each holds. It returns the phase's bounds and its
+// length in seconds.
+func (f *fleetRun) activePhase(ctx context.Context, res *fleetResult, members []string) (start, end time.Time, el float64) {
+	o := f.o
+	cpu0 := f.cpu()
+	start = time.Now()
+	half := o.duration / 2
+	time.Sleep(half)
+	res.Active.Connections = f.connections(ctx, members)
+	for _, m := range members {
+		res.Active.DatabasesHeld = append(res.Active.DatabasesHeld, len(fleet.Assigned(m, members, f.list[:o.pg])))
+	}
+	time.Sleep(o.duration - half)
+	el = time.Since(start).Seconds()
+	cpu1 := f.cpu()
+	end = time.Now()
+	for i := range f.procs {
+		res.Active.CPUPercent = append(res.Active.CPUPercent, round1(100*(cpu1[i]-cpu0[i])/el))
+	}
+	return start, end, el
+}
+
+// killBusiest kills the relay serving the most PostgreSQL databases and
+// measures how long the others take to serve them.
+func (f *fleetRun) killBusiest(ctx context.Context, res *fleetResult, members []string) {
+	victim := 0
+	for i, n := range res.Active.DatabasesHeld {
+		if n > res.Active.DatabasesHeld[victim] {
+			victim = i
+		}
+	}
+	f.logf("takeover: SIGKILL relay %s", members[victim])
+	lost := fleet.Assigned(members[victim], members, f.list[:f.o.pg])
+	killed := time.Now()
+	_ = f.procs[victim].Process.Signal(syscall.SIGKILL)
+	_ = f.procs[victim].Wait()
+	f.procs = slices.Delete(f.procs, victim, victim+1)
+	res.TakeoverSeconds = f.takeover(ctx, lost, killed)
 }
 
 // receiver serves the webhook the relays deliver to.

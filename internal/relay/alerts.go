@@ -33,14 +33,56 @@ const (
 	AlertRouteUp                = "route_up"
 )
 
-// AlertConfig is outbox.AlertConfig (the same fields), checked.
+// Alert defaults (outbox.DefaultAlertInterval, DefaultRouteDownAlert).
+const (
+	DefaultAlertInterval  = 5 * time.Minute
+	DefaultRouteDownAlert = 5 * time.Minute
+)
+
+// AlertConfig is outbox.AlertConfig (the same fields).
 type AlertConfig struct {
 	WebhookURL       string
 	OldestPendingAge time.Duration
 	MinInterval      time.Duration
 	DisableDead      bool
-	// RouteDown: alert when a route has been down this long; 0: never.
+	// RouteDown: alert when a route has been down this long; 0 is
+	// DefaultRouteDownAlert until the defaults are filled in, and never
+	// after; negative: never.
 	RouteDown time.Duration
+}
+
+// check names a bad field; Config.Check puts the "RelayConfig.Alerts."
+// in front. The URL is never repeated: it may hold a secret.
+func (c *AlertConfig) check() error {
+	if c.WebhookURL != "" {
+		u, err := url.Parse(c.WebhookURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("WebhookURL: want an http:// or https:// URL with a host")
+		}
+	}
+	switch {
+	case c.OldestPendingAge < 0:
+		return errors.New("OldestPendingAge must not be negative")
+	case c.MinInterval < 0:
+		return errors.New("MinInterval must not be negative")
+	}
+	return nil
+}
+
+// withDefaults is a copy of c with its defaults filled in; nil (no
+// alerts) stays nil.
+func (c *AlertConfig) withDefaults() *AlertConfig {
+	if c == nil {
+		return nil
+	}
+	e := *c
+	if e.MinInterval == 0 {
+		e.MinInterval = DefaultAlertInterval
+	}
+	if e.RouteDown == 0 {
+		e.RouteDown = DefaultRouteDownAlert
+	}
+	return &e
 }
 
 // AlertExample describes one dead letter in an alert.

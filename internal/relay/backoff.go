@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -25,6 +26,20 @@ const (
 	DefaultRetryBase = 5 * time.Minute
 	DefaultRetryCap  = 24 * time.Hour
 )
+
+// check names the bad field of a policy found at field (e.g.
+// "RelayConfig.Retry").
+func (p *RetryPolicy) check(field string) error {
+	if p.Base < 0 || p.Cap < 0 {
+		return fmt.Errorf("outbox: %s: Base and Cap must not be negative", field)
+	}
+	for _, d := range p.Schedule {
+		if d < 0 {
+			return fmt.Errorf("outbox: %s: Schedule entries must not be negative", field)
+		}
+	}
+	return nil
+}
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.Base == 0 {

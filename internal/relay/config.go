@@ -2,17 +2,36 @@ package relay
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
-// Config is a relay's complete configuration: outbox.RelayConfig with
-// every default filled in and every value checked (the facade does both).
+// Relay defaults; outbox.DefaultBatchSize and the others are these, and
+// say what each is.
+const (
+	DefaultBatchSize       = 1000
+	DefaultMinBatchSize    = 50
+	DefaultMinPollInterval = 5 * time.Millisecond
+	DefaultMaxPollInterval = time.Second
+	DefaultPublishTimeout  = 15 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultWorkers         = 4
+	DefaultLeaseTTL        = 5 * time.Second
+	DefaultMaxPayloadBytes = 1 << 20
+)
+
+// Config is a relay's configuration: outbox.RelayConfig field for field,
+// over the engine's types. The facade maps the user's configuration onto
+// it as given; Check then names a bad field and SetDefaults fills in the
+// rest. New wants a Config on which both have been done.
 type Config struct {
 	Routes          []Route
 	ID              string // "" is host-pid-random
@@ -44,6 +63,120 @@ type Config struct {
 	// Store replaces the backend's store (tests run rounds on a fake).
 	// Defaults to the backend's.
 	Store Store
+}
+
+// Check names the first bad field of a configuration not yet given its
+// defaults, in the words of outbox.RelayConfig: its messages are the
+// API's.
+func (c *Config) Check() error {
+	if len(c.Routes) == 0 {
+		return errors.New("outbox: RelayConfig.Routes: at least one route is required")
+	}
+	for i, r := range c.Routes {
+		if err := r.check(fmt.Sprintf("RelayConfig.Routes[%d]", i)); err != nil {
+			return err
+		}
+	}
+	switch {
+	case c.BatchSize < 0:
+		return errors.New("outbox: RelayConfig.BatchSize must not be negative")
+	case c.Workers < 0 || c.Workers > 64:
+		return errors.New("outbox: RelayConfig.Workers must be between 0 and 64")
+	case c.MinBatchSize < 0:
+		return errors.New("outbox: RelayConfig.MinBatchSize must not be negative")
+	case c.MinPollInterval < 0 || c.MaxPollInterval < 0:
+		return errors.New("outbox: RelayConfig poll intervals must not be negative")
+	case c.PublishTimeout < 0, c.ShutdownTimeout < 0:
+		return errors.New("outbox: RelayConfig timeouts must not be negative")
+	case c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < 500*time.Millisecond):
+		return errors.New("outbox: RelayConfig.LeaseTTL must be at least 500ms")
+	case c.MaxPayloadBytes < 0:
+		return errors.New("outbox: RelayConfig.MaxPayloadBytes must not be negative")
+	}
+	if err := c.Retry.check("RelayConfig.Retry"); err != nil {
+		return err
+	}
+	if c.MetricsInterval < 0 {
+		return errors.New("outbox: RelayConfig.MetricsInterval must not be negative")
+	}
+	if c.Alerts != nil {
+		if err := c.Alerts.check(); err != nil {
+			return fmt.Errorf("outbox: RelayConfig.Alerts.%w", err)
+		}
+	}
+	return c.Retention.check()
+}
+
+// check names a bad field of the route found at field (e.g.
+// "RelayConfig.Routes[0]").
+func (r *Route) check(field string) error {
+	if err := ValidatePattern(r.Pattern); err != nil {
+		return fmt.Errorf("outbox: %s: %w", field, err)
+	}
+	field = fmt.Sprintf("%s (%s)", field, r.Pattern)
+	if r.Publisher == nil {
+		return fmt.Errorf("outbox: %s: nil Publisher", field)
+	}
+	if r.Destination != "" && !msgcheck.Topic(r.Destination) {
+		return fmt.Errorf("outbox: %s: invalid Destination %q", field, r.Destination)
+	}
+	switch {
+	case r.MaxInFlight < 0:
+		return fmt.Errorf("outbox: %s.MaxInFlight must not be negative", field)
+	case r.Rate < 0:
+		return fmt.Errorf("outbox: %s.Rate must not be negative", field)
+	case r.ProbeMin < 0 || r.ProbeMax < 0:
+		return fmt.Errorf("outbox: %s: probe intervals must not be negative", field)
+	case r.ProbeMax > 0 && r.ProbeMin > r.ProbeMax:
+		return fmt.Errorf("outbox: %s: ProbeMin %s is more than ProbeMax %s", field, r.ProbeMin, r.ProbeMax)
+	}
+	if r.Retry != nil {
+		return r.Retry.check(field + ".Retry")
+	}
+	return nil
+}
+
+// SetDefaults fills in every field left zero of a checked configuration.
+// The Alerts and Retention it points to are replaced by filled-in copies,
+// so the user's are never written to.
+func (c *Config) SetDefaults() {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.MinBatchSize == 0 {
+		c.MinBatchSize = DefaultMinBatchSize
+	}
+	c.MinBatchSize = min(c.MinBatchSize, c.BatchSize)
+	if c.MinPollInterval == 0 {
+		c.MinPollInterval = DefaultMinPollInterval
+	}
+	if c.MaxPollInterval == 0 {
+		c.MaxPollInterval = DefaultMaxPollInterval
+	}
+	c.MaxPollInterval = max(c.MaxPollInterval, c.MinPollInterval)
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = DefaultPublishTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MetricsInterval == 0 {
+		c.MetricsInterval = DefaultMetricsInterval
+	}
+	c.Alerts = c.Alerts.withDefaults()
+	c.Retention = c.Retention.withDefaults()
 }
 
 // BatchReport describes one settled round; outbox.BatchReport has the

@@ -9,13 +9,65 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 )
 
-// Retention is a relay's resolved retention configuration (see
+// Retention defaults; outbox.DefaultRetentionSent and the others are
+// these, and say what each is.
+const (
+	DefaultRetentionSent      = 24 * time.Hour
+	DefaultRetentionDead      = 14 * 24 * time.Hour
+	DefaultRetentionBatchSize = 1000
+	DefaultRetentionInterval  = time.Minute
+)
+
+// Retention is a relay's retention configuration (see
 // outbox.RetentionConfig); a nil Config.Retention turns retention off.
 type Retention struct {
 	Policy    store.RetentionPolicy
 	BatchSize int
 	Interval  time.Duration
 	OnSweep   func(RetentionReport) // nil: none
+	// Disabled turns retention off: Config.SetDefaults leaves a nil
+	// Config.Retention then.
+	Disabled bool
+}
+
+// check names a bad field, in the words of outbox.RetentionConfig.
+func (c *Retention) check() error {
+	if c == nil {
+		return nil
+	}
+	switch {
+	case c.Policy.Sent < 0:
+		return errors.New("outbox: RetentionConfig.Sent must not be negative")
+	case c.Policy.Dead < 0:
+		return errors.New("outbox: RetentionConfig.Dead must not be negative")
+	case c.BatchSize < 0 || c.BatchSize > 100_000:
+		return errors.New("outbox: RetentionConfig.BatchSize must be between 0 and 100000")
+	case c.Interval < 0:
+		return errors.New("outbox: RetentionConfig.Interval must not be negative")
+	}
+	return nil
+}
+
+// withDefaults is a copy of c with its defaults filled in; nil when
+// retention is off.
+func (c *Retention) withDefaults() *Retention {
+	if c == nil || c.Disabled {
+		return nil
+	}
+	rt := *c
+	if rt.Policy.Sent == 0 {
+		rt.Policy.Sent = DefaultRetentionSent
+	}
+	if rt.Policy.Dead == 0 {
+		rt.Policy.Dead = DefaultRetentionDead
+	}
+	if rt.BatchSize == 0 {
+		rt.BatchSize = DefaultRetentionBatchSize
+	}
+	if rt.Interval == 0 {
+		rt.Interval = DefaultRetentionInterval
+	}
+	return &rt
 }
 
 // RetentionReport describes one retention sweep; outbox.RetentionReport

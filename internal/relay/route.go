@@ -1,9 +1,40 @@
 package relay
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/txoutbox/outbox/internal/msgcheck"
 )
+
+// errBadPattern is wrapped by every pattern validation error.
+var errBadPattern = errors.New("invalid route pattern")
+
+// ValidatePattern reports whether p is a well-formed route pattern (see
+// outbox.Route).
+func ValidatePattern(p string) error {
+	if p == "*" {
+		return nil
+	}
+	if p == "" {
+		return fmt.Errorf("%w: empty", errBadPattern)
+	}
+	segs := strings.Split(p, ".")
+	for i, s := range segs {
+		switch {
+		case s == "*":
+		case s == ">":
+			if i != len(segs)-1 {
+				return fmt.Errorf("%w %q: '>' must be the last segment", errBadPattern, p)
+			}
+		case !msgcheck.Topic(s):
+			return fmt.Errorf("%w %q: segment %q", errBadPattern, p, s)
+		}
+	}
+	return nil
+}
 
 // MatchTopic reports whether topic matches pattern (see outbox.Route).
 func MatchTopic(pattern, topic string) bool {
