@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/relay"
-	"github.com/txoutbox/outbox/internal/store"
 )
 
 // Errors returned by Enqueue and the operator API. Validation errors wrap
@@ -29,7 +28,7 @@ var (
 	ErrInvalidMessage = errors.New("invalid message")
 	// ErrDuplicateMessageID: a message with the same id is already in the
 	// outbox (Message.ID set by the caller).
-	ErrDuplicateMessageID = store.ErrDuplicateMessageID
+	ErrDuplicateMessageID = errors.New("duplicate message id")
 	// ErrNotFound: no message has the given id.
 	ErrNotFound = errors.New("message not found")
 	// ErrNoRoute: no route matches the message's topic.

@@ -113,7 +113,7 @@ func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message)
 		}
 		rows[i], ids[i] = r, r.MessageID
 	}
-	if err := p.backend.Store.InsertThen(ctx, p.driver.UnwrapExecutor(tx), rows, p.signal); err != nil {
+	if err := p.backend.Store.InsertThen(ctx, p.driver.UnwrapExecutor(tx), rows, p.signal, ErrDuplicateMessageID); err != nil {
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
 			return nil, fmt.Errorf("outbox: %w: %v", ErrDuplicateMessageID, dup.MessageIDs)

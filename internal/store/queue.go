@@ -2,13 +2,8 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
-
-// ErrDuplicateMessageID: a message with the same id is already in the
-// outbox (outbox.ErrDuplicateMessageID is this error).
-var ErrDuplicateMessageID = errors.New("duplicate message id")
 
 // Queuer is an Executor that queues statements on a batch its caller
 // sends later, in its own transaction (outboxpgx's Batched): the outbox's
@@ -21,10 +16,13 @@ type Queuer interface {
 
 // InsertThen is Insert that calls done once the rows are written: when
 // Insert returns, or, through a Queuer, when the caller reads the results
-// of its batch (then only if every row went in).
-func (st *Store) InsertThen(ctx context.Context, q Querier, msgs []NewMessage, done func()) error {
+// of its batch (then only if every row went in). A queued insert that
+// finds its message id taken fails the batch with an error wrapping dup
+// (the caller's sentinel for it) and naming the id; Insert reports a
+// *DuplicateError.
+func (st *Store) InsertThen(ctx context.Context, q Querier, msgs []NewMessage, done func(), dup error) error {
 	if qu, ok := q.(Queuer); ok {
-		return st.queueInsert(qu, msgs, done)
+		return st.queueInsert(qu, msgs, done, dup)
 	}
 	if err := st.Insert(ctx, q, msgs); err != nil {
 		return err
@@ -37,7 +35,7 @@ func (st *Store) InsertThen(ctx context.Context, q Querier, msgs []NewMessage, d
 // multi-row form reports duplicates by the ids it returns, rows a batch
 // gives back only once sent; in one batch the statements share one round
 // trip anyway, and each is the statement Enqueue of one message runs.
-func (st *Store) queueInsert(q Queuer, msgs []NewMessage, done func()) error {
+func (st *Store) queueInsert(q Queuer, msgs []NewMessage, done func(), dup error) error {
 	if st.d != Postgres {
 		return fmt.Errorf("a batched insert needs PostgreSQL, not %s", st.d)
 	}
@@ -49,7 +47,7 @@ func (st *Store) queueInsert(q Queuer, msgs []NewMessage, done func()) error {
 		}
 		q.QueueExec(stmt, st.dl.insertOneArgs(m), func(n int64) error {
 			if n == 0 {
-				return fmt.Errorf("outbox: %w: %s", ErrDuplicateMessageID, id)
+				return fmt.Errorf("outbox: %w: %s", dup, id)
 			}
 			if last {
 				done()
