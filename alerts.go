@@ -1,17 +1,13 @@
 package outbox
 
-import (
-	"time"
-
-	"github.com/txoutbox/outbox/internal/relay"
-)
+import "time"
 
 // DefaultAlertInterval is the least time between two alerts of one kind.
-const DefaultAlertInterval = relay.DefaultAlertInterval
+const DefaultAlertInterval = 5 * time.Minute
 
 // DefaultRouteDownAlert is how long a route is down before it is alerted
 // on.
-const DefaultRouteDownAlert = relay.DefaultRouteDownAlert
+const DefaultRouteDownAlert = 5 * time.Minute
 
 // Kinds of alert, the "kind" field of the JSON body.
 const (

@@ -14,9 +14,9 @@ import (
 // all (see Route): these are for failures that are the message's own.
 const (
 	// DefaultRetryBase is the first backoff ceiling.
-	DefaultRetryBase = relay.DefaultRetryBase
+	DefaultRetryBase = 5 * time.Minute
 	// DefaultRetryCap is the largest backoff.
-	DefaultRetryCap = relay.DefaultRetryCap
+	DefaultRetryCap = 24 * time.Hour
 )
 
 // RetryPolicy decides how long a failed message waits before its next

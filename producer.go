@@ -7,14 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
 // Producer defaults.
 const (
 	// DefaultMaxPayloadBytes is the largest payload Enqueue accepts.
-	DefaultMaxPayloadBytes = relay.DefaultMaxPayloadBytes
+	DefaultMaxPayloadBytes = 1 << 20
 	// DefaultNotifyInterval is how long after an Enqueue a producer
 	// signals relays, coalescing the Enqueues of that window.
 	DefaultNotifyInterval = 5 * time.Millisecond

@@ -15,29 +15,29 @@ import (
 // Relay defaults.
 const (
 	// DefaultBatchSize is the most messages a relay reads in one round.
-	DefaultBatchSize = relay.DefaultBatchSize
+	DefaultBatchSize = 1000
 	// DefaultMinBatchSize is where the adaptive batch size starts and the
 	// smallest it shrinks to.
-	DefaultMinBatchSize = relay.DefaultMinBatchSize
+	DefaultMinBatchSize = 50
 	// DefaultMinPollInterval is the shortest wait between reads that found
 	// nothing.
-	DefaultMinPollInterval = relay.DefaultMinPollInterval
+	DefaultMinPollInterval = 5 * time.Millisecond
 	// DefaultMaxPollInterval is the longest wait between reads when idle.
-	DefaultMaxPollInterval = relay.DefaultMaxPollInterval
+	DefaultMaxPollInterval = time.Second
 	// DefaultPublishTimeout bounds one publish of a batch.
-	DefaultPublishTimeout = relay.DefaultPublishTimeout
+	DefaultPublishTimeout = 15 * time.Second
 	// DefaultShutdownTimeout bounds the finishing of the in-flight batch
 	// after Run's context is cancelled.
-	DefaultShutdownTimeout = relay.DefaultShutdownTimeout
+	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultWorkers is how many rounds a relay runs at once.
-	DefaultWorkers = relay.DefaultWorkers
+	DefaultWorkers = 4
 	// DefaultMetricsInterval is how often a relay samples the table for
 	// its gauges (pending and dead counts, oldest pending and oldest due
 	// ages) and for the backlog alert.
-	DefaultMetricsInterval = relay.DefaultMetricsInterval
+	DefaultMetricsInterval = 15 * time.Second
 	// DefaultLeaseTTL is how long a relay's ownership of a partition lasts
 	// without renewal; a relay that dies is replaced after at most this.
-	DefaultLeaseTTL = relay.DefaultLeaseTTL
+	DefaultLeaseTTL = 5 * time.Second
 )
 
 // BatchReport describes one settled round of a relay.

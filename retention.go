@@ -11,15 +11,15 @@ import (
 const (
 	// DefaultRetentionSent is how long sent and consumed messages stay in
 	// the table after they were sent.
-	DefaultRetentionSent = relay.DefaultRetentionSent
+	DefaultRetentionSent = 24 * time.Hour
 	// DefaultRetentionDead is how long dead messages stay after their last
 	// attempt.
-	DefaultRetentionDead = relay.DefaultRetentionDead
+	DefaultRetentionDead = 14 * 24 * time.Hour
 	// DefaultRetentionBatchSize is how many rows one retention statement
 	// looks at.
-	DefaultRetentionBatchSize = relay.DefaultRetentionBatchSize
+	DefaultRetentionBatchSize = 1000
 	// DefaultRetentionInterval is the time between retention sweeps.
-	DefaultRetentionInterval = relay.DefaultRetentionInterval
+	DefaultRetentionInterval = time.Minute
 )
 
 // RetentionConfig configures how a relay removes settled messages from

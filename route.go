@@ -49,8 +49,8 @@ type Route struct {
 
 // Route health defaults: the probe interval of a route that is down.
 const (
-	DefaultProbeMin = relay.DefaultProbeMin
-	DefaultProbeMax = relay.DefaultProbeMax
+	DefaultProbeMin = time.Second
+	DefaultProbeMax = 30 * time.Second
 )
 
 // ValidatePattern reports whether p is a well-formed route pattern.

@@ -14,8 +14,8 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 )
 
-// Relay defaults; outbox.DefaultBatchSize and the others are these, and
-// say what each is.
+// Relay defaults. outbox.DefaultBatchSize and the others have the same
+// values (a test there holds them equal) and say what each is.
 const (
 	DefaultBatchSize       = 1000
 	DefaultMinBatchSize    = 50
