@@ -205,6 +205,7 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 			return err
 		}
 		defer fa.close()
+		opener.admin = fa
 		ln, err := listenAdmin(e.ctx, adminAt, fa.top, rc.Logger)
 		if err != nil {
 			return err
@@ -300,17 +301,37 @@ func (e *env) openCoordination(raw string, limits dburl.Limits) (*dburl.DB, erro
 type fleetOpener struct {
 	e      *env
 	limits dburl.Limits
+	// admin, when the relay serves the admin surface, samples each
+	// database's history while the relay serves it. Set before Run.
+	admin *fleetAdmin
 }
 
 func (o *fleetOpener) databases(list []fleet.Database) []outbox.FleetDatabase {
 	out := make([]outbox.FleetDatabase, len(list))
 	for i, db := range list {
-		out[i] = outbox.FleetDatabase{Name: db.Name, Version: db.URL, Open: o.open(db.URL)}
+		out[i] = outbox.FleetDatabase{Name: db.Name, Version: db.URL, Open: o.open(db.Name, db.URL)}
 	}
 	return out
 }
 
-func (o *fleetOpener) open(raw string) func(ctx context.Context) (outbox.FleetDriver, func(), error) {
+// open opens database name at raw when the relay starts serving it; with
+// the admin surface on, its history is sampled until the relay stops.
+func (o *fleetOpener) open(name, raw string) func(ctx context.Context) (outbox.FleetDriver, func(), error) {
+	open := o.openDriver(raw)
+	return func(ctx context.Context) (outbox.FleetDriver, func(), error) {
+		d, closeDB, err := open(ctx)
+		if err != nil || o.admin == nil {
+			return d, closeDB, err
+		}
+		stop := o.admin.sample(ctx, name)
+		return d, func() {
+			stop()
+			closeDB()
+		}, nil
+	}
+}
+
+func (o *fleetOpener) openDriver(raw string) func(ctx context.Context) (outbox.FleetDriver, func(), error) {
 	return func(ctx context.Context) (outbox.FleetDriver, func(), error) {
 		db, err := dburl.OpenLimited(ctx, raw, o.limits)
 		if err != nil {

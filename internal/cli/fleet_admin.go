@@ -34,6 +34,19 @@ type adminDB struct {
 	url string
 	db  *dburl.DB
 	srv *admin.Server
+	// sampler is the history sampler; nil when none runs.
+	sampler *sampler
+}
+
+// sampler is a running history sampler.
+type sampler struct{ stop func() }
+
+// shut stops the sampler and closes the database.
+func (o *adminDB) shut() {
+	if o.sampler != nil {
+		o.sampler.stop()
+	}
+	o.db.Close()
 }
 
 // setList replaces the databases, closing those that left or changed.
@@ -43,7 +56,7 @@ func (a *fleetAdmin) setList(list []fleet.Database) {
 	a.list = slices.Clone(list)
 	for name, o := range a.open {
 		if i := slices.IndexFunc(list, func(d fleet.Database) bool { return d.Name == name }); i < 0 || list[i].URL != o.url {
-			o.db.Close()
+			o.shut()
 			delete(a.open, name)
 		}
 	}
@@ -65,8 +78,18 @@ func (a *fleetAdmin) names() []string {
 func (a *fleetAdmin) server(ctx context.Context, name string) (*admin.Server, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	o, err := a.openLocked(ctx, name)
+	if o == nil {
+		return nil, err
+	}
+	return o.srv, nil
+}
+
+// openLocked is database name's admin server, opened if need be; nil
+// when the list has no such database. a.mu is held.
+func (a *fleetAdmin) openLocked(ctx context.Context, name string) (*adminDB, error) {
 	if o := a.open[name]; o != nil {
-		return o.srv, nil
+		return o, nil
 	}
 	i := slices.IndexFunc(a.list, func(d fleet.Database) bool { return d.Name == name })
 	if i < 0 {
@@ -78,13 +101,15 @@ func (a *fleetAdmin) server(ctx context.Context, name string) (*admin.Server, er
 	}
 	cfg := a.cfg
 	cfg.Database, cfg.Databases = name, a.names
+	cfg.Logger = cfg.Logger.With("database", name)
 	srv, err := newAdminServer(db, &cfg)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	a.open[name] = &adminDB{url: a.list[i].URL, db: db, srv: srv}
-	return srv, nil
+	o := &adminDB{url: a.list[i].URL, db: db, srv: srv}
+	a.open[name] = o
+	return o, nil
 }
 
 func (a *fleetAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -135,3 +160,43 @@ func (a *fleetAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // close closes every database opened.
 func (a *fleetAdmin) close() { a.setList(nil) }
+
+// sample runs the history sampler of database name, which this relay has
+// started serving, until the returned function is called (when the relay
+// stops serving it) or the database leaves the list: the charts of
+// /db/NAME/ then show the database's recent past on the relay that
+// serves it. The admin server, opened here if no request opened it yet,
+// keeps its history until the database leaves the list.
+func (a *fleetAdmin) sample(ctx context.Context, name string) (stop func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o, err := a.openLocked(ctx, name)
+	if o == nil {
+		if err != nil {
+			a.cfg.Logger.Warn("outbox admin: the database's history is not sampled", "database", name, "err", a.e.redact(errorLine(err)))
+		}
+		return func() {}
+	}
+	if o.sampler != nil {
+		o.sampler.stop()
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = o.srv.Run(sctx)
+	}()
+	sm := &sampler{stop: sync.OnceFunc(func() {
+		cancel()
+		<-done
+	})}
+	o.sampler = sm
+	return func() {
+		sm.stop()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if o.sampler == sm {
+			o.sampler = nil
+		}
+	}
+}

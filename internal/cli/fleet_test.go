@@ -1,16 +1,19 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/txoutbox/outbox/admin"
 	"github.com/txoutbox/outbox/internal/fleet"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -253,5 +256,75 @@ func TestRelayFleetConfigKeys(t *testing.T) {
 	})
 	if code := stop(); code != 0 || !strings.Contains(stderr.String(), "fleet=cfg-fleet") || !strings.Contains(stderr.String(), "databases=2") {
 		t.Errorf("relay exited %d; want its fleet line to name cfg-fleet and 2 databases\n%s", code, stderr)
+	}
+}
+
+// TestRelayFleetAdminHistory: the admin of a relay over a list samples
+// the history of each database it serves, so /db/NAME/api/v1/stats/history
+// has that database's own counts; the sampler stops when the relay stops
+// serving the database.
+func TestRelayFleetAdminHistory(t *testing.T) {
+	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.SQLite)
+	vars := map[string]string{}
+	enqueueOK(t, vars, "--db", a.URL, "--topic", "fleet.a", "--payload", `{}`, "--delay", "1h")
+	for range 3 {
+		enqueueOK(t, vars, "--db", b.URL, "--topic", "fleet.b", "--payload", `{}`, "--delay", "1h")
+	}
+	list := writeFile(t, "databases", "hist-a "+a.URL+"\nhist-b "+b.URL+"\n")
+	addr, stderr, stop := startListening(t, "admin", vars, "relay", "--db-file", list, "--to", "stdout://", "--admin", "127.0.0.1:0")
+	base := "http://" + addr
+	for name, want := range map[string]int64{"hist-a": 1, "hist-b": 3} {
+		var hist struct {
+			Samples []struct{ Pending int64 }
+		}
+		waitFor(t, name+"'s history sampled", func() bool {
+			code, body := get(t, base+"/db/"+name+"/api/v1/stats/history", "")
+			if code != 200 || json.Unmarshal([]byte(body), &hist) != nil {
+				t.Fatalf("%s history: %d %s", name, code, body)
+			}
+			return len(hist.Samples) > 0
+		})
+		if got := hist.Samples[len(hist.Samples)-1].Pending; got != want {
+			t.Errorf("%s history: %d pending in the last sample, want %d", name, got, want)
+		}
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("relay exited %d\n%s", code, stderr)
+	}
+}
+
+// TestFleetAdminSamplerStops: the sampler a served database starts stops
+// when the relay stops serving it, and when the database leaves the list.
+func TestFleetAdminSamplerStops(t *testing.T) {
+	db := testdb.New(t, store.SQLite)
+	e := testEnv(t.Context(), nil, nil, io.Discard, io.Discard)
+	fa := &fleetAdmin{e: e, open: map[string]*adminDB{}, cfg: admin.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	fa.setList([]fleet.Database{{Name: "one", URL: db.URL}})
+	defer fa.close()
+	running := func() bool {
+		srv, err := fa.server(t.Context(), "one")
+		if err != nil || srv == nil {
+			t.Fatalf("server: %v, %v", srv, err)
+		}
+		// Run refuses at once while another Run samples.
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		return srv.Run(ctx) != nil
+	}
+	stop := fa.sample(t.Context(), "one")
+	if !running() {
+		t.Fatal("no sampler runs for a served database")
+	}
+	stop()
+	if running() {
+		t.Fatal("the sampler still runs after the relay stopped serving the database")
+	}
+	fa.sample(t.Context(), "one")
+	fa.setList(nil)
+	fa.mu.Lock()
+	n := len(fa.open)
+	fa.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d admin servers open after the list emptied", n)
 	}
 }
