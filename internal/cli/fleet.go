@@ -301,8 +301,9 @@ func (e *env) openCoordination(raw string, limits dburl.Limits) (*dburl.DB, erro
 type fleetOpener struct {
 	e      *env
 	limits dburl.Limits
-	// admin, when the relay serves the admin surface, samples each
-	// database's history while the relay serves it. Set before Run.
+	// admin, when the relay serves the admin surface, shows each
+	// database over the relay's connections and samples its history
+	// while the relay serves it. Set before Run.
 	admin *fleetAdmin
 }
 
@@ -315,23 +316,9 @@ func (o *fleetOpener) databases(list []fleet.Database) []outbox.FleetDatabase {
 }
 
 // open opens database name at raw when the relay starts serving it; with
-// the admin surface on, its history is sampled until the relay stops.
+// the admin surface on, its page and history go over the relay's
+// connections until the relay stops serving it.
 func (o *fleetOpener) open(name, raw string) func(ctx context.Context) (outbox.FleetDriver, func(), error) {
-	open := o.openDriver(raw)
-	return func(ctx context.Context) (outbox.FleetDriver, func(), error) {
-		d, closeDB, err := open(ctx)
-		if err != nil || o.admin == nil {
-			return d, closeDB, err
-		}
-		stop := o.admin.sample(ctx, name)
-		return d, func() {
-			stop()
-			closeDB()
-		}, nil
-	}
-}
-
-func (o *fleetOpener) openDriver(raw string) func(ctx context.Context) (outbox.FleetDriver, func(), error) {
 	return func(ctx context.Context) (outbox.FleetDriver, func(), error) {
 		db, err := dburl.OpenLimited(ctx, raw, o.limits)
 		if err != nil {
@@ -349,7 +336,14 @@ func (o *fleetOpener) openDriver(raw string) func(ctx context.Context) (outbox.F
 			db.Close()
 			return outbox.FleetDriver{}, nil, err
 		}
-		return d, db.Close, nil
+		if o.admin == nil {
+			return d, db.Close, nil
+		}
+		stop := o.admin.serve(name, raw, db)
+		return d, func() {
+			stop()
+			db.Close()
+		}, nil
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/txoutbox/outbox/admin"
+	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/fleet"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -293,38 +295,70 @@ func TestRelayFleetAdminHistory(t *testing.T) {
 	}
 }
 
-// TestFleetAdminSamplerStops: the sampler a served database starts stops
-// when the relay stops serving it, and when the database leaves the list.
+// TestFleetAdminSamplerStops: a database the relay serves is shown over
+// the relay's own connections with its history sampled; the sampler stops
+// when the relay stops serving it (the next request opens the page with
+// its own connections) and when the database leaves the list, and the
+// admin never closes the relay's connections.
 func TestFleetAdminSamplerStops(t *testing.T) {
-	db := testdb.New(t, store.SQLite)
+	lite := testdb.New(t, store.SQLite)
 	e := testEnv(t.Context(), nil, nil, io.Discard, io.Discard)
 	fa := &fleetAdmin{e: e, open: map[string]*adminDB{}, cfg: admin.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
-	fa.setList([]fleet.Database{{Name: "one", URL: db.URL}})
+	fa.setList([]fleet.Database{{Name: "one", URL: lite.URL}})
 	defer fa.close()
-	running := func() bool {
-		srv, err := fa.server(t.Context(), "one")
+	relayDB, err := dburl.Open(t.Context(), lite.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relayDB.Close()
+	// page is name's admin server, and whether it goes over the relay's
+	// connections.
+	page := func() (*admin.Server, bool) {
+		srv, done, err := fa.server(t.Context(), "one")
 		if err != nil || srv == nil {
 			t.Fatalf("server: %v, %v", srv, err)
 		}
-		// Run refuses at once while another Run samples.
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		return srv.Run(ctx) != nil
+		done()
+		fa.mu.Lock()
+		defer fa.mu.Unlock()
+		return srv, fa.open["one"].db == relayDB
 	}
-	stop := fa.sample(t.Context(), "one")
-	if !running() {
-		t.Fatal("no sampler runs for a served database")
+	samples := func(srv *admin.Server) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/api/v1/stats/history", nil)
+		req.Host = "127.0.0.1"
+		srv.ServeHTTP(rec, req)
+		var hist struct{ Samples []json.RawMessage }
+		if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &hist) != nil {
+			t.Fatalf("history: %d %s", rec.Code, rec.Body)
+		}
+		return len(hist.Samples)
 	}
+	stop := fa.serve("one", lite.URL, relayDB)
+	served, over := page()
+	if !over {
+		t.Fatal("a served database's page does not go over the relay's connections")
+	}
+	waitFor(t, "the served database's history sampled", func() bool { return samples(served) > 0 })
 	stop()
-	if running() {
-		t.Fatal("the sampler still runs after the relay stopped serving the database")
+	// Run returns nil on a done context unless another Run samples.
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := served.Run(done); err != nil {
+		t.Fatalf("the sampler still runs after the relay stopped serving the database: %v", err)
 	}
-	fa.sample(t.Context(), "one")
+	if again, over := page(); again == served || over || samples(again) != 0 {
+		t.Fatalf("after the relay stopped serving: the same page %v, over the relay's connections %v; want a page of its own, without history", again == served, over)
+	}
+	fa.serve("one", lite.URL, relayDB)
 	fa.setList(nil)
 	fa.mu.Lock()
 	n := len(fa.open)
 	fa.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d admin servers open after the list emptied", n)
+	}
+	if _, err := relayDB.Backend().Store.DB().Exec(t.Context(), "SELECT 1"); err != nil {
+		t.Fatalf("the relay's database after the admin let it go: %v", err)
 	}
 }
