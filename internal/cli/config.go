@@ -122,6 +122,17 @@ type relayConfig struct {
 	MaxPoll         string `yaml:"max_poll"`
 	MaxPayloadBytes string `yaml:"max_payload_bytes"`
 	MetricsInterval string `yaml:"metrics_interval"`
+	// The fleet's keys, as the relay flags of the same names (--db
+	// repeated, --db-file, --fleet, --fleet-db, --fleet-workers,
+	// --db-max-conns, --db-idle-close). Databases holds one database an
+	// entry, "URL" or "NAME URL" as a line of a --db-file.
+	Databases    []string `yaml:"databases"`
+	DBFile       string   `yaml:"db_file"`
+	Fleet        string   `yaml:"fleet"`
+	FleetDB      string   `yaml:"fleet_db"`
+	FleetWorkers string   `yaml:"fleet_workers"`
+	DBMaxConns   string   `yaml:"db_max_conns"`
+	DBIdleClose  string   `yaml:"db_idle_close"`
 }
 
 type retentionConfig struct {
@@ -167,8 +178,13 @@ func (e *env) loadConfig(flagPath string) (*fileConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range []string{cfg.WebhookSecret, passwordOf(cfg.Database), passwordOf(cfg.To)} {
+	for _, s := range []string{cfg.WebhookSecret, passwordOf(cfg.Database), passwordOf(cfg.To), passwordOf(cfg.Relay.FleetDB)} {
 		e.addSecret(s)
+	}
+	for _, entry := range cfg.Relay.Databases {
+		if f := strings.Fields(entry); len(f) > 0 {
+			e.addSecret(passwordOf(f[len(f)-1]))
+		}
 	}
 	for _, r := range cfg.Routes {
 		e.addSecret(r.Secret)

@@ -38,6 +38,12 @@ type fleetFlags struct {
 	maxConns  int
 	idleClose time.Duration
 	workers   int
+	// list is the config file's relay.databases, when they give the
+	// databases (fromConfig); nil otherwise.
+	list []fleet.Database
+	// fileFrom names where file came from, for messages: "--db-file" or
+	// the config key.
+	fileFrom string
 }
 
 func (f *fleetFlags) register(fs *flag.FlagSet) {
@@ -51,7 +57,74 @@ func (f *fleetFlags) register(fs *flag.FlagSet) {
 
 // active reports whether the relay serves a list of databases rather
 // than one: several --db or a --db-file.
-func (f *fleetFlags) active(db *dbFlags) bool { return f.file != "" || len(db.list) > 1 }
+func (f *fleetFlags) active(db *dbFlags) bool {
+	return f.file != "" || len(db.list) > 1 || f.list != nil
+}
+
+// fromConfig resolves the fleet's settings: each from its flag, then its
+// OUTBOX_ variable, then the config file's relay key. The databases come
+// from --db or --db-file, else OUTBOX_DATABASE_URL (one database), else
+// relay.db_file or relay.databases (a fleet, even of one database).
+func (f *fleetFlags) fromConfig(r *resolver) error {
+	c := r.cfg.Relay
+	f.fileFrom = "--db-file"
+	if !r.set["db"] && !r.set["db-file"] && r.env("OUTBOX_DATABASE_URL") == "" {
+		switch {
+		case c.DBFile != "" && c.Databases != nil:
+			return usagef("%s: give either relay.databases or relay.db_file, not both", r.cfg.field("relay"))
+		case c.DBFile != "":
+			f.file, f.fileFrom = strings.TrimSpace(c.DBFile), r.cfg.field("relay.db_file")
+		case c.Databases != nil:
+			list, err := configDatabases(r.cfg)
+			if err != nil {
+				return err
+			}
+			f.list = list
+		}
+	}
+	f.name = r.text("fleet", f.name, "OUTBOX_FLEET", strings.TrimSpace(c.Fleet))
+	f.coordURL = r.text("fleet-db", f.coordURL, "OUTBOX_FLEET_DATABASE_URL", strings.TrimSpace(c.FleetDB))
+	var err error
+	if f.maxConns, err = r.count("db-max-conns", f.maxConns, "", "relay.db_max_conns", c.DBMaxConns); err != nil {
+		return err
+	}
+	if f.workers, err = r.count("fleet-workers", f.workers, "", "relay.fleet_workers", c.FleetWorkers); err != nil {
+		return err
+	}
+	if f.idleClose, err = r.duration("db-idle-close", f.idleClose, "", "relay.db_idle_close", c.DBIdleClose); err != nil {
+		return err
+	}
+	return nil
+}
+
+// configDatabases reads relay.databases: one database an entry, "URL" or
+// "NAME URL" as a line of a --db-file; names must be unique.
+func configDatabases(cfg *fileConfig) ([]fleet.Database, error) {
+	if len(cfg.Relay.Databases) == 0 {
+		return nil, usagef("%s: lists no database", cfg.field("relay.databases"))
+	}
+	list := make([]fleet.Database, 0, len(cfg.Relay.Databases))
+	seen := map[string]bool{}
+	for i, entry := range cfg.Relay.Databases {
+		at := cfg.field(fmt.Sprintf("relay.databases[%d]", i))
+		if strings.ContainsAny(entry, "\n#") {
+			return nil, usagef("%s: want URL or NAME URL on one line, without comments", at)
+		}
+		one, err := fleet.ParseList(strings.NewReader(entry))
+		if err != nil {
+			return nil, usagef("%s: %s", at, strings.TrimPrefix(err.Error(), "line 1: "))
+		}
+		if len(one) != 1 {
+			return nil, usagef("%s: want URL or NAME URL", at)
+		}
+		if seen[one[0].Name] {
+			return nil, usagef("%s: database %q is listed twice", at, one[0].Name)
+		}
+		seen[one[0].Name] = true
+		list = append(list, one[0])
+	}
+	return list, nil
+}
 
 // relayFleet runs the relay over a list of databases, sharing them with
 // the other relays of its fleet, until a signal arrives. rc is the relay
@@ -64,9 +137,6 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	if f.listenDB != "" {
 		return usagef("relay: --listen-db serves one database; with several, each listens over its own connection")
 	}
-	if ff.maxConns < 0 || ff.idleClose < 0 || ff.workers < 0 {
-		return usagef("relay: --db-max-conns, --db-idle-close and --fleet-workers must not be negative")
-	}
 	list, err := e.readDBList(f)
 	if err != nil {
 		return err
@@ -77,10 +147,10 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	for _, db := range list {
 		e.addSecret(passwordOf(db.URL))
 	}
-	coordURL := r.text("fleet-db", ff.coordURL, "OUTBOX_FLEET_DATABASE_URL", "")
+	coordURL := ff.coordURL
 	if coordURL == "" {
 		if len(list) == 0 {
-			return usagef("relay: %s lists no database; give --fleet-db URL for the coordination database", ff.file)
+			return usagef("relay: %s lists no database; give --fleet-db URL (or relay.fleet_db) for the coordination database", ff.file)
 		}
 		coordURL = list[0].URL
 	}
@@ -111,7 +181,7 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 		rc.OnBatch = func(b outbox.BatchReport) { delivered.Add(int64(b.Sent)) }
 	}
 	surfaces.delivered, surfaces.running = &delivered, &running
-	cfg := &outbox.FleetConfig{Name: r.text("fleet", ff.name, "OUTBOX_FLEET", ""), Member: member, Workers: ff.workers, Relay: *rc}
+	cfg := &outbox.FleetConfig{Name: ff.name, Member: member, Workers: ff.workers, Relay: *rc}
 	if cfg.Name == "" {
 		cfg.Name = outbox.DefaultFleetName
 	}
@@ -135,6 +205,7 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 			return err
 		}
 		defer fa.close()
+		opener.admin = fa
 		ln, err := listenAdmin(e.ctx, adminAt, fa.top, rc.Logger)
 		if err != nil {
 			return err
@@ -184,6 +255,9 @@ func (e *env) fleetAdmin(coord *dburl.DB, at adminSettings, s *relaySurfaces, lo
 
 // readDBList reads the databases from --db-file, else the --db flags.
 func (e *env) readDBList(f *relayFlags) ([]fleet.Database, error) {
+	if f.fleet.list != nil {
+		return f.fleet.list, nil
+	}
 	if f.fleet.file == "" {
 		list, err := fleet.FromURLs(f.db.list)
 		if err != nil {
@@ -193,6 +267,9 @@ func (e *env) readDBList(f *relayFlags) ([]fleet.Database, error) {
 	}
 	b, err := os.ReadFile(f.fleet.file)
 	if err != nil {
+		if f.fleet.fileFrom != "--db-file" {
+			return nil, usagef("%s: %v", f.fleet.fileFrom, err)
+		}
 		return nil, usagef("relay: --db-file: %v", err)
 	}
 	list, err := fleet.ParseList(bytes.NewReader(b))
@@ -224,17 +301,24 @@ func (e *env) openCoordination(raw string, limits dburl.Limits) (*dburl.DB, erro
 type fleetOpener struct {
 	e      *env
 	limits dburl.Limits
+	// admin, when the relay serves the admin surface, shows each
+	// database over the relay's connections and samples its history
+	// while the relay serves it. Set before Run.
+	admin *fleetAdmin
 }
 
 func (o *fleetOpener) databases(list []fleet.Database) []outbox.FleetDatabase {
 	out := make([]outbox.FleetDatabase, len(list))
 	for i, db := range list {
-		out[i] = outbox.FleetDatabase{Name: db.Name, Version: db.URL, Open: o.open(db.URL)}
+		out[i] = outbox.FleetDatabase{Name: db.Name, Version: db.URL, Open: o.open(db.Name, db.URL)}
 	}
 	return out
 }
 
-func (o *fleetOpener) open(raw string) func(ctx context.Context) (outbox.FleetDriver, func(), error) {
+// open opens database name at raw when the relay starts serving it; with
+// the admin surface on, its page and history go over the relay's
+// connections until the relay stops serving it.
+func (o *fleetOpener) open(name, raw string) func(ctx context.Context) (outbox.FleetDriver, func(), error) {
 	return func(ctx context.Context) (outbox.FleetDriver, func(), error) {
 		db, err := dburl.OpenLimited(ctx, raw, o.limits)
 		if err != nil {
@@ -252,7 +336,14 @@ func (o *fleetOpener) open(raw string) func(ctx context.Context) (outbox.FleetDr
 			db.Close()
 			return outbox.FleetDriver{}, nil, err
 		}
-		return d, db.Close, nil
+		if o.admin == nil {
+			return d, db.Close, nil
+		}
+		stop := o.admin.serve(name, raw, db)
+		return d, func() {
+			stop()
+			db.Close()
+		}, nil
 	}
 }
 

@@ -34,6 +34,32 @@ type adminDB struct {
 	url string
 	db  *dburl.DB
 	srv *admin.Server
+	// served: db is the relay's own, while it serves the database; the
+	// relay closes it. Otherwise db was opened for the page and is
+	// closed with it.
+	served bool
+	// stopSampling stops the history sampler of a served database; nil
+	// when none runs.
+	stopSampling func()
+	// inflight counts the requests using the page; Add is called under
+	// fleetAdmin.mu while the page is in fleetAdmin.open, so once it is
+	// taken out, Wait sees every request that may still use db.
+	inflight sync.WaitGroup
+}
+
+// shut stops the sampler and, once the requests in flight are done,
+// closes the database unless it is the relay's. The page is out of
+// fleetAdmin.open already.
+func (o *adminDB) shut() {
+	if o.stopSampling != nil {
+		o.stopSampling()
+	}
+	if !o.served {
+		go func() {
+			o.inflight.Wait()
+			o.db.Close()
+		}()
+	}
 }
 
 // setList replaces the databases, closing those that left or changed.
@@ -43,8 +69,8 @@ func (a *fleetAdmin) setList(list []fleet.Database) {
 	a.list = slices.Clone(list)
 	for name, o := range a.open {
 		if i := slices.IndexFunc(list, func(d fleet.Database) bool { return d.Name == name }); i < 0 || list[i].URL != o.url {
-			o.db.Close()
 			delete(a.open, name)
+			o.shut()
 		}
 	}
 }
@@ -60,13 +86,25 @@ func (a *fleetAdmin) names() []string {
 	return out
 }
 
-// server is database name's admin server, opened on first use; nil when
-// the list has no such database.
-func (a *fleetAdmin) server(ctx context.Context, name string) (*admin.Server, error) {
+// server is database name's admin server, opened on first use, and the
+// function to call when the request using it is done; nil when the list
+// has no such database.
+func (a *fleetAdmin) server(ctx context.Context, name string) (*admin.Server, func(), error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	o, err := a.openLocked(ctx, name)
+	if o == nil {
+		return nil, nil, err
+	}
+	o.inflight.Add(1)
+	return o.srv, o.inflight.Done, nil
+}
+
+// openLocked is database name's admin server, opened if need be; nil
+// when the list has no such database. a.mu is held.
+func (a *fleetAdmin) openLocked(ctx context.Context, name string) (*adminDB, error) {
 	if o := a.open[name]; o != nil {
-		return o.srv, nil
+		return o, nil
 	}
 	i := slices.IndexFunc(a.list, func(d fleet.Database) bool { return d.Name == name })
 	if i < 0 {
@@ -78,13 +116,15 @@ func (a *fleetAdmin) server(ctx context.Context, name string) (*admin.Server, er
 	}
 	cfg := a.cfg
 	cfg.Database, cfg.Databases = name, a.names
+	cfg.Logger = cfg.Logger.With("database", name)
 	srv, err := newAdminServer(db, &cfg)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	a.open[name] = &adminDB{url: a.list[i].URL, db: db, srv: srv}
-	return srv, nil
+	o := &adminDB{url: a.list[i].URL, db: db, srv: srv}
+	a.open[name] = o
+	return o, nil
 }
 
 func (a *fleetAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -115,7 +155,10 @@ func (a *fleetAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, url.PathEscape(name)+"/", http.StatusFound)
 		return
 	}
-	srv, err := a.server(r.Context(), name)
+	srv, done, err := a.server(r.Context(), name)
+	if done != nil {
+		defer done()
+	}
 	switch {
 	case err != nil:
 		http.Error(w, "database "+name+": "+a.e.redact(errorLine(err)), http.StatusBadGateway)
@@ -135,3 +178,50 @@ func (a *fleetAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // close closes every database opened.
 func (a *fleetAdmin) close() { a.setList(nil) }
+
+// serve shows database name, which this relay has started serving over
+// db, through db itself, and samples its history until the returned
+// function is called (when the relay stops serving it, before db
+// closes): the charts of /db/NAME/ then show the database's recent past
+// on the relay serving it, and the page costs no connection of its own.
+// A page opened on the database before is replaced. Once the relay stops
+// serving the database, the next request opens the page again with its
+// own connections (and no history).
+func (a *fleetAdmin) serve(name, rawURL string, db *dburl.DB) (stop func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cfg := a.cfg
+	cfg.Database, cfg.Databases = name, a.names
+	cfg.Logger = cfg.Logger.With("database", name)
+	srv, err := newAdminServer(db, &cfg)
+	if err != nil {
+		a.cfg.Logger.Warn("outbox admin: the database's history is not sampled", "database", name, "err", a.e.redact(errorLine(err)))
+		return func() {}
+	}
+	if old := a.open[name]; old != nil {
+		delete(a.open, name)
+		old.shut() // its requests in flight finish on its own connections
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Run(ctx)
+	}()
+	o := &adminDB{url: rawURL, db: db, srv: srv, served: true}
+	o.stopSampling = sync.OnceFunc(func() {
+		cancel()
+		<-done
+	})
+	a.open[name] = o
+	return func() {
+		a.mu.Lock()
+		if a.open[name] == o {
+			delete(a.open, name)
+		}
+		a.mu.Unlock()
+		o.stopSampling()
+		// The relay closes db next: the requests using it finish first.
+		o.inflight.Wait()
+	}
+}

@@ -1,14 +1,21 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/txoutbox/outbox/admin"
+	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/fleet"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -162,5 +169,196 @@ func TestRelayFleetAdmin(t *testing.T) {
 	})
 	if code := stop(); code != 0 {
 		t.Errorf("relay exited %d\n%s", code, stderr)
+	}
+}
+
+// TestRelayFleetConfigKeys: the fleet's settings come from the config
+// file's relay keys when neither a flag nor a variable gives them; a relay
+// over relay.databases delivers every listed database's messages under
+// the names the entries give; bad values are one-line usage errors naming
+// the key.
+func TestRelayFleetConfigKeys(t *testing.T) {
+	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.SQLite)
+	vars := map[string]string{}
+	for _, u := range []string{a.URL, b.URL} {
+		enqueueOK(t, vars, "--db", u, "--topic", "fleet.cfg", "--payload", `{}`)
+	}
+	conf := writeFile(t, "relay.yaml", "to: stdout://\nrelay:\n  max_poll: 100ms\n  fleet: cfg-fleet\n  fleet_workers: 6\n"+
+		"  db_max_conns: 3\n  db_idle_close: 1m\n  databases:\n    - cfg-a "+a.URL+"\n    - cfg-b "+b.URL+"\n")
+
+	resolve := func(t *testing.T, vars map[string]string, src string, args ...string) (*relayFlags, error) {
+		t.Helper()
+		cfg, err := parseConfig("relay.yaml", []byte(src))
+		if err != nil {
+			return nil, err
+		}
+		fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+		f := newRelayFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		r := &resolver{e: testEnv(t.Context(), vars, nil, io.Discard, io.Discard), set: setFlags(fs), cfg: cfg}
+		return f, f.fleet.fromConfig(r)
+	}
+	src, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := resolve(t, nil, string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("%v %s %d %d %s", f.fleet.list, f.fleet.name, f.fleet.workers, f.fleet.maxConns, f.fleet.idleClose)
+	if want := fmt.Sprintf("[{cfg-a %s} {cfg-b %s}] cfg-fleet 6 3 1m0s", a.URL, b.URL); got != want || !f.fleet.active(&f.db) {
+		t.Errorf("from the file: %s, want %s", got, want)
+	}
+	// Flags win over the file, variables too; --db gives the databases.
+	f, err = resolve(t, map[string]string{"OUTBOX_FLEET": "env-fleet"}, string(src),
+		"--db", a.URL, "--fleet-workers", "9", "--db-max-conns", "1", "--db-idle-close", "5s", "--fleet-db", b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = fmt.Sprintf("%v %s %d %d %s %s", f.fleet.list, f.fleet.name, f.fleet.workers, f.fleet.maxConns, f.fleet.idleClose, f.fleet.coordURL)
+	if want := "[] env-fleet 9 1 5s " + b.URL; got != want || f.fleet.active(&f.db) {
+		t.Errorf("flags over the file: %s, want %s", got, want)
+	}
+	f, err = resolve(t, nil, "relay:\n  db_file: /etc/outbox/dbs\n  fleet_db: "+a.URL+"\n")
+	if err != nil || f.fleet.file != "/etc/outbox/dbs" || f.fleet.coordURL != a.URL || f.fleet.fileFrom != "config relay.yaml: relay.db_file" {
+		t.Errorf("db_file: %+v, %v", f.fleet, err)
+	}
+
+	for _, c := range []struct{ src, want string }{
+		{"relay:\n  fleet_workers: many\n", `config relay.yaml: relay.fleet_workers: "many" is not a whole number`},
+		{"relay:\n  db_max_conns: -2\n", `config relay.yaml: relay.db_max_conns: "-2" must not be negative`},
+		{"relay:\n  db_idle_close: soon\n", `config relay.yaml: relay.db_idle_close: "soon" is not a duration`},
+		{"relay:\n  databases: []\n", "config relay.yaml: relay.databases: lists no database"},
+		{"relay:\n  databases: [a b c]\n", "config relay.yaml: relay.databases[0]: want URL or NAME URL, got 3 fields"},
+		{"relay:\n  databases: [db.example]\n", "config relay.yaml: relay.databases[0]: db.example is not a database URL"},
+		{"relay:\n  databases: [x " + a.URL + ", x " + b.URL + "]\n", `config relay.yaml: relay.databases[1]: database "x" is listed twice`},
+		{"relay:\n  databases: [" + a.URL + "]\n  db_file: /x\n", "config relay.yaml: relay: give either relay.databases or relay.db_file, not both"},
+		{"relay:\n  databases: " + a.URL + "\n", "relay.databases: want a list (line 2)"},
+	} {
+		_, err := resolve(t, nil, c.src)
+		if err == nil || exitStatus(err) != ExitUsage || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: error %v, want a one-line usage error with %q", c.src, err, c.want)
+		}
+	}
+	run(t, vars, "relay", "--config", writeFile(t, "nofile.yaml", "to: stdout://\nrelay:\n  db_file: /nonexistent/dbs\n")).
+		failed(t, ExitUsage, "config ", "relay.db_file: open /nonexistent/dbs")
+
+	addr, stderr, stop := startListening(t, "metrics", vars, "relay", "--config", conf, "--id", "cfg-r1", "--metrics", "127.0.0.1:0")
+	waitFor(t, "both databases' sends under their configured names", func() bool {
+		_, metrics := get(t, "http://"+addr+"/metrics", "")
+		for _, n := range []string{"cfg-a", "cfg-b"} {
+			if !strings.Contains(metrics, fmt.Sprintf(`outbox_published_total{database=%q,result="sent",route="*",topic="fleet.cfg"} 1`, n)) {
+				return false
+			}
+		}
+		return true
+	})
+	if code := stop(); code != 0 || !strings.Contains(stderr.String(), "fleet=cfg-fleet") || !strings.Contains(stderr.String(), "databases=2") {
+		t.Errorf("relay exited %d; want its fleet line to name cfg-fleet and 2 databases\n%s", code, stderr)
+	}
+}
+
+// TestRelayFleetAdminHistory: the admin of a relay over a list samples
+// the history of each database it serves, so /db/NAME/api/v1/stats/history
+// has that database's own counts; the sampler stops when the relay stops
+// serving the database.
+func TestRelayFleetAdminHistory(t *testing.T) {
+	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.SQLite)
+	vars := map[string]string{}
+	enqueueOK(t, vars, "--db", a.URL, "--topic", "fleet.a", "--payload", `{}`, "--delay", "1h")
+	for range 3 {
+		enqueueOK(t, vars, "--db", b.URL, "--topic", "fleet.b", "--payload", `{}`, "--delay", "1h")
+	}
+	list := writeFile(t, "databases", "hist-a "+a.URL+"\nhist-b "+b.URL+"\n")
+	addr, stderr, stop := startListening(t, "admin", vars, "relay", "--db-file", list, "--to", "stdout://", "--admin", "127.0.0.1:0")
+	base := "http://" + addr
+	for name, want := range map[string]int64{"hist-a": 1, "hist-b": 3} {
+		var hist struct {
+			Samples []struct{ Pending int64 }
+		}
+		waitFor(t, name+"'s history sampled", func() bool {
+			code, body := get(t, base+"/db/"+name+"/api/v1/stats/history", "")
+			if code != 200 || json.Unmarshal([]byte(body), &hist) != nil {
+				t.Fatalf("%s history: %d %s", name, code, body)
+			}
+			return len(hist.Samples) > 0
+		})
+		if got := hist.Samples[len(hist.Samples)-1].Pending; got != want {
+			t.Errorf("%s history: %d pending in the last sample, want %d", name, got, want)
+		}
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("relay exited %d\n%s", code, stderr)
+	}
+}
+
+// TestFleetAdminSamplerStops: a database the relay serves is shown over
+// the relay's own connections with its history sampled; the sampler stops
+// when the relay stops serving it (the next request opens the page with
+// its own connections) and when the database leaves the list, and the
+// admin never closes the relay's connections.
+func TestFleetAdminSamplerStops(t *testing.T) {
+	lite := testdb.New(t, store.SQLite)
+	e := testEnv(t.Context(), nil, nil, io.Discard, io.Discard)
+	fa := &fleetAdmin{e: e, open: map[string]*adminDB{}, cfg: admin.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	fa.setList([]fleet.Database{{Name: "one", URL: lite.URL}})
+	defer fa.close()
+	relayDB, err := dburl.Open(t.Context(), lite.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relayDB.Close()
+	// page is name's admin server, and whether it goes over the relay's
+	// connections.
+	page := func() (*admin.Server, bool) {
+		srv, done, err := fa.server(t.Context(), "one")
+		if err != nil || srv == nil {
+			t.Fatalf("server: %v, %v", srv, err)
+		}
+		done()
+		fa.mu.Lock()
+		defer fa.mu.Unlock()
+		return srv, fa.open["one"].db == relayDB
+	}
+	samples := func(srv *admin.Server) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/api/v1/stats/history", nil)
+		req.Host = "127.0.0.1"
+		srv.ServeHTTP(rec, req)
+		var hist struct{ Samples []json.RawMessage }
+		if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &hist) != nil {
+			t.Fatalf("history: %d %s", rec.Code, rec.Body)
+		}
+		return len(hist.Samples)
+	}
+	stop := fa.serve("one", lite.URL, relayDB)
+	served, over := page()
+	if !over {
+		t.Fatal("a served database's page does not go over the relay's connections")
+	}
+	waitFor(t, "the served database's history sampled", func() bool { return samples(served) > 0 })
+	stop()
+	// Run returns nil on a done context unless another Run samples.
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := served.Run(done); err != nil {
+		t.Fatalf("the sampler still runs after the relay stopped serving the database: %v", err)
+	}
+	if again, over := page(); again == served || over || samples(again) != 0 {
+		t.Fatalf("after the relay stopped serving: the same page %v, over the relay's connections %v; want a page of its own, without history", again == served, over)
+	}
+	fa.serve("one", lite.URL, relayDB)
+	fa.setList(nil)
+	fa.mu.Lock()
+	n := len(fa.open)
+	fa.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d admin servers open after the list emptied", n)
+	}
+	if _, err := relayDB.Backend().Store.DB().Exec(t.Context(), "SELECT 1"); err != nil {
+		t.Fatalf("the relay's database after the admin let it go: %v", err)
 	}
 }

@@ -234,6 +234,9 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err := r.flagsFromConfig(fs); err != nil {
 		return err
 	}
+	if err := f.fleet.fromConfig(r); err != nil {
+		return err
+	}
 	f.observe.getenv, f.retention.getenv = e.getenv, e.getenv
 	for _, s := range f.observe.secrets() {
 		e.addSecret(s)

@@ -39,6 +39,9 @@ type Relay struct {
 	isolating sync.Mutex
 	bg        sync.WaitGroup
 	running   atomic.Bool
+	// activity counts rounds that read messages or failed, and wake-ups:
+	// the lease loop renews less often while it stands still.
+	activity atomic.Int64
 
 	metrics *relayMetrics // nil without Config.Metrics
 	alerts  *alerter      // nil without Config.Alerts
@@ -138,6 +141,7 @@ func defaultRelayID() string {
 func (r *Relay) ID() string { return r.id }
 
 func (r *Relay) wakeSelf() {
+	r.activity.Add(1)
 	for _, ch := range r.wakes {
 		select {
 		case ch <- struct{}{}:

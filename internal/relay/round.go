@@ -35,6 +35,9 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 		w.solo = solo
 		n, err := r.round(ctx, w)
 		r.giveShare()
+		if n > 0 || err != nil {
+			r.activity.Add(1)
+		}
 		r.gate.leave(w.index, n, solo, w.counts)
 		switch {
 		case gathered && n == 0:
