@@ -2,6 +2,7 @@ package dburl_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -67,14 +68,16 @@ func TestParseRejects(t *testing.T) {
 // would run it as SET or act on it (allowAllFiles: LOAD DATA LOCAL).
 func TestMySQLParamsAllowList(t *testing.T) {
 	for raw, name := range map[string]string{
-		"mysql://u@db/x?password=x":                  `"password"`,
-		"mysql://u@db/x?allowAllFiles=true":          `"allowAllFiles"`,
-		"mysql://u@db/x?tls=true&sql_mode=ANSI":      `"sql_mode"`,
-		"mysql://u@db/x?interpolateParams=true":      `"interpolateParams"`,
-		"mysql://u@db/x?timeout=5s&timeout=6s":       `"timeout" is given 2 times`,
-		"mysql://u@db/x?rejectReadOnly=maybe":        `rejectReadOnly="maybe"`,
-		"mysql://u@db/x?allowCleartextPasswords=1":   `"allowCleartextPasswords"`,
-		"mysql://u@db/x?multiStatements=true&tls=no": `"multiStatements"`,
+		"mysql://u@db/x?password=x":                                `"password"`,
+		"mysql://u@db/x?allowAllFiles=true":                        `"allowAllFiles"`,
+		"mysql://u@db/x?tls=true&sql_mode=ANSI":                    `"sql_mode"`,
+		"mysql://u@db/x?interpolateParams=yes":                     `interpolateParams="yes"`,
+		"mysql://u@db/x?tx_isolation=snapshot":                     `tx_isolation="snapshot"`,
+		"mysql://u@db/x?transaction_isolation=x%27,sql_mode%3D%27": `transaction_isolation="x',sql_mode='"`,
+		"mysql://u@db/x?timeout=5s&timeout=6s":                     `"timeout" is given 2 times`,
+		"mysql://u@db/x?rejectReadOnly=maybe":                      `rejectReadOnly="maybe"`,
+		"mysql://u@db/x?allowCleartextPasswords=1":                 `"allowCleartextPasswords"`,
+		"mysql://u@db/x?multiStatements=true&tls=no":               `"multiStatements"`,
 	} {
 		_, _, err := dburl.Parse(raw)
 		if !errors.Is(err, dburl.ErrBadURL) || !strings.Contains(err.Error(), name) {
@@ -84,6 +87,85 @@ func TestMySQLParamsAllowList(t *testing.T) {
 	_, dsn, err := dburl.Parse("mysql://u@db/x?tls=true&timeout=5s&charset=utf8mb4&loc=UTC")
 	if err != nil || !strings.Contains(dsn, "tls=true") || !strings.Contains(dsn, "timeout=5s") || !strings.Contains(dsn, "charset=utf8mb4") {
 		t.Errorf("allowed parameters: %q, %v", dsn, err)
+	}
+}
+
+// TestMySQLDefaults: a mysql:// URL's DSN sends arguments with the
+// statement (interpolateParams) and sets READ COMMITTED on every new
+// connection, unless the URL chooses otherwise; an isolation level in the
+// URL is sent quoted, whatever its case.
+func TestMySQLDefaults(t *testing.T) {
+	cases := []struct {
+		url       string
+		want, not []string
+	}{
+		{"mysql://u@db/x", []string{"interpolateParams=true", "transaction_isolation=%27READ-COMMITTED%27"}, []string{"tx_isolation"}},
+		{"mysql://u@db/x?interpolateParams=false", []string{"interpolateParams=false", "transaction_isolation=%27READ-COMMITTED%27"}, []string{"interpolateParams=true"}},
+		{"mysql://u@db/x?tx_isolation=repeatable-read", []string{"tx_isolation=%27REPEATABLE-READ%27", "interpolateParams=true"}, []string{"transaction_isolation"}},
+		{"mysql://u@db/x?transaction_isolation=%27SERIALIZABLE%27", []string{"transaction_isolation=%27SERIALIZABLE%27"}, []string{"READ-COMMITTED", "tx_isolation"}},
+		{"mysql://u@db/x?charset=gbk", []string{"charset=gbk", "READ-COMMITTED"}, []string{"interpolateParams"}},
+	}
+	for _, c := range cases {
+		_, dsn, err := dburl.Parse(c.url)
+		if err != nil {
+			t.Errorf("%s: %v", c.url, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(dsn, w) {
+				t.Errorf("%s: DSN %q lacks %q", c.url, dsn, w)
+			}
+		}
+		for _, n := range c.not {
+			if strings.Contains(dsn, n) {
+				t.Errorf("%s: DSN %q holds %q", c.url, dsn, n)
+			}
+		}
+	}
+}
+
+// TestOpenMySQLReadCommitted: connections opened from a mysql:// URL run
+// at READ COMMITTED, whichever name the server gives the variable (MariaDB
+// before 11.1 knows only tx_isolation), every connection of the pool, not
+// only the first; an isolation level the URL sets is kept.
+func TestOpenMySQLReadCommitted(t *testing.T) {
+	ctx := context.Background()
+	raw := testdb.MySQLURL
+	sep := map[bool]string{true: "&", false: "?"}[strings.Contains(raw, "?")]
+	probe, err := dburl.Open(ctx, raw)
+	if err != nil {
+		testdb.Unavailable(t, "MariaDB/MySQL at "+dburl.Redact(raw), err)
+	}
+	variable := "transaction_isolation"
+	if err := probe.SQL.QueryRowContext(ctx, "SELECT @@transaction_isolation").Scan(new(string)); err != nil {
+		variable = "tx_isolation" // the server knows the old name only
+	}
+	probe.Close()
+	for _, c := range []struct{ url, want string }{
+		{raw, "READ-COMMITTED"},
+		{raw + sep + variable + "=serializable", "SERIALIZABLE"},
+		{raw + sep + variable + "=%27REPEATABLE-READ%27", "REPEATABLE-READ"},
+	} {
+		db, err := dburl.Open(ctx, c.url)
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		// Three connections held at once: each was opened with the
+		// setting.
+		conns := make([]*sql.Conn, 3)
+		for i := range conns {
+			if conns[i], err = db.SQL.Conn(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var level string
+			if err := conns[i].QueryRowContext(ctx, "SELECT @@"+variable).Scan(&level); err != nil || level != c.want {
+				t.Errorf("%s: connection %d: %s = %q, %v; want %q", c.url, i, variable, level, err, c.want)
+			}
+		}
+		for _, conn := range conns {
+			_ = conn.Close()
+		}
+		db.Close()
 	}
 }
 
