@@ -184,11 +184,14 @@ const (
 //     renewal and settle take gap and next-key locks, on which two relays
 //     wait for each other and deadlock; the outbox's statements fence
 //     with their own conditions and need no snapshot across statements.
+//     An empty isoVar leaves the server's level (Open's choice on a
+//     server that logs statements, where InnoDB refuses writes at READ
+//     COMMITTED).
 func mysqlDefaults(dsn string, q url.Values, isoVar string) string {
 	if !q.Has("interpolateParams") && !slices.Contains(unsafeCharsets, strings.ToLower(q.Get("charset"))) {
 		dsn += "&interpolateParams=true"
 	}
-	if !q.Has(isolationVar) && !q.Has(oldIsolationVar) {
+	if isoVar != "" && !q.Has(isolationVar) && !q.Has(oldIsolationVar) {
 		dsn += "&" + isoVar + "=" + url.QueryEscape("'READ-COMMITTED'")
 	}
 	return dsn
@@ -300,6 +303,18 @@ func OpenLimited(ctx context.Context, raw string, lim Limits) (*DB, error) {
 			if db, err = openStd(d, old, lim); err != nil {
 				return nil, err
 			}
+			dsn = old
+			err = db.ping(pctx)
+		}
+	}
+	if d == store.MySQL && err == nil {
+		// InnoDB refuses writes at READ COMMITTED when the binary log
+		// records statements: there the server's level stays.
+		if _, plain, perr := parse(raw, ""); perr == nil && plain != dsn && statementBinlog(pctx, db.SQL) {
+			db.Close()
+			if db, err = openStd(d, plain, lim); err != nil {
+				return nil, err
+			}
 			err = db.ping(pctx)
 		}
 	}
@@ -345,6 +360,16 @@ func openStd(d store.Dialect, dsn string, lim Limits) (*DB, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// statementBinlog reports whether the server writes a binary log in
+// statement format (binlog_format=STATEMENT), where InnoDB refuses writes
+// at READ COMMITTED (ER_BINLOG_STMT_MODE_AND_ROW_ENGINE).
+func statementBinlog(ctx context.Context, db *sql.DB) bool {
+	var logBin int
+	var format string
+	err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format").Scan(&logBin, &format)
+	return err == nil && logBin == 1 && strings.EqualFold(format, "STATEMENT")
 }
 
 // unknownVariable reports whether err is the MySQL server refusing to set

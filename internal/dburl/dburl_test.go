@@ -4,8 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -14,6 +19,7 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testpgbouncer"
+	"github.com/txoutbox/outbox/internal/testserver"
 )
 
 func TestParse(t *testing.T) {
@@ -259,5 +265,65 @@ func TestOpenThroughPgBouncer(t *testing.T) {
 	}
 	if !dburl.RefusedStartupParameter(&pgconn.PgError{Severity: "FATAL", Code: "08P01", Message: "unsupported startup parameter: jit"}) {
 		t.Error("PgBouncer's refusal not recognised")
+	}
+}
+
+// TestOpenMySQLStatementBinlog: on a server whose binary log records
+// statements, InnoDB refuses writes at READ COMMITTED, so connections
+// from a URL without a level keep the server's (REPEATABLE READ) and can
+// write; a level in the URL is still set as given. The server is a
+// private MariaDB with --log-bin --binlog-format=STATEMENT.
+func TestOpenMySQLStatementBinlog(t *testing.T) {
+	install := testserver.Binary(t, "mariadb-install-db", "to run a private MariaDB", "/usr/bin", "/usr/sbin")
+	server := testserver.Binary(t, "mariadbd", "to run a private MariaDB", "/usr/sbin", "/usr/local/sbin")
+	dir, account := testserver.Dir(t, "outbox-dburl-mariadb-", "mysql", "a private MariaDB")
+	data := filepath.Join(dir, "data")
+	args := []string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal", "--skip-name-resolve"}
+	if account.Name != "" {
+		args = append(args, "--user="+account.Name)
+	}
+	if out, err := exec.Command(install, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", install, err, out)
+	}
+	port := testserver.FreePort(t)
+	args = []string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+		"--socket=" + filepath.Join(dir, "mariadb.sock"), "--pid-file=" + filepath.Join(dir, "mariadb.pid"),
+		"--log-error=" + filepath.Join(dir, "error.log"), "--skip-name-resolve", "--skip-grant-tables",
+		"--innodb-buffer-pool-size=32M", "--log-bin=" + filepath.Join(dir, "binlog"), "--binlog-format=STATEMENT", "--server-id=1"}
+	if account.Name != "" {
+		args = append(args, "--user="+account.Name)
+	}
+	proc := testserver.Start(t, exec.Command(server, args...), "a private MariaDB")
+	t.Cleanup(proc.Kill)
+	ctx := context.Background()
+	raw := fmt.Sprintf("mysql://root@127.0.0.1:%d/test", port)
+	var db *dburl.DB
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if db, err = dburl.Open(ctx, raw); err == nil {
+			break
+		}
+		if proc.Exited() || time.Now().After(deadline) {
+			t.Fatalf("private MariaDB on port %d: %v", port, err)
+		}
+	}
+	defer db.Close()
+	var level string
+	if err := db.SQL.QueryRowContext(ctx, "SELECT @@tx_isolation").Scan(&level); err != nil || level != "REPEATABLE-READ" {
+		t.Errorf("%s: tx_isolation = %q, %v; want REPEATABLE-READ", raw, level, err)
+	}
+	if _, err := db.SQL.ExecContext(ctx, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+		t.Errorf("write with the server's level: %v", err)
+	}
+	own, err := dburl.Open(ctx, raw+"?tx_isolation=READ-COMMITTED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if err := own.SQL.QueryRowContext(ctx, "SELECT @@tx_isolation").Scan(&level); err != nil || level != "READ-COMMITTED" {
+		t.Errorf("level in the URL: tx_isolation = %q, %v; want READ-COMMITTED", level, err)
 	}
 }
