@@ -84,6 +84,12 @@ var ErrBadURL = errors.New("bad database URL")
 
 // Parse checks raw and returns its dialect and the driver-level DSN.
 func Parse(raw string) (store.Dialect, string, error) {
+	return parse(raw, isolationVar)
+}
+
+// parse is Parse with isoVar the session variable a mysql:// URL's DSN
+// sets the isolation level with.
+func parse(raw, isoVar string) (store.Dialect, string, error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
 		return "", "", fmt.Errorf("%w %q: want postgres://, mysql:// or sqlite://", ErrBadURL, Redact(raw))
@@ -114,7 +120,7 @@ func Parse(raw string) (store.Dialect, string, error) {
 			return "", "", fmt.Errorf("%w %q: no database name", ErrBadURL, Redact(raw))
 		}
 		cfg.ParseTime = true
-		dsn, err := mysqlParams(cfg.FormatDSN(), u.Query())
+		dsn, err := mysqlParams(cfg.FormatDSN(), u.Query(), isoVar)
 		if err != nil {
 			return "", "", fmt.Errorf("%w %q: %v", ErrBadURL, Redact(raw), err)
 		}
@@ -136,21 +142,71 @@ func Parse(raw string) (store.Dialect, string, error) {
 // values each takes ("" for any). The driver would run any other name as
 // "SET name=value" on every connection, or act on it (allowAllFiles
 // enables LOAD DATA LOCAL INFILE of any file), so the rest are refused.
+// transaction_isolation (MySQL 8, MariaDB 11.1 and later) and
+// tx_isolation (MariaDB before 11.1, MySQL 5.7) are session variables the
+// driver sets on every new connection; a value is one of the four levels,
+// quoted or not.
 var MySQLParams = map[string][]string{
-	"tls":              {"true", "false", "preferred"},
-	"timeout":          nil,
-	"readTimeout":      nil,
-	"writeTimeout":     nil,
-	"charset":          nil,
-	"collation":        nil,
-	"loc":              nil,
-	"maxAllowedPacket": nil,
-	"rejectReadOnly":   {"true", "false"},
+	"tls":                   {"true", "false", "preferred"},
+	"timeout":               nil,
+	"readTimeout":           nil,
+	"writeTimeout":          nil,
+	"charset":               nil,
+	"collation":             nil,
+	"loc":                   nil,
+	"maxAllowedPacket":      nil,
+	"rejectReadOnly":        {"true", "false"},
+	"interpolateParams":     {"true", "false"},
+	"transaction_isolation": isolationLevels,
+	"tx_isolation":          isolationLevels,
 }
 
-// mysqlParams adds the URL's query parameters to a driver DSN that has
-// none but parseTime, refusing names outside MySQLParams.
-func mysqlParams(dsn string, q url.Values) (string, error) {
+// isolationLevels are the values of the isolation session variables.
+var isolationLevels = []string{"READ-UNCOMMITTED", "READ-COMMITTED", "REPEATABLE-READ", "SERIALIZABLE"}
+
+// The session variable that holds a connection's isolation level: MySQL
+// 8.0 removed tx_isolation, and MariaDB before 11.1 knows only
+// tx_isolation. A mysql:// URL's DSN sets isolationVar; Open falls back to
+// oldIsolationVar on a server that does not know it.
+const (
+	isolationVar    = "transaction_isolation"
+	oldIsolationVar = "tx_isolation"
+)
+
+// mysqlDefaults adds to dsn what the outbox wants of a MySQL connection,
+// unless the URL's query q chose otherwise:
+//
+//   - interpolateParams=true: the driver sends a statement with its
+//     arguments in one round trip, where a prepared statement takes
+//     three (prepare, execute, close).
+//   - READ COMMITTED, set by the session variable isoVar on every new
+//     connection. Under InnoDB's default REPEATABLE READ the relay's lease
+//     renewal and settle take gap and next-key locks, on which two relays
+//     wait for each other and deadlock; the outbox's statements fence
+//     with their own conditions and need no snapshot across statements.
+//     An empty isoVar leaves the server's level (Open's choice on a
+//     server that logs statements, where InnoDB refuses writes at READ
+//     COMMITTED).
+func mysqlDefaults(dsn string, q url.Values, isoVar string) string {
+	if !q.Has("interpolateParams") && !slices.Contains(unsafeCharsets, strings.ToLower(q.Get("charset"))) {
+		dsn += "&interpolateParams=true"
+	}
+	if isoVar != "" && !q.Has(isolationVar) && !q.Has(oldIsolationVar) {
+		dsn += "&" + isoVar + "=" + url.QueryEscape("'READ-COMMITTED'")
+	}
+	return dsn
+}
+
+// unsafeCharsets are the character sets in which the driver's escaping
+// of interpolated arguments is not safe: a multi-byte character there may
+// end in the backslash byte. The driver refuses interpolateParams with
+// their collations; with the charset parameter alone it would not notice.
+var unsafeCharsets = []string{"big5", "cp932", "gb18030", "gb2312", "gbk", "sjis"}
+
+// mysqlParams adds the URL's query parameters and then mysqlDefaults to a
+// driver DSN that has none but parseTime, refusing names outside
+// MySQLParams.
+func mysqlParams(dsn string, q url.Values, isoVar string) (string, error) {
 	names := make([]string, 0, len(q))
 	for k := range q {
 		names = append(names, k)
@@ -162,8 +218,17 @@ func mysqlParams(dsn string, q url.Values) (string, error) {
 			return "", fmt.Errorf("query parameter %q is not allowed (allowed: %s)", k, strings.Join(slices.Sorted(maps.Keys(MySQLParams)), ", "))
 		}
 		v := q.Get(k)
+		isolation := k == isolationVar || k == oldIsolationVar
+		if isolation {
+			v = strings.ToUpper(strings.Trim(v, "'"))
+		}
 		if allowed != nil && !slices.Contains(allowed, v) {
-			return "", fmt.Errorf("query parameter %s=%q: want %s", k, v, strings.Join(allowed, ", "))
+			return "", fmt.Errorf("query parameter %s=%q: want %s", k, q.Get(k), strings.Join(allowed, ", "))
+		}
+		if isolation {
+			// The driver sends "SET name = value" as written: a level is
+			// a string there.
+			v = "'" + v + "'"
 		}
 		if len(q[k]) > 1 {
 			return "", fmt.Errorf("query parameter %q is given %d times", k, len(q[k]))
@@ -174,6 +239,7 @@ func mysqlParams(dsn string, q url.Values) (string, error) {
 		}
 		dsn += sep + k + "=" + url.QueryEscape(v)
 	}
+	dsn = mysqlDefaults(dsn, q, isoVar)
 	if _, err := mysql.ParseDSN(dsn); err != nil {
 		return "", err
 	}
@@ -222,44 +288,95 @@ func OpenLimited(ctx context.Context, raw string, lim Limits) (*DB, error) {
 			return nil, err
 		}
 	default:
-		name := "mysql"
-		if d == store.SQLite {
-			name = "sqlite"
-		}
-		db.SQL, err = sql.Open(name, dsn)
-		if err != nil {
-			return nil, err
-		}
-		if d == store.SQLite {
-			// One writer at a time anyway: queueing in the pool is cheaper
-			// than SQLite's busy-wait sleeps.
-			db.SQL.SetMaxOpenConns(1)
-		}
-		if d == store.MySQL {
-			db.SQL.SetMaxOpenConns(16)
-			db.SQL.SetMaxIdleConns(16)
-			db.SQL.SetConnMaxLifetime(time.Hour)
-			if lim.MaxConns > 0 {
-				db.SQL.SetMaxOpenConns(lim.MaxConns)
-				db.SQL.SetMaxIdleConns(lim.MaxConns)
-			}
-		}
-		if lim.IdleTime > 0 {
-			db.SQL.SetConnMaxIdleTime(lim.IdleTime)
-		}
-		db.Std, err = outboxsql.New(db.SQL, &outboxsql.Config{Dialect: driver.Dialect(d)})
-		if err != nil {
-			db.Close()
+		if db, err = openStd(d, dsn, lim); err != nil {
 			return nil, err
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := db.ping(pctx); err != nil {
+	err = db.ping(pctx)
+	if d == store.MySQL && unknownVariable(err, isolationVar) {
+		// MariaDB before 11.1 (and MySQL before 5.7.20) know the
+		// isolation level by its old name only.
+		if _, old, perr := parse(raw, oldIsolationVar); perr == nil && old != dsn {
+			db.Close()
+			if db, err = openStd(d, old, lim); err != nil {
+				return nil, err
+			}
+			dsn = old
+			err = db.ping(pctx)
+		}
+	}
+	if d == store.MySQL && err == nil {
+		// InnoDB refuses writes at READ COMMITTED when the binary log
+		// records statements: there the server's level stays.
+		if _, plain, perr := parse(raw, ""); perr == nil && plain != dsn && statementBinlog(pctx, db.SQL) {
+			db.Close()
+			if db, err = openStd(d, plain, lim); err != nil {
+				return nil, err
+			}
+			err = db.ping(pctx)
+		}
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to %s: %s", Redact(raw), redactErr(err, raw))
 	}
 	return db, nil
+}
+
+// openStd opens a database/sql pool over dsn (MySQL or SQLite) within lim,
+// with its outbox driver.
+func openStd(d store.Dialect, dsn string, lim Limits) (*DB, error) {
+	name := "mysql"
+	if d == store.SQLite {
+		name = "sqlite"
+	}
+	sqlDB, err := sql.Open(name, dsn)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{Dialect: d, SQL: sqlDB}
+	if d == store.SQLite {
+		// One writer at a time anyway: queueing in the pool is cheaper
+		// than SQLite's busy-wait sleeps.
+		db.SQL.SetMaxOpenConns(1)
+	}
+	if d == store.MySQL {
+		db.SQL.SetMaxOpenConns(16)
+		db.SQL.SetMaxIdleConns(16)
+		db.SQL.SetConnMaxLifetime(time.Hour)
+		if lim.MaxConns > 0 {
+			db.SQL.SetMaxOpenConns(lim.MaxConns)
+			db.SQL.SetMaxIdleConns(lim.MaxConns)
+		}
+	}
+	if lim.IdleTime > 0 {
+		db.SQL.SetConnMaxIdleTime(lim.IdleTime)
+	}
+	db.Std, err = outboxsql.New(db.SQL, &outboxsql.Config{Dialect: driver.Dialect(d)})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// statementBinlog reports whether the server writes a binary log in
+// statement format (binlog_format=STATEMENT), where InnoDB refuses writes
+// at READ COMMITTED (ER_BINLOG_STMT_MODE_AND_ROW_ENGINE).
+func statementBinlog(ctx context.Context, db *sql.DB) bool {
+	var logBin int
+	var format string
+	err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format").Scan(&logBin, &format)
+	return err == nil && logBin == 1 && strings.EqualFold(format, "STATEMENT")
+}
+
+// unknownVariable reports whether err is the MySQL server refusing to set
+// the system variable name (ER_UNKNOWN_SYSTEM_VARIABLE).
+func unknownVariable(err error, name string) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1193 && strings.Contains(me.Message, "'"+name+"'")
 }
 
 // openPostgres opens a pool over dsn with jit off for its connections
