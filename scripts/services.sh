@@ -13,7 +13,9 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start() {
   case "$1" in
     postgres) pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start ;;
-    mariadb) start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd ;;
+    # --pidfile: a private mariadbd of a test or a bench must not pass for
+    # the shared one.
+    mariadb) start-stop-daemon --start --oknodo --background --pidfile /run/mysqld/mysqld.pid --exec /usr/sbin/mariadbd ;;
     redis) redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log ;;
     rabbitmq) rabbitmq-server -detached ;;
     mosquitto) mosquitto -d -c /etc/mosquitto/mosquitto.conf ;;
