@@ -222,6 +222,9 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	if ff.file != "" {
 		run = func(ctx context.Context) error {
 			w := &listWatcher{e: e, path: ff.file, fleet: fl, opener: opener, logger: logger, last: list, admin: fa}
+			if ff.coordURL == "" {
+				w.coord = coordURL
+			}
 			go w.watch(ctx)
 			return fl.Run(ctx)
 		}
@@ -358,15 +361,18 @@ type listWatcher struct {
 	logger *slog.Logger
 	last   []fleet.Database
 	admin  *fleetAdmin // nil without --admin
+	// coord is the coordination database when it is the list's first
+	// line at start (no --fleet-db): it stays for the process's life.
+	coord string
 }
 
 func (w *listWatcher) watch(ctx context.Context) {
 	t := time.NewTicker(dbFileInterval)
 	defer t.Stop()
+	// lastBytes starts empty: the file may have changed between the read
+	// of the list the relay started with and this loop's start, so its
+	// first read is compared with that list.
 	var lastBytes []byte
-	if b, err := os.ReadFile(w.path); err == nil {
-		lastBytes = b
-	}
 	var lastErr string
 	for {
 		select {
@@ -390,6 +396,9 @@ func (w *listWatcher) watch(ctx context.Context) {
 			continue
 		}
 		lastBytes, lastErr = b, ""
+		if slices.Equal(list, w.last) {
+			continue
+		}
 		for _, db := range list {
 			w.e.addSecret(passwordOf(db.URL))
 		}
@@ -399,6 +408,19 @@ func (w *listWatcher) watch(ctx context.Context) {
 		}
 		if w.admin != nil {
 			w.admin.setList(list)
+		}
+		if w.coord != "" && (len(list) == 0 || list[0].URL != w.coord) && (len(w.last) == 0 || len(list) == 0 || list[0].URL != w.last[0].URL) {
+			// Members find each other in one coordination database: a
+			// relay started from now on would meet its own members in
+			// the new first line, not this relay, and both would serve
+			// the same databases (fenced by each database's leases, but
+			// each connecting to all of them).
+			first := "none"
+			if len(list) > 0 {
+				first = list[0].Name
+			}
+			w.logger.Warn("outbox relay: the database list's first line changed, but this relay keeps coordinating in the database it started with; relays started from now on coordinate in the new first line, apart from this one: give every relay the same --fleet-db",
+				"file", w.path, "coordination", fleet.DefaultName(w.coord), "first_line", first)
 		}
 		added, removed := listDiff(w.last, list)
 		w.last = list

@@ -362,3 +362,45 @@ func TestFleetAdminSamplerStops(t *testing.T) {
 		t.Fatalf("the relay's database after the admin let it go: %v", err)
 	}
 }
+
+// TestRelayFleetCoordinationStaysPut: without --fleet-db the coordination
+// database is the list's first line when the relay starts, for the
+// process's life. A new first line in the file says so in the log (relays
+// started later would coordinate there, apart from this one), naming both
+// databases without credentials; the databases are still served as listed.
+func TestRelayFleetCoordinationStaysPut(t *testing.T) {
+	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.SQLite)
+	vars := map[string]string{}
+	list := writeFile(t, "databases", "first-a "+a.URL+"\nsecond-b "+b.URL+"\n")
+	_, stderr, stop := startListening(t, "admin", vars, "relay", "--db-file", list, "--to", "stdout://", "--admin", "127.0.0.1:0")
+	defer func() {
+		if code := stop(); code != 0 {
+			t.Errorf("relay exited %d\n%s", code, stderr)
+		}
+	}()
+	if err := os.WriteFile(list, []byte("second-b "+b.URL+"\nfirst-a "+a.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the list change", func() bool { return strings.Contains(stderr.String(), "database list changed") })
+	var warning string
+	for line := range strings.Lines(stderr.String()) {
+		if strings.Contains(line, "first line changed") {
+			warning = line
+		}
+	}
+	if warning == "" || !strings.Contains(warning, "first_line=second-b") || !strings.Contains(warning, "--fleet-db") {
+		t.Fatalf("no warning naming the new first line and --fleet-db:\n%s", stderr)
+	}
+	if !strings.Contains(warning, fleet.DefaultName(a.URL)) {
+		t.Errorf("the warning does not name the coordination database %s: %s", fleet.DefaultName(a.URL), warning)
+	}
+	// The same first line again, other lines changed: nothing more to say.
+	before := strings.Count(stderr.String(), "first line changed")
+	if err := os.WriteFile(list, []byte("second-b "+b.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second list change", func() bool { return strings.Count(stderr.String(), "database list changed") >= 2 })
+	if n := strings.Count(stderr.String(), "first line changed"); n != before {
+		t.Errorf("%d warnings after a change that kept the first line, want %d", n, before)
+	}
+}
