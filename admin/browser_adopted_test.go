@@ -12,6 +12,7 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testserver"
 )
 
 // TestBrowserAdoptedPage drives the page in headless Chromium over an
@@ -23,7 +24,7 @@ func TestBrowserAdoptedPage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping in -short mode: needs PostgreSQL and Chromium")
 	}
-	chrome := browserPath(t)
+	chrome := testserver.Chromium(t)
 	db := testdb.New(t, store.Postgres)
 	adopttest.Create(t, db, "spring")
 	db.Exec(t, "INSERT INTO t_local_message (message_id, topic, tag, business_key, payload, status, retry_count, max_retry, error_msg) VALUES ('m-dead', 'user-register', 'sync-crm', 'user-1', '{}', 'FAILED', 10, 10, 'crm said no'), ('m-sent', 'user-register', 'sync-crm', 'user-2', '{}', 'SENT', 0, 10, NULL)")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,31 +24,8 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testserver"
 )
-
-// browserPath finds a Chromium to drive: $CHROME_PATH, else chromium (or a
-// Chrome) on PATH. Without one the test fails under CI and skips elsewhere;
-// scripts/chromium.sh installs one.
-func browserPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CHROME_PATH"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("CHROME_PATH=%s: %v", p, err)
-		}
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	const why = "no Chromium: set CHROME_PATH or put chromium on PATH (scripts/chromium.sh installs it)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(why + " (CI=true, so this fails)")
-	}
-	t.Skip("skipping outside CI: " + why)
-	return ""
-}
 
 // artifactDir is where screenshots go: $OUTBOX_ARTIFACTS, or
 // outbox-admin-page in the system's temporary directory, kept after the
@@ -107,7 +83,7 @@ func TestBrowserPage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping in -short mode: needs PostgreSQL and Chromium")
 	}
-	chrome := browserPath(t)
+	chrome := testserver.Chromium(t)
 	db := testdb.New(t, store.Postgres)
 
 	g := &gate{delivered: map[string]int{}}

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testserver"
 )
 
 // TestBrowserFleetDatabasePick drives the admin page of a relay over two
@@ -24,7 +23,7 @@ func TestBrowserFleetDatabasePick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping in -short mode: needs Chromium")
 	}
-	chrome := chromiumPath(t)
+	chrome := testserver.Chromium(t)
 	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.SQLite)
 	vars := map[string]string{}
 	enqueueOK(t, vars, "--db", a.URL, "--topic", "pick.a", "--payload", `{}`, "--delay", "1h")
@@ -89,30 +88,6 @@ func TestBrowserFleetDatabasePick(t *testing.T) {
 		!document.getElementById('database-pick').hidden &&
 		document.getElementById('database').value === 'pick-b' &&
 		document.getElementById('count-pending').textContent === '2'`, picked)
-}
-
-// chromiumPath finds a Chromium to drive: $CHROME_PATH, else chromium (or
-// a Chrome) on PATH. Without one the test fails under CI and skips
-// elsewhere; scripts/chromium.sh installs one.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CHROME_PATH"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("CHROME_PATH=%s: %v", p, err)
-		}
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	const why = "no Chromium: set CHROME_PATH or put chromium on PATH (scripts/chromium.sh installs it)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(why + " (CI=true, so this fails)")
-	}
-	t.Skip("skipping outside CI: " + why)
-	return ""
 }
 
 // tail is the last n lines of the browser's output, without its

@@ -161,3 +161,23 @@ func children(pid int) []int {
 	}
 	return out
 }
+
+// Chromium is the browser the page tests drive: $CHROME_PATH, else
+// chromium (or a Chrome) on PATH. Without one the test fails under
+// CI=true and skips elsewhere; scripts/chromium.sh installs one.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CHROME_PATH"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("CHROME_PATH=%s: %v", p, err)
+		}
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	testdb.Unavailable(t, "Chromium (set CHROME_PATH or put chromium on PATH; scripts/chromium.sh installs it)", exec.ErrNotFound)
+	return ""
+}
