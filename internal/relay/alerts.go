@@ -76,12 +76,8 @@ func (c *AlertConfig) withDefaults() *AlertConfig {
 		return nil
 	}
 	e := *c
-	if e.MinInterval == 0 {
-		e.MinInterval = DefaultAlertInterval
-	}
-	if e.RouteDown == 0 {
-		e.RouteDown = DefaultRouteDownAlert
-	}
+	orDefault(&e.MinInterval, DefaultAlertInterval)
+	orDefault(&e.RouteDown, DefaultRouteDownAlert)
 	return &e
 }
 

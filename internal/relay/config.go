@@ -140,43 +140,31 @@ func (r *Route) check(field string) error {
 // The Alerts and Retention it points to are replaced by filled-in copies,
 // so the user's are never written to.
 func (c *Config) SetDefaults() {
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.Workers == 0 {
-		c.Workers = DefaultWorkers
-	}
-	if c.MinBatchSize == 0 {
-		c.MinBatchSize = DefaultMinBatchSize
-	}
+	orDefault(&c.BatchSize, DefaultBatchSize)
+	orDefault(&c.Workers, DefaultWorkers)
+	orDefault(&c.MinBatchSize, DefaultMinBatchSize)
 	c.MinBatchSize = min(c.MinBatchSize, c.BatchSize)
-	if c.MinPollInterval == 0 {
-		c.MinPollInterval = DefaultMinPollInterval
-	}
-	if c.MaxPollInterval == 0 {
-		c.MaxPollInterval = DefaultMaxPollInterval
-	}
+	orDefault(&c.MinPollInterval, DefaultMinPollInterval)
+	orDefault(&c.MaxPollInterval, DefaultMaxPollInterval)
 	c.MaxPollInterval = max(c.MaxPollInterval, c.MinPollInterval)
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = DefaultPublishTimeout
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.MaxPayloadBytes == 0 {
-		c.MaxPayloadBytes = DefaultMaxPayloadBytes
-	}
+	orDefault(&c.PublishTimeout, DefaultPublishTimeout)
+	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	orDefault(&c.LeaseTTL, DefaultLeaseTTL)
+	orDefault(&c.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	orDefault(&c.MetricsInterval, DefaultMetricsInterval)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.MetricsInterval == 0 {
-		c.MetricsInterval = DefaultMetricsInterval
-	}
 	c.Alerts = c.Alerts.withDefaults()
 	c.Retention = c.Retention.withDefaults()
+}
+
+// orDefault sets *p to d when it is the zero value.
+func orDefault[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
+		*p = d
+	}
 }
 
 // BatchReport describes one settled round; outbox.BatchReport has the

@@ -55,18 +55,10 @@ func (c *Retention) withDefaults() *Retention {
 		return nil
 	}
 	rt := *c
-	if rt.Policy.Sent == 0 {
-		rt.Policy.Sent = DefaultRetentionSent
-	}
-	if rt.Policy.Dead == 0 {
-		rt.Policy.Dead = DefaultRetentionDead
-	}
-	if rt.BatchSize == 0 {
-		rt.BatchSize = DefaultRetentionBatchSize
-	}
-	if rt.Interval == 0 {
-		rt.Interval = DefaultRetentionInterval
-	}
+	orDefault(&rt.Policy.Sent, DefaultRetentionSent)
+	orDefault(&rt.Policy.Dead, DefaultRetentionDead)
+	orDefault(&rt.BatchSize, DefaultRetentionBatchSize)
+	orDefault(&rt.Interval, DefaultRetentionInterval)
 	return &rt
 }
 
