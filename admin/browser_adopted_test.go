@@ -41,7 +41,7 @@ func TestBrowserAdoptedPage(t *testing.T) {
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v\nbrowser output: %s", what, err, tail(browserLog.String(), 20))
+			t.Fatalf("%s: %v\nbrowser output: %s", what, err, testserver.ChromiumLog(browserLog.String(), 20))
 		}
 	}
 	until := func(what, cond, show string) {

@@ -163,7 +163,7 @@ func TestBrowserPage(t *testing.T) {
 	defer cancel()
 	defer func() {
 		if out := browserLog.String(); t.Failed() && out != "" {
-			t.Logf("browser output:\n%s", tail(out, 30))
+			t.Logf("browser output:\n%s", testserver.ChromiumLog(out, 30))
 		}
 	}()
 
@@ -469,19 +469,4 @@ func exceptionText(ev runtime.EventExceptionThrown) string {
 		return d.Exception.Description
 	}
 	return fmt.Sprintf("at %s:%d:%d", d.URL, d.LineNumber, d.ColumnNumber)
-}
-
-// tail is the last n lines of the browser's output, without its
-// complaints about the missing D-Bus.
-func tail(s string, n int) string {
-	var lines []string
-	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		if !strings.Contains(l, "dbus") {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -2,15 +2,12 @@ package cli
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testserver"
 )
 
@@ -24,14 +21,8 @@ func TestBrowserFleetDatabasePick(t *testing.T) {
 		t.Skip("skipping in -short mode: needs Chromium")
 	}
 	chrome := testserver.Chromium(t)
-	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.SQLite)
-	vars := map[string]string{}
-	enqueueOK(t, vars, "--db", a.URL, "--topic", "pick.a", "--payload", `{}`, "--delay", "1h")
-	for range 2 {
-		enqueueOK(t, vars, "--db", b.URL, "--topic", "pick.b", "--payload", `{}`, "--delay", "1h")
-	}
-	list := writeFile(t, "databases", "pick-a "+a.URL+"\npick-b "+b.URL+"\n")
-	addr, stderr, stop := startListening(t, "admin", vars, "relay", "--db-file", list, "--to", "stdout://", "--admin", "127.0.0.1:0")
+	f := startFleetAdmin(t, "pick", 2)
+	addr, stderr, stop := f.addr, f.stderr, f.stop
 	defer func() {
 		if code := stop(); code != 0 {
 			t.Errorf("relay exited %d\n%s", code, stderr)
@@ -55,7 +46,7 @@ func TestBrowserFleetDatabasePick(t *testing.T) {
 			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
 		if err != nil {
 			got, _ := chromedp.Run(bctx, chromedp.Evaluate[string](show))
-			t.Fatalf("waiting for %s: %v; the page shows %q\nbrowser output: %s", what, err, got, tail(browserLog.String(), 20))
+			t.Fatalf("waiting for %s: %v; the page shows %q\nbrowser output: %s", what, err, got, testserver.ChromiumLog(browserLog.String(), 20))
 		}
 	}
 	const picked = `JSON.stringify({path: location.pathname, hidden: document.getElementById('database-pick').hidden,
@@ -64,7 +55,7 @@ func TestBrowserFleetDatabasePick(t *testing.T) {
 
 	// Navigate returns once the page has loaded, after the redirect.
 	if resp, err := chromedp.RunResponse(bctx, chromedp.Navigate(base+"/")); err != nil || resp.Status != 200 {
-		t.Fatalf("open the page: %v (%+v)\nbrowser output: %s", err, resp, tail(browserLog.String(), 20))
+		t.Fatalf("open the page: %v (%+v)\nbrowser output: %s", err, resp, testserver.ChromiumLog(browserLog.String(), 20))
 	}
 	until("the first database's page with the selector on it", `location.pathname === '/db/pick-a/' &&
 		!document.getElementById('database-pick').hidden &&
@@ -82,25 +73,10 @@ func TestBrowserFleetDatabasePick(t *testing.T) {
 		return true;
 	})()`))
 	if err != nil || resp.Status != 200 {
-		t.Fatalf("choose pick-b: %v (%+v)\nbrowser output: %s", err, resp, tail(browserLog.String(), 20))
+		t.Fatalf("choose pick-b: %v (%+v)\nbrowser output: %s", err, resp, testserver.ChromiumLog(browserLog.String(), 20))
 	}
 	until("pick-b's page, its counts and the selector on pick-b", `location.pathname === '/db/pick-b/' &&
 		!document.getElementById('database-pick').hidden &&
 		document.getElementById('database').value === 'pick-b' &&
 		document.getElementById('count-pending').textContent === '2'`, picked)
-}
-
-// tail is the last n lines of the browser's output, without its
-// complaints about the missing D-Bus.
-func tail(s string, n int) string {
-	var lines []string
-	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		if !strings.Contains(l, "dbus") {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/fleet"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
@@ -127,15 +128,9 @@ func TestRelayFleetUsage(t *testing.T) {
 // API and page under /db/NAME/, each listing the others for the page's
 // selector; a database gone from the list is gone from the admin too.
 func TestRelayFleetAdmin(t *testing.T) {
-	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.SQLite)
-	vars := map[string]string{}
-	enqueueOK(t, vars, "--db", a.URL, "--topic", "fleet.a", "--payload", `{}`, "--delay", "1h")
-	for range 2 {
-		enqueueOK(t, vars, "--db", b.URL, "--topic", "fleet.b", "--payload", `{}`, "--delay", "1h")
-	}
-	list := writeFile(t, "databases", "lite-a "+a.URL+"\nlite-b "+b.URL+"\n")
-	addr, stderr, stop := startListening(t, "admin", vars, "relay", "--db-file", list, "--to", "stdout://", "--admin", "127.0.0.1:0")
-	base := "http://" + addr
+	f := startFleetAdmin(t, "lite", 2)
+	a, list, stderr, stop := f.a, f.list, f.stderr, f.stop
+	base := "http://" + f.addr
 	var stats struct{ Pending int64 }
 	for name, want := range map[string]int64{"lite-a": 1, "lite-b": 2} {
 		code, body := get(t, base+"/db/"+name+"/api/v1/stats", "")
@@ -266,15 +261,9 @@ func TestRelayFleetConfigKeys(t *testing.T) {
 // has that database's own counts; the sampler stops when the relay stops
 // serving the database.
 func TestRelayFleetAdminHistory(t *testing.T) {
-	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.SQLite)
-	vars := map[string]string{}
-	enqueueOK(t, vars, "--db", a.URL, "--topic", "fleet.a", "--payload", `{}`, "--delay", "1h")
-	for range 3 {
-		enqueueOK(t, vars, "--db", b.URL, "--topic", "fleet.b", "--payload", `{}`, "--delay", "1h")
-	}
-	list := writeFile(t, "databases", "hist-a "+a.URL+"\nhist-b "+b.URL+"\n")
-	addr, stderr, stop := startListening(t, "admin", vars, "relay", "--db-file", list, "--to", "stdout://", "--admin", "127.0.0.1:0")
-	base := "http://" + addr
+	f := startFleetAdmin(t, "hist", 3)
+	stderr, stop := f.stderr, f.stop
+	base := "http://" + f.addr
 	for name, want := range map[string]int64{"hist-a": 1, "hist-b": 3} {
 		var hist struct {
 			Samples []struct{ Pending int64 }
@@ -369,16 +358,14 @@ func TestFleetAdminSamplerStops(t *testing.T) {
 // started later would coordinate there, apart from this one), naming both
 // databases without credentials; the databases are still served as listed.
 func TestRelayFleetCoordinationStaysPut(t *testing.T) {
-	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.SQLite)
-	vars := map[string]string{}
-	list := writeFile(t, "databases", "first-a "+a.URL+"\nsecond-b "+b.URL+"\n")
-	_, stderr, stop := startListening(t, "admin", vars, "relay", "--db-file", list, "--to", "stdout://", "--admin", "127.0.0.1:0")
+	f := startFleetAdmin(t, "coord", 0)
+	a, b, list, stderr, stop := f.a, f.b, f.list, f.stderr, f.stop
 	defer func() {
 		if code := stop(); code != 0 {
 			t.Errorf("relay exited %d\n%s", code, stderr)
 		}
 	}()
-	if err := os.WriteFile(list, []byte("second-b "+b.URL+"\nfirst-a "+a.URL+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(list, []byte("coord-b "+b.URL+"\ncoord-a "+a.URL+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the list change", func() bool { return strings.Contains(stderr.String(), "database list changed") })
@@ -388,7 +375,7 @@ func TestRelayFleetCoordinationStaysPut(t *testing.T) {
 			warning = line
 		}
 	}
-	if warning == "" || !strings.Contains(warning, "first_line=second-b") || !strings.Contains(warning, "--fleet-db") {
+	if warning == "" || !strings.Contains(warning, "first_line=coord-b") || !strings.Contains(warning, "--fleet-db") {
 		t.Fatalf("no warning naming the new first line and --fleet-db:\n%s", stderr)
 	}
 	if !strings.Contains(warning, fleet.DefaultName(a.URL)) {
@@ -396,11 +383,35 @@ func TestRelayFleetCoordinationStaysPut(t *testing.T) {
 	}
 	// The same first line again, other lines changed: nothing more to say.
 	before := strings.Count(stderr.String(), "first line changed")
-	if err := os.WriteFile(list, []byte("second-b "+b.URL+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(list, []byte("coord-b "+b.URL+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the second list change", func() bool { return strings.Count(stderr.String(), "database list changed") >= 2 })
 	if n := strings.Count(stderr.String(), "first line changed"); n != before {
 		t.Errorf("%d warnings after a change that kept the first line, want %d", n, before)
 	}
+}
+
+// fleetAdminRun is a relay started over a list of two SQLite databases,
+// PREFIX-a holding one pending message and PREFIX-b pendingB, serving the
+// admin on a free port.
+type fleetAdminRun struct {
+	a, b   *testdb.DB
+	list   string // the --db-file
+	addr   string // the admin's
+	stderr *syncbuf.Buffer
+	stop   func() int
+}
+
+func startFleetAdmin(t *testing.T, prefix string, pendingB int) *fleetAdminRun {
+	t.Helper()
+	f := &fleetAdminRun{a: testdb.New(t, store.SQLite), b: testdb.New(t, store.SQLite)}
+	vars := map[string]string{}
+	enqueueOK(t, vars, "--db", f.a.URL, "--topic", prefix+".a", "--payload", `{}`, "--delay", "1h")
+	for range pendingB {
+		enqueueOK(t, vars, "--db", f.b.URL, "--topic", prefix+".b", "--payload", `{}`, "--delay", "1h")
+	}
+	f.list = writeFile(t, "databases", prefix+"-a "+f.a.URL+"\n"+prefix+"-b "+f.b.URL+"\n")
+	f.addr, f.stderr, f.stop = startListening(t, "admin", vars, "relay", "--db-file", f.list, "--to", "stdout://", "--admin", "127.0.0.1:0")
+	return f
 }

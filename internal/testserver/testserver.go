@@ -181,3 +181,18 @@ func Chromium(t testing.TB) string {
 	testdb.Unavailable(t, "Chromium (set CHROME_PATH or put chromium on PATH; scripts/chromium.sh installs it)", exec.ErrNotFound)
 	return ""
 }
+
+// ChromiumLog is the last n lines of a browser's output, without its
+// complaints about the missing D-Bus.
+func ChromiumLog(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if !strings.Contains(l, "dbus") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
