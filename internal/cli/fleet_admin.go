@@ -114,10 +114,7 @@ func (a *fleetAdmin) openLocked(ctx context.Context, name string) (*adminDB, err
 	if err != nil {
 		return nil, err
 	}
-	cfg := a.cfg
-	cfg.Database, cfg.Databases = name, a.names
-	cfg.Logger = cfg.Logger.With("database", name)
-	srv, err := newAdminServer(db, &cfg)
+	srv, err := a.newServer(name, db)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -125,6 +122,15 @@ func (a *fleetAdmin) openLocked(ctx context.Context, name string) (*adminDB, err
 	o := &adminDB{url: a.list[i].URL, db: db, srv: srv}
 	a.open[name] = o
 	return o, nil
+}
+
+// newServer is the admin server of database name over db, its selector
+// listing the list's databases and its logs naming it.
+func (a *fleetAdmin) newServer(name string, db *dburl.DB) (*admin.Server, error) {
+	cfg := a.cfg
+	cfg.Database, cfg.Databases = name, a.names
+	cfg.Logger = cfg.Logger.With("database", name)
+	return newAdminServer(db, &cfg)
 }
 
 func (a *fleetAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -190,10 +196,7 @@ func (a *fleetAdmin) close() { a.setList(nil) }
 func (a *fleetAdmin) serve(name, rawURL string, db *dburl.DB) (stop func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	cfg := a.cfg
-	cfg.Database, cfg.Databases = name, a.names
-	cfg.Logger = cfg.Logger.With("database", name)
-	srv, err := newAdminServer(db, &cfg)
+	srv, err := a.newServer(name, db)
 	if err != nil {
 		a.cfg.Logger.Warn("outbox admin: the database's history is not sampled", "database", name, "err", a.e.redact(errorLine(err)))
 		return func() {}
