@@ -34,7 +34,8 @@ type Envelope struct {
 // when the destination confirmed the message durably, an error otherwise.
 // It must not return nil for a message whose delivery it cannot confirm.
 // Envelopes in one batch never share a business key, so they may be sent
-// concurrently. Classify errors with Permanent, RetryAfter, Unavailable and
+// concurrently — unless the Publisher is a RunPublisher that says it
+// publishes runs. Classify errors with Permanent, RetryAfter, Unavailable and
 // Unknown; other errors are retried with backoff.
 //
 // Publish must return when ctx is done; results not confirmed by then are
@@ -42,6 +43,25 @@ type Envelope struct {
 type Publisher interface {
 	Publish(ctx context.Context, batch []*Envelope) []error
 	Close() error
+}
+
+// RunPublisher is a Publisher that can be given a run of one key's
+// messages in one call, where the plain contract gives it one message per
+// key. Its destination must keep the order of a key's messages within a
+// call, and must never deliver a key's message after an earlier message of
+// the same key in the call failed, unless that failure was Permanent (the
+// message goes dead, which unblocks its key): any other failure fails the
+// rest of the key's run in that call. The relay then sends a key's consecutive messages for
+// the route in one call instead of one per round trip; it retries the
+// failed message first and the rest after it, without charging them an
+// attempt.
+//
+// PublishesRuns reports whether the Publisher keeps that promise as it is
+// configured; false (or a Publisher that is no RunPublisher) gets one
+// message per key per call.
+type RunPublisher interface {
+	Publisher
+	PublishesRuns() bool
 }
 
 // Checker is the compensation step: before a message whose previous attempt

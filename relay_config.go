@@ -186,6 +186,8 @@ func (c *RelayConfig) engine() relay.Config {
 		}
 		if rt.Publisher != nil {
 			er.Publisher = publisherOf{rt.Publisher}
+			rp, ok := rt.Publisher.(RunPublisher)
+			er.Runs = ok && rp.PublishesRuns()
 		}
 		checker := rt.Checker
 		if checker == nil {

@@ -5,12 +5,15 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
@@ -25,7 +28,12 @@ type destination struct {
 	name        string // redacted URL, for the report
 	takesStdout bool   // stdout://: the report goes to stderr
 	sink        *sink
+	stop        func() // ends an in-process broker (kfake://); nil if none
 }
+
+// kfakeURL names an in-process Kafka (franz-go's kfake, the Kafka
+// protocol over loopback TCP) that the run starts and stops.
+const kfakeURL = "kfake://"
 
 // openDestination resolves --to and --sink. Every error is bad usage: no
 // connection is made here.
@@ -51,11 +59,25 @@ func openDestination(o *options, secret string, stdout io.Writer) (*destination,
 	if strings.EqualFold(strings.TrimSuffix(o.to, "/"), strings.TrimSuffix(nullURL, "/")) {
 		return &destination{pub: nullPublisher{}, name: nullURL + " (in-process, confirms at once)"}, nil
 	}
+	var stop func()
+	if strings.EqualFold(strings.TrimSuffix(o.to, "/"), strings.TrimSuffix(kfakeURL, "/")) {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			return nil, fmt.Errorf("%s: start an in-process Kafka: %w", o.workload, err)
+		}
+		o.to, stop = "kafka://"+strings.Join(c.ListenAddrs(), ","), c.Close
+	}
 	pub, err := outboxurl.Open(o.to, &outboxurl.Options{WebhookSecret: secret, Stdout: stdout})
 	if err != nil {
+		if stop != nil {
+			stop()
+		}
 		return nil, usagef("%s: --to: %v (or null://)", o.workload, err)
 	}
-	d := &destination{pub: pub, name: outboxurl.Redact(o.to)}
+	d := &destination{pub: pub, name: outboxurl.Redact(o.to), stop: stop}
+	if stop != nil {
+		d.name += " (kfake, in process)"
+	}
 	d.takesStdout = strings.HasPrefix(strings.ToLower(o.to), "stdout:")
 	return d, nil
 }
@@ -64,6 +86,9 @@ func (d *destination) close() {
 	_ = d.pub.Close()
 	if d.sink != nil {
 		d.sink.close()
+	}
+	if d.stop != nil {
+		d.stop()
 	}
 }
 

@@ -268,7 +268,7 @@ func flagSet(o *options) *flag.FlagSet {
 		fs.IntVar(&o.relays, "relays", 1, "relays in this process, each with its own id")
 	}
 	destFlags := func() {
-		fs.StringVar(&o.to, "to", "null://", "destination: null:// (confirms at once, in process) or any relay URL; for nats://, amqp:// and redis:// the run creates and then removes a stream, queue or streams for its messages")
+		fs.StringVar(&o.to, "to", "null://", "destination: null:// (confirms at once, in process), kfake:// (an in-process Kafka) or any relay URL; for nats://, amqp:// and redis:// the run creates and then removes a stream, queue or streams for its messages")
 		fs.BoolVar(&o.sink, "sink", false, "start an in-process HTTP sink answering 200 and publish to it as a webhook")
 	}
 	switch o.workload {

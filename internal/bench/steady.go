@@ -177,6 +177,12 @@ func (r *recorder) reached(st *stage, headers func(string) string, now int64) bo
 }
 
 // Publish forwards to the destination and records what it confirmed.
+// PublishesRuns passes on whether the destination takes key runs.
+func (r *recorder) PublishesRuns() bool {
+	rp, ok := r.inner.(outbox.RunPublisher)
+	return ok && rp.PublishesRuns()
+}
+
 func (r *recorder) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
 	errs := r.inner.Publish(ctx, batch)
 	now := time.Now().UnixNano()

@@ -21,7 +21,7 @@ func TestCompiledOut(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = Inject(AfterPublishBeforeSettle)
-		errs := PublishBatch(t.Context(), []string{"a"}, func(s string) string { return s }, func(_ context.Context, b []string) []error { return make([]error, len(b)) })
+		errs := PublishBatch(t.Context(), []string{"a"}, func(s string) string { return s }, nil, func(_ context.Context, b []string) []error { return make([]error, len(b)) })
 		if len(errs) != 1 || errs[0] != nil {
 			t.Fatalf("publish results %v", errs)
 		}

@@ -267,17 +267,32 @@ func kill(where string) {
 // PublishBatch calls publish with batch after evaluating the per-message
 // point Publish for each element (id gives its message id): elements
 // whose point returns an error are left out of the call and get that
-// error as their result. While the points are inert it is a plain call.
-func PublishBatch[E any](ctx context.Context, batch []E, id func(E) string, publish func(context.Context, []E) []error) []error {
+// error as their result, and so do the later elements of the same key
+// (key gives it, "" for none; key may be nil), as a destination that
+// publishes a key's run in one go fails the rest of the run. While the
+// points are inert it is a plain call.
+func PublishBatch[E any](ctx context.Context, batch []E, id, key func(E) string, publish func(context.Context, []E) []error) []error {
 	if !Compiled || !enabled.Load() {
 		return publish(ctx, batch)
 	}
 	errs := make([]error, len(batch))
 	pass := make([]E, 0, len(batch))
 	idx := make([]int, 0, len(batch))
+	failed := map[string]error{}
 	for i, e := range batch {
+		k := ""
+		if key != nil {
+			k = key(e)
+		}
+		if err := failed[k]; k != "" && err != nil {
+			errs[i] = err
+			continue
+		}
 		if err := fire(Publish, id(e)); err != nil {
 			errs[i] = err
+			if k != "" {
+				failed[k] = err
+			}
 			continue
 		}
 		pass = append(pass, e)

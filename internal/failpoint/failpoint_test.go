@@ -158,7 +158,7 @@ func TestPublishFiltersByID(t *testing.T) {
 		return errs
 	}
 	id := func(s string) string { return s }
-	errs := PublishBatch(t.Context(), []string{"m1", "m2", "m3", "m4"}, id, pub)
+	errs := PublishBatch(t.Context(), []string{"m1", "m2", "m3", "m4"}, id, nil, pub)
 	if !errors.Is(errs[1], ErrInjected) || !strings.Contains(errs[1].Error(), "message m2") {
 		t.Fatalf("m2: %v", errs[1])
 	}
@@ -169,20 +169,42 @@ func TestPublishFiltersByID(t *testing.T) {
 		t.Fatalf("published %v", published)
 	}
 	// m4's entry fires on its second hit only.
-	errs = PublishBatch(t.Context(), []string{"m4", "m5"}, id, pub)
+	errs = PublishBatch(t.Context(), []string{"m4", "m5"}, id, nil, pub)
 	if !errors.Is(errs[0], ErrInjected) || errs[1] != nil {
 		t.Fatalf("second round %v", errs)
 	}
-	errs = PublishBatch(t.Context(), []string{"m4"}, id, pub)
+	errs = PublishBatch(t.Context(), []string{"m4"}, id, nil, pub)
 	if errs[0] != nil {
 		t.Fatalf("third round %v", errs)
+	}
+}
+
+// TestPublishFailsTheRestOfAKeysRun: an injected failure fails the later
+// messages of its key in the call, as a destination publishing runs
+// does, and leaves other keys alone.
+func TestPublishFailsTheRestOfAKeysRun(t *testing.T) {
+	set(t, "publish=error:a2")
+	var published []string
+	pub := func(_ context.Context, batch []string) []error {
+		published = append(published, batch...)
+		return make([]error, len(batch))
+	}
+	errs := PublishBatch(t.Context(), []string{"a1", "b1", "a2", "b2", "a3", "c1"}, func(s string) string { return s },
+		func(s string) string { return s[:1] }, pub)
+	for i, want := range []bool{false, false, true, false, true, false} {
+		if (errs[i] != nil) != want || (want && !errors.Is(errs[i], ErrInjected)) {
+			t.Errorf("result %d: %v, want failed %v", i, errs[i], want)
+		}
+	}
+	if got := strings.Join(published, ","); got != "a1,b1,b2,c1" {
+		t.Fatalf("published %s, want a1,b1,b2,c1", got)
 	}
 }
 
 func TestPublishInertIsPlainCall(t *testing.T) {
 	set(t, "")
 	calls := 0
-	errs := PublishBatch(t.Context(), []int{1, 2}, func(int) string { return "x" }, func(_ context.Context, b []int) []error {
+	errs := PublishBatch(t.Context(), []int{1, 2}, func(int) string { return "x" }, nil, func(_ context.Context, b []int) []error {
 		calls++
 		return make([]error, len(b))
 	})

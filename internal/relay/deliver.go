@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -320,7 +321,16 @@ func (r *Relay) publishWave(ctx context.Context, todo []*item, rd *delivery) {
 // limits leave no time for stay undecided, for the next round.
 func (r *Relay) publishRoute(ctx context.Context, rs *routeState, group []*item, rd *delivery) {
 	h := rs.health
+	var blocked map[string]bool // runs: keys whose message failed in an earlier call
 	for len(group) > 0 && !rd.aborted.Load() {
+		if len(blocked) > 0 {
+			// A key's run split over calls: what follows a failure stays
+			// undecided, for a later round.
+			group = slices.DeleteFunc(group, func(it *item) bool { return it.row.HasKey && blocked[it.row.Key] })
+			if len(group) == 0 {
+				return
+			}
+		}
 		mode, wait, why := h.admit(time.Now())
 		if mode == admitWait {
 			deferItems(rs, group, wait, why)
@@ -344,6 +354,16 @@ func (r *Relay) publishRoute(ctx context.Context, rs *routeState, group []*item,
 		}
 		r.publishGroup(ctx, rs, group[:n], rd, mode == admitProbe)
 		h.release(n)
+		if rs.Runs && n < len(group) {
+			for _, it := range group[:n] {
+				if it.row.HasKey && (!it.decided || it.out.Status == store.StatusPending) {
+					if blocked == nil {
+						blocked = map[string]bool{}
+					}
+					blocked[it.row.Key] = true
+				}
+			}
+		}
 		group = group[n:]
 	}
 }
@@ -379,11 +399,18 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 			errs[i] = bad
 		}
 	}
+	var held, passed []bool
+	if rs.Runs {
+		held, passed = r.runOrder(rs, group, errs)
+	}
 	results := make([]result, 0, len(group))
 	for i, it := range group {
 		endSend(spans[i], errs[i])
 		if errs[i] != nil && aborted.Load() {
 			continue // shutdown cut the publish short: leave it for the next owner
+		}
+		if held != nil && held[i] {
+			continue // failed with an earlier message of its key: no news of the route
 		}
 		results = append(results, result{err: errs[i], fresh: it.row.Attempts == 0 && !it.charged})
 	}
@@ -403,6 +430,19 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusSent, CountAttempt: true}
 			it.confirmed = confirmed
 		case aborted.Load():
+		case held != nil && held[i]:
+			// Not sent because an earlier message of its key failed:
+			// nothing is charged, and it waits behind that message (the
+			// read skips a key whose earlier message waits).
+			it.decided = true
+			cls, _ := ClassOf(err)
+			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Unknown: cls == ClassUnknown || it.uncertain(),
+				Error: "not counted (an earlier message of its key failed in the same call): " + redact.Text(oneLine(err.Error()))}
+		case passed != nil && passed[i] && class(err) == ClassPermanent:
+			// A later message of its key is at the destination already:
+			// only going dead keeps the key's order.
+			it.decided = true
+			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusDead, Error: redact.Text(oneLine(err.Error())), CountAttempt: true}
 		case !charge || retryAfter(err) > 0:
 			it.decided = true
 			cls, after := ClassOf(err)
@@ -420,6 +460,37 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 			it.out = r.failure(rs, it, err)
 		}
 	}
+}
+
+// runOrder reads the results of a call that held runs of keys: held[i]
+// when message i failed after an earlier message of its key failed in the
+// call (the publisher fails the rest of a run), passed[i] when message i
+// failed and a later message of its key was confirmed anyway. That is
+// allowed only when i's failure is permanent; anything else broke the
+// publisher's promise, and the key's order with it, which is logged.
+func (r *Relay) runOrder(rs *routeState, group []*item, errs []error) (held, passed []bool) {
+	held, passed = make([]bool, len(group)), make([]bool, len(group))
+	failed := map[string]int{} // key → index of its first failure
+	for i, it := range group {
+		if !it.row.HasKey {
+			continue
+		}
+		first, ok := failed[it.row.Key]
+		switch {
+		case !ok && errs[i] != nil:
+			failed[it.row.Key] = i
+		case !ok:
+		case errs[i] != nil:
+			held[i] = true
+		default:
+			passed[first] = true
+			if class(errs[first]) != ClassPermanent {
+				r.log.Error("outbox relay: the publisher confirmed a message after an earlier message of its key failed; the key's order is broken",
+					"relay", r.id, "route", rs.name, "message_id", it.row.MessageID, "failed_message_id", group[first].row.MessageID)
+			}
+		}
+	}
+	return held, passed
 }
 
 func retryAfter(err error) time.Duration {
@@ -469,7 +540,7 @@ func (r *Relay) callPublisher(ctx context.Context, rs *routeState, batch []*Enve
 			panicked = p
 		}
 	}()
-	return failpoint.PublishBatch(ctx, batch, func(e *Envelope) string { return e.ID }, rs.Publisher.Publish), nil
+	return failpoint.PublishBatch(ctx, batch, func(e *Envelope) string { return e.ID }, envelopeKey, rs.Publisher.Publish), nil
 }
 
 // panicError is the failure recorded for a message whose publish panicked:
@@ -501,3 +572,11 @@ func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 	delay := max(policy.Delay(attempt), after)
 	return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: delay, Error: msg, CountAttempt: true, Unknown: cls == ClassUnknown || it.uncertain()}
 }
+
+// class is err's class.
+func class(err error) Class {
+	c, _ := ClassOf(err)
+	return c
+}
+
+func envelopeKey(e *Envelope) string { return e.Key }

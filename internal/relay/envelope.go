@@ -42,6 +42,9 @@ type Route struct {
 	Name        string // "" is Pattern
 	Retry       *RetryPolicy
 	Checker     Checker // nil: none
+	// Runs: Publisher takes a run of one key's messages in one call and
+	// fails the rest of the run after a failure (see outbox.RunPublisher).
+	Runs bool
 	// MaxInFlight bounds the route's messages being published at once
 	// across the relay's workers; 0: no bound.
 	MaxInFlight int

@@ -31,33 +31,46 @@ var laneSeed = maphash.MakeSeed()
 
 // lanes splits the undecided items into lanes of waves: one lane when
 // every message fits in one wave, else up to maxLanes, keys hashed over
-// them and keyless messages spread over their first waves.
+// them and keyless messages spread over their first waves. A key's
+// consecutive messages for a route that publishes runs share a wave: they
+// go in one call (see Route.Runs).
 func lanes(items []*item) [][][]*item {
-	seen := map[string]int{}
+	type last struct {
+		wave  int
+		route *routeState
+	}
+	keys := map[string]last{}
+	waves := make([]int, len(items))
 	deep := false
-	for _, it := range items {
+	for i, it := range items {
 		if it.decided || !it.row.HasKey {
 			continue
 		}
-		seen[it.row.Key]++
-		deep = deep || seen[it.row.Key] > 1
+		k, ok := keys[it.row.Key]
+		switch {
+		case !ok:
+			k = last{0, it.route}
+		case k.route == it.route && it.route != nil && it.route.Runs:
+		default:
+			k = last{k.wave + 1, it.route}
+			deep = true
+		}
+		keys[it.row.Key] = k
+		waves[i] = k.wave
 	}
 	n := 1
 	if deep {
-		n = min(max(len(seen), 1), maxLanes)
+		n = min(max(len(keys), 1), maxLanes)
 	}
 	out := make([][][]*item, n)
-	wave := map[string]int{}
 	free := 0
-	for _, it := range items {
+	for i, it := range items {
 		if it.decided {
 			continue
 		}
-		l, w := free%n, 0
+		l, w := free%n, waves[i]
 		if it.row.HasKey {
 			l = int(maphash.String(laneSeed, it.row.Key) % uint64(n))
-			w = wave[it.row.Key]
-			wave[it.row.Key] = w + 1
 		} else {
 			free++
 		}

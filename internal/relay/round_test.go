@@ -72,8 +72,14 @@ func (f publishFunc) Publish(_ context.Context, batch []*Envelope) []error {
 // "order.*" to pub and the defaults the facade would fill in.
 func newTestRelay(t *testing.T, st Store, pub Publisher) *Relay {
 	t.Helper()
+	return newRouteRelay(t, st, Route{Pattern: "order.*", Publisher: pub})
+}
+
+// newRouteRelay is newTestRelay with route rt.
+func newRouteRelay(t *testing.T, st Store, rt Route) *Relay {
+	t.Helper()
 	r, err := New(&store.Backend{}, Config{
-		Routes: []Route{{Pattern: "order.*", Publisher: pub}}, ID: "test",
+		Routes: []Route{rt}, ID: "test",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), BatchSize: 100, Workers: 1, MinBatchSize: 100,
 		MinPollInterval: time.Millisecond, MaxPollInterval: time.Second, PublishTimeout: 5 * time.Second,
 		ShutdownTimeout: time.Second, LeaseTTL: 5 * time.Second, MaxPayloadBytes: 1 << 20, MetricsInterval: time.Minute,

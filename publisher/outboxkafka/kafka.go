@@ -72,9 +72,6 @@ const (
 	DefaultProbeTimeout = 5 * time.Second
 	// DefaultClientID is the client id Dial's client sends.
 	DefaultClientID = "outbox-relay"
-	// DefaultLinger is how long Dial's client waits for more records
-	// before sending a partition's batch.
-	DefaultLinger = 5 * time.Millisecond
 	// DefaultMaxBufferedRecords bounds the records Dial's client holds
 	// unconfirmed; Publish blocks (within its context) beyond it.
 	DefaultMaxBufferedRecords = 10000
@@ -129,9 +126,14 @@ type Publisher struct {
 	// producing.
 	suspect atomic.Bool
 	closed  atomic.Bool
+
+	// manual: the client flushes only when told (kgo.ManualFlushing), and
+	// the Publisher publishes key runs (see runs.go).
+	manual bool
+	runs   *runs // nil unless manual
 }
 
-var _ outbox.Publisher = (*Publisher)(nil)
+var _ outbox.RunPublisher = (*Publisher)(nil)
 
 // New returns a Publisher over client, which the caller configured and
 // keeps: Close leaves it open. The client must produce durably and keep
@@ -142,10 +144,16 @@ var _ outbox.Publisher = (*Publisher)(nil)
 //   - disabled the idempotent producer (kgo.DisableIdempotentWrite) or
 //     allows cancelling in-flight idempotent records
 //     (kgo.AllowIdempotentProduceCancellation),
-//   - is transactional (kgo.TransactionalID) or flushes manually
-//     (kgo.ManualFlushing),
+//   - is transactional (kgo.TransactionalID),
 //   - asks brokers to create topics (kgo.AllowAutoTopicCreation), unless
 //     Config.AutoCreateTopics says so.
+//
+// A client with kgo.ManualFlushing (as Dial builds) is flushed by the
+// Publisher, which then publishes a key's run of messages in one call
+// (outbox.RunPublisher): every record of a call is buffered before any of
+// them is sent, so that a failed record fails the ones behind it in its
+// partition. Without it, the relay gives the Publisher one message per key
+// per call.
 //
 // Recommended, as Dial does: kgo.UnknownTopicRetries(1) and
 // kgo.MetadataMinAge(500*time.Millisecond) so that a missing topic fails
@@ -153,6 +161,12 @@ var _ outbox.Publisher = (*Publisher)(nil)
 // that a record that cannot be written comes back with its cause. Keep the
 // default partitioner, or one that maps equal keys to one partition.
 func New(client *kgo.Client, cfg *Config) (*Publisher, error) {
+	return newPublisher(client, cfg, nil)
+}
+
+// newPublisher is New; lim is the limits client's batches are capped by
+// (Dial's client), nil for a client with a fixed limit.
+func newPublisher(client *kgo.Client, cfg *Config, lim *limits) (*Publisher, error) {
 	if client == nil {
 		return nil, errors.New("outboxkafka: nil client")
 	}
@@ -175,6 +189,10 @@ func New(client *kgo.Client, cfg *Config) (*Publisher, error) {
 	if p.probeTimeout == 0 {
 		p.probeTimeout = DefaultProbeTimeout
 	}
+	if on, _ := client.OptValue(kgo.ManualFlushing).(bool); on {
+		p.manual = true
+		p.runs = newRuns(client, lim)
+	}
 	return p, nil
 }
 
@@ -192,9 +210,6 @@ func checkClient(cl *kgo.Client, cfg *Config) error {
 	if id, _ := cl.OptValue(kgo.TransactionalID).(string); id != "" {
 		return errors.New("outboxkafka: the client must not be transactional: drop kgo.TransactionalID")
 	}
-	if on, _ := cl.OptValue(kgo.ManualFlushing).(bool); on {
-		return errors.New("outboxkafka: the client must flush by itself: drop kgo.ManualFlushing")
-	}
 	if on, _ := cl.OptValue(kgo.AllowAutoTopicCreation).(bool); on && !cfg.AutoCreateTopics {
 		return errors.New("outboxkafka: the client asks brokers to create topics (kgo.AllowAutoTopicCreation): set Config.AutoCreateTopics to mean it")
 	}
@@ -203,13 +218,17 @@ func checkClient(cl *kgo.Client, cfg *Config) error {
 
 // Dial builds a client for the seed brokers and returns a Publisher that
 // owns it: Close closes it. The client requires acks from all in-sync
-// replicas, produces idempotently, lingers DefaultLinger, buffers at most
-// DefaultMaxBufferedRecords records, fails a missing topic after
-// DefaultUnknownTopicRetries metadata refreshes and a record it could not
-// write after DefaultRecordDeliveryTimeout, and sends DefaultClientID.
+// replicas, produces idempotently, is flushed by the Publisher
+// (kgo.ManualFlushing: key runs in one call, see New), caps a topic's
+// batches at the topic's max.message.bytes (read from the brokers before
+// the first record to the topic; 1,000,012 bytes when they do not say),
+// buffers at most DefaultMaxBufferedRecords records, fails a missing topic
+// after DefaultUnknownTopicRetries metadata refreshes and a record it could
+// not write after DefaultRecordDeliveryTimeout, and sends DefaultClientID.
 // opts come after these and override them (kgo.DialTLSConfig, kgo.SASL,
-// kgo.ClientID…); the result must still pass New's checks. No connection
-// is made until the first publish.
+// kgo.ClientID…; kgo.ProducerLinger is for clients that flush by
+// themselves); the result must still pass New's checks. No connection is
+// made until the first publish.
 func Dial(seeds []string, cfg *Config, opts ...kgo.Opt) (*Publisher, error) {
 	if len(seeds) == 0 {
 		return nil, errors.New("outboxkafka: no seed brokers")
@@ -222,11 +241,13 @@ func Dial(seeds []string, cfg *Config, opts ...kgo.Opt) (*Publisher, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
+	lim := &limits{}
 	all := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID(DefaultClientID),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(DefaultLinger),
+		kgo.ManualFlushing(),
+		kgo.ProducerBatchMaxBytesFn(lim.batchMax),
 		kgo.MaxBufferedRecords(DefaultMaxBufferedRecords),
 		kgo.UnknownTopicRetries(DefaultUnknownTopicRetries),
 		kgo.RecordDeliveryTimeout(DefaultRecordDeliveryTimeout),
@@ -242,7 +263,7 @@ func Dial(seeds []string, cfg *Config, opts ...kgo.Opt) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outboxkafka: %w", err)
 	}
-	p, err := New(client, cfg)
+	p, err := newPublisher(client, cfg, lim)
 	if err != nil {
 		client.Close()
 		return nil, err
@@ -280,22 +301,22 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 		p.suspect.Store(false)
 	}
 
-	type result struct {
-		i   int
-		err error
-	}
 	// Buffered for the whole batch: promises run serially on the client's
 	// promise goroutine and must never block, even after Publish returned.
 	results := make(chan result, len(batch))
 	waiting := 0
-	for i, env := range batch {
-		rec, err := newRecord(env, p.ce)
-		if err != nil {
-			errs[i] = outbox.Permanent(err)
-			continue
+	if p.manual {
+		waiting = p.runs.buffer(ctx, p, batch, errs, results)
+	} else {
+		for i, env := range batch {
+			rec, err := newRecord(env, p.ce)
+			if err != nil {
+				errs[i] = outbox.Permanent(err)
+				continue
+			}
+			waiting++
+			p.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { results <- result{i, err} })
 		}
-		waiting++
-		p.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { results <- result{i, err} })
 	}
 
 	answered := make([]bool, len(batch))
@@ -365,6 +386,17 @@ wait:
 	return errs
 }
 
+// result is a record's answer: its index in the batch and its error.
+type result struct {
+	i   int
+	err error
+}
+
+// PublishesRuns reports whether the Publisher takes a key's run of
+// messages in one call: true when it flushes the client itself
+// (kgo.ManualFlushing, as Dial's client does).
+func (p *Publisher) PublishesRuns() bool { return p.manual }
+
 // checkInterval is how often Publish checks that a broker answers while
 // it waits for acknowledgements.
 const checkInterval = time.Second
@@ -398,6 +430,9 @@ func (p *Publisher) Close() error {
 	}
 	if p.own {
 		p.client.Close()
+	}
+	if p.runs != nil {
+		p.runs.close()
 	}
 	return nil
 }

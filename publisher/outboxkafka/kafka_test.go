@@ -28,7 +28,6 @@ func TestNewRefusesUnsafeClients(t *testing.T) {
 		{"no idempotence", []kgo.Opt{kgo.DisableIdempotentWrite()}, nil, "idempotent"},
 		{"cancellable in-flight", []kgo.Opt{kgo.AllowIdempotentProduceCancellation()}, nil, "in-flight"},
 		{"transactional", []kgo.Opt{kgo.TransactionalID("tx")}, nil, "transactional"},
-		{"manual flushing", []kgo.Opt{kgo.ManualFlushing()}, nil, "flush"},
 		{"auto create", []kgo.Opt{kgo.AllowAutoTopicCreation()}, nil, "AutoCreateTopics"},
 		{"negative probe timeout", nil, &outboxkafka.Config{ProbeTimeout: -1}, "ProbeTimeout"},
 	} {
@@ -57,6 +56,25 @@ func TestNewRefusesUnsafeClients(t *testing.T) {
 	defer cl.Close()
 	if _, err := outboxkafka.New(cl, &outboxkafka.Config{AutoCreateTopics: true}); err != nil {
 		t.Errorf("New with auto-creation asked for: %v", err)
+	}
+	for _, manual := range []bool{false, true} {
+		opts := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}
+		if manual {
+			opts = append(opts, kgo.ManualFlushing())
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := outboxkafka.New(cl, nil)
+		if err != nil {
+			t.Fatalf("New (manual flushing %v): %v", manual, err)
+		}
+		if p.PublishesRuns() != manual {
+			t.Errorf("manual flushing %v: PublishesRuns %v", manual, p.PublishesRuns())
+		}
+		p.Close()
+		cl.Close()
 	}
 }
 

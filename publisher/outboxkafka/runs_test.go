@@ -1,0 +1,148 @@
+package outboxkafka_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher/publishertest"
+)
+
+// run is n envelopes of one key, payloads "0" … "n-1" padded to size.
+func run(topic, key string, n, size int) []*outbox.Envelope {
+	out := make([]*outbox.Envelope, n)
+	for i := range out {
+		body := fmt.Sprintf("%d", i)
+		body += strings.Repeat(" ", max(size-len(body), 0))
+		out[i] = publishertest.Envelope(topic, key, []byte(body), "text/plain", nil)
+	}
+	return out
+}
+
+// TestRunInOneCall: Dial's Publisher publishes runs, and a key's run
+// given in one call arrives whole and in order.
+func TestRunInOneCall(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(4, "orders"))
+	p := dial(t, c)
+	if !p.PublishesRuns() {
+		t.Fatal("Dial's Publisher does not publish runs")
+	}
+	batch := append(run("orders", "a", 300, 10), run("orders", "b", 100, 10)...)
+	errs := publishertest.Publish(t, p, 15*time.Second, batch...)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	got := map[string][]string{}
+	for _, r := range newConsumer(t, c.ListenAddrs(), "orders").readN(t, len(batch), 20*time.Second) {
+		got[string(r.Key)] = append(got[string(r.Key)], headers(r)["message-id"])
+	}
+	for _, key := range []string{"a", "b"} {
+		var want []string
+		for _, env := range batch {
+			if env.Key == key {
+				want = append(want, env.ID)
+			}
+		}
+		if strings.Join(got[key], ",") != strings.Join(want, ",") {
+			t.Fatalf("key %s: %d records, not the %d of the run in order", key, len(got[key]), len(want))
+		}
+	}
+}
+
+// TestRunFailureFailsTheRest: the broker fails one batch in the middle of
+// a run (small batches, so the run takes several): the records before it
+// are written, that one and every one after it fail, and none of those is
+// in the topic.
+func TestRunFailureFailsTheRest(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	var produces atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if produces.Add(1) == 3 {
+			return answerProduce(req, kerr.PolicyViolation.Code), nil, true
+		}
+		return nil, nil, false
+	})
+	p := dial(t, c, kgo.ProducerBatchMaxBytes(2048))
+	batch := run("orders", "k", 120, 100)
+	errs := publishertest.Publish(t, p, 15*time.Second, batch...)
+	first := -1
+	for i, err := range errs {
+		switch {
+		case err != nil && first < 0:
+			first = i
+		case err == nil && first >= 0:
+			t.Fatalf("message %d confirmed after message %d failed: %v", i, first, errs[first])
+		}
+	}
+	if first <= 0 {
+		t.Fatalf("first failure at %d: want a failure in the middle of the run (the third produce request)", first)
+	}
+	if cls := outbox.Classify(errs[first]); cls == outbox.ClassPermanent {
+		t.Fatalf("a broker's policy answer is %v, want it retried: %v", cls, errs[first])
+	}
+	recs := newConsumer(t, c.ListenAddrs(), "orders").readN(t, first, 20*time.Second)
+	recs = append(recs, newConsumer(t, c.ListenAddrs(), "orders").poll(t, time.Second)...)
+	seen := map[string]bool{}
+	for _, r := range recs {
+		seen[headers(r)["message-id"]] = true
+	}
+	for i, env := range batch {
+		if seen[env.ID] != (i < first) {
+			t.Fatalf("message %d in the topic: %v; want only the %d before the failure", i, seen[env.ID], first)
+		}
+	}
+	// The retry, failed message first, goes through.
+	if errs := publishertest.Publish(t, p, 15*time.Second, batch[first:]...); errs[0] != nil || errs[len(errs)-1] != nil {
+		t.Fatalf("retry: %v … %v", errs[0], errs[len(errs)-1])
+	}
+}
+
+// TestRunBatchesFitTheTopicLimit: a topic whose max.message.bytes is far
+// below the client's default gets batches that fit it, so a run of small
+// records is written whole; a record too large for the topic alone is
+// permanent and does not hold back the rest of its key.
+func TestRunBatchesFitTheTopicLimit(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.NumBrokers(1))
+	adm, done := adminClient(t, c.ListenAddrs())
+	defer done()
+	limit := "4096"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &limit}, "small"); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	p := dial(t, c)
+	batch := run("small", "k", 100, 300)
+	big := publishertest.Envelope("small", "k", []byte(strings.Repeat("x", 5000)), "text/plain", nil)
+	batch = append(batch[:50], append([]*outbox.Envelope{big}, batch[50:]...)...)
+	errs := publishertest.Publish(t, p, 15*time.Second, batch...)
+	for i, err := range errs {
+		if i == 50 {
+			if outbox.Classify(err) != outbox.ClassPermanent || !strings.Contains(err.Error(), "max.message.bytes") {
+				t.Fatalf("a 5,000-byte record to a 4,096-byte topic: %v, want permanent naming the limit", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("message %d of 300 bytes: %v", i, err)
+		}
+	}
+	if n := len(newConsumer(t, c.ListenAddrs(), "small").readN(t, 100, 20*time.Second)); n != 100 {
+		t.Fatalf("%d records, want 100", n)
+	}
+}
