@@ -84,9 +84,10 @@ func (l *limits) recordMax(topic string) int32 {
 }
 
 // learn reads the max.message.bytes of the topics not known yet (or whose
-// reading failed more than limitRetry ago), within ctx and a few seconds.
-// Brokers that do not answer leave the default.
-func (l *limits) learn(ctx context.Context, cl *kgo.Client, topics []string) {
+// reading failed more than limitRetry ago), within DefaultProbeTimeout and
+// half of what is left of ctx. Brokers that do not answer leave the
+// default; the error is the reading's.
+func (l *limits) learn(ctx context.Context, cl *kgo.Client, topics []string) error {
 	now := time.Now()
 	var ask []string
 	l.mu.Lock()
@@ -97,9 +98,13 @@ func (l *limits) learn(ctx context.Context, cl *kgo.Client, topics []string) {
 	}
 	l.mu.Unlock()
 	if len(ask) == 0 {
-		return
+		return nil
 	}
-	dctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
+	wait := DefaultProbeTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)/2)
+	}
+	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(dctx, ask...)
 	l.mu.Lock()
@@ -123,6 +128,7 @@ func (l *limits) learn(ctx context.Context, cl *kgo.Client, topics []string) {
 		}
 		l.topics[t] = lt
 	}
+	return err
 }
 
 // recordBound is an upper bound of the bytes rec takes in a record batch
@@ -220,7 +226,16 @@ func (r *runs) buffer(ctx context.Context, p *Publisher, batch []*outbox.Envelop
 			topics = append(topics, rec.Topic)
 		}
 	}
-	r.lim.learn(ctx, r.client, topics)
+	if err := r.lim.learn(ctx, r.client, topics); err != nil && refused(err) {
+		p.suspect.Store(true)
+		err = outbox.Unavailable(fmt.Errorf("kafka: not sent: no broker reachable: %w", err))
+		for i, rec := range recs {
+			if rec != nil {
+				errs[i] = err
+			}
+		}
+		return 0
+	}
 	for i, rec := range recs {
 		if rec == nil {
 			continue

@@ -7,12 +7,19 @@ package scenario_test
 // lanes; and a failure in the middle of a one-key run.
 
 import (
+	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/failpoint"
@@ -84,35 +91,144 @@ func TestChaosFailureMidRunOneKey(t *testing.T) {
 }
 
 // TestChaosKafkaKillsOneKey is TestChaosKafkaKills with a single key: one
-// Kafka partition holds the whole run.
+// Kafka partition holds the whole run, and the relay publishes a batch's
+// run of that key in one call. (mid_batch, between two waves of a batch,
+// is not reached here: a one-key batch on a route that takes runs is one
+// wave.)
 func TestChaosKafkaKillsOneKey(t *testing.T) {
-	scale := chaosScale(t)
 	rnd := chaosRand(t)
-	const batch, kills = 100, 3
-	dc := chaosDrivers[0]
-	for _, point := range []string{failpoint.AfterPublishBeforeSettle, failpoint.MidBatch} {
-		t.Run(dc.Name+"/"+point, func(t *testing.T) {
+	for _, point := range []string{failpoint.AfterReadBeforePublish, failpoint.AfterPublishBeforeSettle} {
+		t.Run(chaosDrivers[0].Name+"/"+point, func(t *testing.T) {
 			k := startKfake(t, kfake.SeedTopics(kafkaPartitions, kafkaTopic))
-			dest := "kafka://" + strings.Join(k.ListenAddrs(), ",")
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 600*scale, 1)
-			for n := range kills {
-				spec := fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
-				waitFailpointKill(t, startFaultyChild(t, h, dest, fmt.Sprintf("k1-%d", n), spec, batch, time.Second), spec)
-			}
-			last := startFaultyChild(t, h, dest, "k1-last", "", batch, time.Second)
-			recovered := time.Now()
-			relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool {
-				return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0
+			kafkaOneKey(t, k, "kill at "+point+", one key", "3 SIGKILL", func(h *harness.Harness, n int) string {
+				if n == 3 {
+					return ""
+				}
+				return fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
 			})
-			drained := time.Now()
-			last.Term(t)
-			readKafkaTopic(t, k.ListenAddrs(), kafkaTopic, rec)
-			res := chaosResult{scenario: "kill at " + point + ", one key", broker: "Kafka (kfake)", faults: fmt.Sprintf("%d SIGKILL", kills), recovered: recovered, drained: drained}
-			drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, time.Minute)
 		})
 	}
+}
+
+// TestChaosKafkaFailureMidRunOneKey: one key to a topic whose
+// max.message.bytes makes every run of 100 several record batches; the
+// broker fails every fifth produce request, a message in the middle of
+// the backlog fails its first publish, and relays are killed after
+// publishing before settling. What failed is retried before anything
+// behind it lands for good: after dedupe no inversion, nothing lost.
+func TestChaosKafkaFailureMidRunOneKey(t *testing.T) {
+	k := startKfake(t)
+	createSmallTopic(t, k, kafkaTopic, 4096)
+	var produces atomic.Int32
+	k.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		if produces.Add(1)%5 == 0 {
+			return failProduce(req, kerr.PolicyViolation.Code), nil, true
+		}
+		return nil, nil, false
+	})
+	var failMid, mid string
+	var h *harness.Harness
+	kafkaOneKey(t, k, "failures mid-run, one key", "every 5th produce request failed, 1 failed publish, 2 SIGKILL", func(hh *harness.Harness, n int) string {
+		if failMid == "" {
+			h = hh
+			ids := tableIDs(t, h)
+			mid = ids[len(ids)/2]
+			failMid = failpoint.Publish + "=error:" + mid + "@1"
+		}
+		if n < 2 {
+			return fmt.Sprintf("%s=kill@%d;%s", failpoint.AfterPublishBeforeSettle, 3+2*n, failMid)
+		}
+		return failMid
+	})
+	if produces.Load() < 5 {
+		t.Fatalf("%d produce requests: none was failed", produces.Load())
+	}
+	if status, attempts, _ := messageRow(t, h, mid); status != "sent" || attempts < 2 {
+		t.Errorf("the message whose publish failed: %s after %d attempts, want sent after a retry", status, attempts)
+	}
+	var retried int
+	if err := h.DB.SQL.QueryRow("SELECT count(*) FROM outbox_messages WHERE attempts > 1").Scan(&retried); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d produce requests; %d messages needed more than one attempt", produces.Load(), retried)
+}
+
+// kafkaOneKey runs relay processes one after another over a one-key
+// backlog to the Kafka topic: spec(h, n) is the failpoints of the nth
+// process; a spec with a kill is waited for, "" (or one without kill)
+// starts the process that drains, and "-" ends the list. Then it checks
+// the topic against what was committed.
+func kafkaOneKey(t *testing.T, k *kfake.Cluster, scenario, faults string, spec func(h *harness.Harness, n int) string) {
+	t.Helper()
+	scale := chaosScale(t)
+	const batch = 100
+	dest := "kafka://" + strings.Join(k.ListenAddrs(), ",")
+	h := harness.New(t, chaosDrivers[0])
+	rec := &chaos.Recorder{}
+	(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 600*scale, 1)
+	kills := 0
+	var last *child
+	for n := 0; ; n++ {
+		sp := spec(h, n)
+		if sp == "-" {
+			break
+		}
+		c := startFaultyChild(t, h, dest, fmt.Sprintf("k1-%d", n), sp, batch, time.Second)
+		if !strings.Contains(sp, "=kill") {
+			last = c
+			break
+		}
+		kills++
+		waitFailpointKill(t, c, sp)
+	}
+	recovered := time.Now()
+	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool {
+		return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0
+	})
+	drained := time.Now()
+	last.Term(t)
+	readKafkaTopic(t, k.ListenAddrs(), kafkaTopic, rec)
+	res := chaosResult{scenario: scenario, broker: "Kafka (kfake)", faults: faults, recovered: recovered, drained: drained}
+	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: max(kills, 1) * childWorkers * batch}, time.Minute)
+}
+
+// createSmallTopic creates topic on k with kafkaPartitions partitions and
+// the given max.message.bytes.
+func createSmallTopic(t *testing.T, k *kfake.Cluster, topic string, maxBytes int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	limit := strconv.Itoa(maxBytes)
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, kafkaPartitions, 1, map[string]*string{"max.message.bytes": &limit}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// failProduce answers a produce request with code for every partition.
+func failProduce(req kmsg.Request, code int16) kmsg.Response {
+	preq := req.(*kmsg.ProduceRequest)
+	resp := preq.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range preq.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, code, -1
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
 
 // tableIDs is every message id in the outbox, in id order.
