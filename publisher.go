@@ -51,10 +51,10 @@ type Publisher interface {
 // call, and must never deliver a key's message after an earlier message of
 // the same key in the call failed, unless that failure was Permanent (the
 // message goes dead, which unblocks its key): any other failure fails the
-// rest of the key's run in that call. The relay then sends a key's consecutive messages for
-// the route in one call instead of one per round trip; it retries the
-// failed message first and the rest after it, without charging them an
-// attempt.
+// rest of the key's run in that call. The relay then sends a key's
+// consecutive messages for the route in one call instead of one per round
+// trip; it retries the failed message first and the rest after it, without
+// charging them an attempt.
 //
 // PublishesRuns reports whether the Publisher keeps that promise as it is
 // configured; false (or a Publisher that is no RunPublisher) gets one

@@ -63,6 +63,10 @@ KEYS="16 4 1"
 for k in $KEYS; do
   run "pg-drain-nats-keys-$k" drain --db "$PG" --messages $N --to "$NATS" --keys "$k"
 done
+# Key runs: Kafka (an in-process kfake) takes a key's run in one call.
+for k in 1000 16 1; do
+  run "pg-drain-kfake-keys-$k" drain --db "$PG" --messages $N --to kfake:// --keys "$k"
+done
 run publish-nats publish --to "$NATS" --messages $N
 rm -f /tmp/outbox-bench.db /tmp/outbox-bench.db-wal /tmp/outbox-bench.db-shm
 
@@ -112,6 +116,12 @@ echo "|---|---|---|"
 echo "| 1000 | $(rate pg-drain-nats) | 1.00 |"
 for k in $KEYS; do
   echo "| $k | $(rate pg-drain-nats-keys-$k) | $(jq -n "$(rate pg-drain-nats-keys-$k) / $(rate pg-drain-nats) * 100 | floor / 100") |"
+done
+echo
+echo "| drain → Kafka (kfake, in process; PostgreSQL), keys | msg/s | vs 1,000 keys |"
+echo "|---|---|---|"
+for k in 1000 16 1; do
+  echo "| $k | $(rate pg-drain-kfake-keys-$k) | $(jq -n "$(rate pg-drain-kfake-keys-$k) / $(rate pg-drain-kfake-keys-1000) * 100 | floor / 100") |"
 done
 
 # The relay's own database CPU at everyday rates: the CPU of the
