@@ -92,17 +92,22 @@ func TestChaosFailureMidRunOneKey(t *testing.T) {
 
 // TestChaosKafkaKillsOneKey is TestChaosKafkaKills with a single key: one
 // Kafka partition holds the whole run, and the relay publishes a batch's
-// run of that key in one call. (mid_batch, between two waves of a batch,
-// is not reached here: a one-key batch on a route that takes runs is one
-// wave.)
+// run of that key in one call. Relays are killed at every failpoint a
+// route taking runs reaches (mid_batch, between two waves of a batch, is
+// not one: every key's run is in the first wave), publish as the message
+// in the middle of the backlog is about to go out with its run.
 func TestChaosKafkaKillsOneKey(t *testing.T) {
 	rnd := chaosRand(t)
-	for _, point := range []string{failpoint.AfterReadBeforePublish, failpoint.AfterPublishBeforeSettle} {
+	for _, point := range []string{failpoint.AfterReadBeforePublish, failpoint.AfterPublishBeforeSettle, failpoint.BeforeSettle, failpoint.Publish} {
 		t.Run(chaosDrivers[0].Name+"/"+point, func(t *testing.T) {
 			k := startKfake(t, kfake.SeedTopics(kafkaPartitions, kafkaTopic))
 			kafkaOneKey(t, k, "kill at "+point+", one key", "3 SIGKILL", func(h *harness.Harness, n int) string {
-				if n == 3 {
+				switch {
+				case n == 3:
 					return ""
+				case point == failpoint.Publish:
+					ids := tableIDs(t, h)
+					return fmt.Sprintf("%s=kill:%s", point, ids[len(ids)/2+n])
 				}
 				return fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
 			})
