@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,6 +158,57 @@ func TestChaosKafkaFailureMidRunOneKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d produce requests; %d messages needed more than one attempt", produces.Load(), retried)
+}
+
+// TestChaosKafkaRelaysShareOneKey: three relay processes at once over a
+// one-key backlog to Kafka (the key's partition leased by one of them at
+// a time, its runs in one call), the one holding it SIGKILLed midway by a
+// kill at after_publish_before_settle, a fourth started in its place:
+// lost 0, no inversion after dedupe.
+func TestChaosKafkaRelaysShareOneKey(t *testing.T) {
+	k := startKfake(t, kfake.SeedTopics(kafkaPartitions, kafkaTopic))
+	scale := chaosScale(t)
+	const batch = 100
+	dest := "kafka://" + strings.Join(k.ListenAddrs(), ",")
+	h := harness.New(t, chaosDrivers[0])
+	rec := &chaos.Recorder{}
+	total := 1500 * scale
+	(&chaosProducer{h: h, rec: rec}).backlog(t, "k", total, 1)
+	// Each process dies when it first settles after publishing its third
+	// batch; only the one holding the key's partition ever gets there.
+	spec := failpoint.AfterPublishBeforeSettle + "=kill@3"
+	var relays []*child
+	for n := range 3 {
+		relays = append(relays, startFaultyChild(t, h, dest, fmt.Sprintf("share-%d", n), spec, batch, time.Second))
+	}
+	killed := -1
+	relaytest.WaitFor(t, 2*time.Minute, "a relay killed at the failpoint", func() bool {
+		for i, c := range relays {
+			if c.Exited() {
+				killed = i
+				return true
+			}
+		}
+		return false
+	})
+	if !relays[killed].KilledBy(syscall.SIGKILL) {
+		t.Fatalf("relay %d exited without the kill: %v", killed, relays[killed].State())
+	}
+	relays[killed] = startFaultyChild(t, h, dest, "share-heir", "", batch, time.Second)
+	recovered := time.Now()
+	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool {
+		return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0
+	})
+	drained := time.Now()
+	for _, c := range relays {
+		if c.Exited() {
+			continue // a second holder of the key met the failpoint too
+		}
+		c.Term(t)
+	}
+	readKafkaTopic(t, k.ListenAddrs(), kafkaTopic, rec)
+	res := chaosResult{scenario: "three relays share one key", broker: "Kafka (kfake)", faults: "SIGKILL of the key's holder", recovered: recovered, drained: drained}
+	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: 3 * childWorkers * batch}, time.Minute)
 }
 
 // kafkaOneKey runs relay processes one after another over a one-key
