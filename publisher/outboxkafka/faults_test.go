@@ -16,30 +16,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/kafkatest"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
-
-// answerProduce builds the answer to a produce request that fails every
-// partition in it with code.
-func answerProduce(req kmsg.Request, code int16) kmsg.Response {
-	preq := req.(*kmsg.ProduceRequest)
-	resp := preq.ResponseKind().(*kmsg.ProduceResponse)
-	for _, rt := range preq.Topics {
-		st := kmsg.NewProduceResponseTopic()
-		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewProduceResponseTopicPartition()
-			sp.Partition = rp.Partition
-			sp.ErrorCode = code
-			sp.BaseOffset = -1
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
-}
 
 func envelope(topic, key, payload string) *outbox.Envelope {
 	return publishertest.Envelope(topic, key, []byte(payload), "application/json", nil)
@@ -55,7 +36,7 @@ func notLeader(c *kfake.Cluster, always bool) *atomic.Int32 {
 		if always {
 			c.KeepControl()
 		}
-		return answerProduce(req, kerr.NotLeaderForPartition.Code), nil, true
+		return kafkatest.FailProduce(req, kerr.NotLeaderForPartition.Code), nil, true
 	})
 	return &n
 }
@@ -104,7 +85,7 @@ func TestMessageTooLargeIsPermanent(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		return answerProduce(req, kerr.MessageTooLarge.Code), nil, true
+		return kafkatest.FailProduce(req, kerr.MessageTooLarge.Code), nil, true
 	})
 	p := dial(t, c)
 	errs := publishertest.Publish(t, p, 15*time.Second, envelope("orders", "k", `{"big":true}`))

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/kafkatest"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
@@ -72,7 +73,7 @@ func TestRunFailureFailsTheRest(t *testing.T) {
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if produces.Add(1) == 3 {
-			return answerProduce(req, kerr.PolicyViolation.Code), nil, true
+			return kafkatest.FailProduce(req, kerr.PolicyViolation.Code), nil, true
 		}
 		return nil, nil, false
 	})

@@ -25,6 +25,7 @@ import (
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/failpoint"
 	"github.com/txoutbox/outbox/internal/harness"
+	"github.com/txoutbox/outbox/internal/kafkatest"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -129,7 +130,7 @@ func TestChaosKafkaFailureMidRunOneKey(t *testing.T) {
 	k.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		k.KeepControl()
 		if produces.Add(1)%5 == 0 {
-			return failProduce(req, kerr.PolicyViolation.Code), nil, true
+			return kafkatest.FailProduce(req, kerr.PolicyViolation.Code), nil, true
 		}
 		return nil, nil, false
 	})
@@ -269,23 +270,6 @@ func createSmallTopic(t *testing.T, k *kfake.Cluster, topic string, maxBytes int
 	if err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
-}
-
-// failProduce answers a produce request with code for every partition.
-func failProduce(req kmsg.Request, code int16) kmsg.Response {
-	preq := req.(*kmsg.ProduceRequest)
-	resp := preq.ResponseKind().(*kmsg.ProduceResponse)
-	for _, rt := range preq.Topics {
-		st := kmsg.NewProduceResponseTopic()
-		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewProduceResponseTopicPartition()
-			sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, code, -1
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
 }
 
 // tableIDs is every message id in the outbox, in id order.
