@@ -304,6 +304,14 @@ func (r *Relay) publishWave(ctx context.Context, todo []*item, rd *delivery) {
 			groups[it.route] = append(groups[it.route], it)
 		}
 	}
+	if len(groups) == 1 {
+		// One route (the usual case): no goroutine to hand over to, which
+		// a wave of a few keys, one round trip each, would pay every time.
+		for rs, group := range groups {
+			r.publishRoute(ctx, rs, group, rd)
+		}
+		return
+	}
 	var wg sync.WaitGroup
 	for rs, group := range groups {
 		wg.Add(1)
