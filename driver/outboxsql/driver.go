@@ -44,6 +44,10 @@ type Driver struct {
 	dialect   driver.Dialect
 	translate func(error) error
 	listen    bool
+	// stmts are the pool executor's prepared statements, on SQLite only
+	// (elsewhere preparing costs a round trip and the server caches
+	// plans, or pgx prepares by itself).
+	stmts *stmtCache
 }
 
 var (
@@ -76,6 +80,9 @@ func New(db *sql.DB, cfg *Config) (*Driver, error) {
 	drv := &Driver{db: db, dialect: d, translate: translator(d)}
 	_, isPGX := db.Driver().(*stdlib.Driver)
 	drv.listen = isPGX && d == driver.Postgres
+	if d == driver.SQLite {
+		drv.stmts = newStmtCache(db)
+	}
 	return drv, nil
 }
 
@@ -100,8 +107,28 @@ func detect(d sqldriver.Driver) driver.Dialect {
 // Dialect is the dialect New was given or detected.
 func (d *Driver) Dialect() driver.Dialect { return d.dialect }
 
-// Executor runs statements on the *sql.DB.
-func (d *Driver) Executor() driver.Executor { return executor{d.db, d.translate} }
+// Executor runs statements on the *sql.DB. On SQLite it prepares each
+// statement text once (up to 64 of them, the least recently used closed
+// first) and runs it prepared afterwards, each run in its own implicit
+// transaction as before; statements in transactions and sessions are
+// never prepared.
+func (d *Driver) Executor() driver.Executor {
+	if d.stmts != nil {
+		return poolExecutor{executor{d.db, d.translate}, d.stmts}
+	}
+	return executor{d.db, d.translate}
+}
+
+// Close closes the statements the driver prepared on the *sql.DB; the
+// executors keep working, unprepared. It does not close the *sql.DB,
+// and closing the *sql.DB frees them too, so calling Close is needed
+// only to keep a *sql.DB open after its Driver is dropped.
+func (d *Driver) Close() error {
+	if d.stmts == nil {
+		return nil
+	}
+	return d.stmts.close()
+}
 
 // UnwrapExecutor runs statements in the caller's transaction tx.
 func (d *Driver) UnwrapExecutor(tx *sql.Tx) driver.Executor { return executor{tx, d.translate} }

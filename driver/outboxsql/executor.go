@@ -30,6 +30,37 @@ func (e executor) Query(ctx context.Context, query string, args ...any) (driver.
 	return rows{r, e.translate}, nil
 }
 
+// poolExecutor is the executor on the *sql.DB that runs statements
+// prepared by stmts, and unprepared when they cannot be.
+type poolExecutor struct {
+	executor
+	stmts *stmtCache
+}
+
+func (e poolExecutor) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	s := e.stmts.get(ctx, query)
+	if s == nil {
+		return e.executor.Exec(ctx, query, args...)
+	}
+	res, err := s.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, e.translate(err)
+	}
+	return res.RowsAffected()
+}
+
+func (e poolExecutor) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	s := e.stmts.get(ctx, query)
+	if s == nil {
+		return e.executor.Query(ctx, query, args...)
+	}
+	r, err := s.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, e.translate(err)
+	}
+	return rows{r, e.translate}, nil
+}
+
 type rows struct {
 	*sql.Rows
 	translate func(error) error

@@ -341,7 +341,7 @@ func TestUsage(t *testing.T) {
 		{"publish zero messages", []string{"publish", "--messages", "0"}, "--messages must be at least 1"},
 		{"publish negative workers", []string{"publish", "--workers", "-1"}, "--workers"},
 		{"publish with relays", []string{"publish", "--relays", "2"}, "unknown flag --relays"},
-		{"fleet of one relay", []string{"fleet", "--db", "postgres://h/db", "--relays", "1"}, "--relays of at least 2"},
+		{"fleet of no relay", []string{"fleet", "--db", "postgres://h/db", "--relays", "0"}, "--relays of at least 1"},
 		{"fleet on SQLite", []string{"fleet", "--db", db}, "--db must be a PostgreSQL URL"},
 		{"fleet without rate", []string{"fleet", "--db", "postgres://h/db", "--rate", "0"}, "--rate, --duration and --idle must be above 0"},
 		{"fleet positional", []string{"fleet", "--db", "postgres://h/db", "extra"}, `unexpected argument "extra"`},

@@ -82,8 +82,9 @@ type fleetResult struct {
 	} `json:"active"`
 	// TakeoverSeconds is how long after a relay was SIGKILLed every one
 	// of its PostgreSQL databases had a message committed after the kill
-	// delivered.
-	TakeoverSeconds float64 `json:"takeover_seconds"`
+	// delivered; omitted with one relay, which no other can take over
+	// from.
+	TakeoverSeconds *float64 `json:"takeover_seconds,omitempty"`
 }
 
 func fleetFlags(o *fleetOptions) *flag.FlagSet {
@@ -92,7 +93,7 @@ func fleetFlags(o *fleetOptions) *flag.FlagSet {
 	fs.StringVar(&o.pgURL, "db", "", "PostgreSQL `URL` in which the run makes its databases (schemas) (default $OUTBOX_DATABASE_URL)")
 	fs.IntVar(&o.pg, "pg", 20, "PostgreSQL databases (schemas of --db), active during the active phase")
 	fs.IntVar(&o.sqlite, "sqlite", 200, "SQLite files, idle throughout")
-	fs.IntVar(&o.relays, "relays", 2, "relay processes sharing the databases")
+	fs.IntVar(&o.relays, "relays", 2, "relay processes sharing the databases (with 1 there is no takeover to measure)")
 	fs.Float64Var(&o.rate, "rate", 50, "messages per second committed to each PostgreSQL database in the active phase")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "length of the active phase")
 	fs.DurationVar(&o.idle, "idle", 15*time.Second, "length of the idle phase")
@@ -126,8 +127,8 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	switch {
 	case fs.NArg() > 0:
 		return usagef("fleet: unexpected argument %q", fs.Arg(0))
-	case o.pg < 1 || o.sqlite < 0 || o.relays < 2:
-		return usagef("fleet: want --pg of at least 1, --sqlite of at least 0 and --relays of at least 2")
+	case o.pg < 1 || o.sqlite < 0 || o.relays < 1:
+		return usagef("fleet: want --pg of at least 1, --sqlite of at least 0 and --relays of at least 1")
 	case o.rate <= 0 || o.duration <= 0 || o.idle <= 0:
 		return usagef("fleet: --rate, --duration and --idle must be above 0")
 	}
@@ -227,7 +228,9 @@ func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 		wg.Go(func() { f.produce(pctx, pool, f.list[i].Name) })
 	}
 	start, end, el := f.activePhase(ctx, res, members)
-	f.killBusiest(ctx, res, members)
+	if len(members) > 1 {
+		f.killBusiest(ctx, res, members)
+	}
 	stopProducers()
 	wg.Wait()
 
@@ -375,7 +378,8 @@ func (f *fleetRun) killBusiest(ctx context.Context, res *fleetResult, members []
 	_ = f.procs[victim].Process.Signal(syscall.SIGKILL)
 	_ = f.procs[victim].Wait()
 	f.procs = slices.Delete(f.procs, victim, victim+1)
-	res.TakeoverSeconds = f.takeover(ctx, lost, killed)
+	t := f.takeover(ctx, lost, killed)
+	res.TakeoverSeconds = &t
 }
 
 // receiver serves the webhook the relays deliver to.
@@ -644,9 +648,12 @@ func writeFleet(w io.Writer, r *fleetResult) {
 	fmt.Fprintf(w, "active (%.0f s, %g msg/s per PostgreSQL database): %d committed, %d arrived, %.1f msg/s\n", a.Seconds, a.RatePerDB, a.Committed, a.Arrived, a.Throughput)
 	fmt.Fprintf(w, "  commit→arrival p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", a.P50Millis, a.P99Millis, a.MaxMillis)
 	fmt.Fprintf(w, "  CPU per relay %v %%; connections per relay %v for %v PostgreSQL databases each\n", a.CPUPercent, a.Connections, a.DatabasesHeld)
-	if r.TakeoverSeconds < 0 {
+	switch {
+	case r.TakeoverSeconds == nil:
+		fmt.Fprintln(w, "takeover: not measured with one relay")
+	case *r.TakeoverSeconds < 0:
 		fmt.Fprintln(w, "takeover: a killed relay's databases were not served again within a minute")
-	} else {
-		fmt.Fprintf(w, "takeover: a killed relay's databases served again after %.1f s\n", r.TakeoverSeconds)
+	default:
+		fmt.Fprintf(w, "takeover: a killed relay's databases served again after %.1f s\n", *r.TakeoverSeconds)
 	}
 }

@@ -71,6 +71,9 @@ func (db *DB) Close() {
 	if db.Pool != nil {
 		db.Pool.Close()
 	}
+	if db.Std != nil {
+		_ = db.Std.Close()
+	}
 	if db.SQL != nil {
 		_ = db.SQL.Close()
 	}

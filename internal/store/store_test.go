@@ -301,6 +301,35 @@ func TestInflightMarkSurvivesCrashTakeover(t *testing.T) {
 	})
 }
 
+// TestHeartbeatListsTheLive: a heartbeat lists the relay it registers,
+// on its first heartbeat and later ones, and not relays last seen longer
+// than ttl ago.
+func TestHeartbeatListsTheLive(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		if _, err := st.Heartbeat(ctx, "old", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		db.Exec(t, "UPDATE outbox_relays SET seen_at = '2000-01-01 00:00:00'")
+		for range 2 {
+			live, err := st.Heartbeat(ctx, "new", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(live, ",") != "new" {
+				t.Fatalf("live = %v, want new alone", live)
+			}
+		}
+		live, err := st.Heartbeat(ctx, "old", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(live, ",") != "new,old" {
+			t.Fatalf("live = %v, want new,old", live)
+		}
+	})
+}
+
 func TestHeartbeatAndPartitions(t *testing.T) {
 	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
 		ctx := context.Background()
