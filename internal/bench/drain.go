@@ -436,7 +436,7 @@ func (b *bench) settleAll(ctx context.Context, owner string, parts []int, batch 
 		outs = outs[:0]
 		for _, r := range rows {
 			if len(r.Topic) > len(b.prefix) && r.Topic[:len(b.prefix)] == b.prefix {
-				outs = append(outs, store.Outcome{ID: r.ID, Status: store.StatusSent, CountAttempt: true})
+				outs = append(outs, store.Outcome{ID: r.ID, Status: store.StatusSent, CountAttempt: true, Partition: r.Partition})
 			}
 		}
 		if len(outs) == 0 {

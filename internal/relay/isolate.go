@@ -81,7 +81,7 @@ func (r *Relay) charge(ctx context.Context, it *item) (bool, error) {
 			Error: "max attempts (" + strconv.Itoa(row.MaxAttempts) + ") reached: " + errRelayStopped}
 		return true, nil
 	}
-	n, err := r.settle(ctx, []store.Outcome{{ID: row.ID, Status: store.StatusPending, Error: errRelayStopped, CountAttempt: true, Unknown: true}})
+	n, err := r.settle(ctx, []store.Outcome{{ID: row.ID, Status: store.StatusPending, Error: errRelayStopped, CountAttempt: true, Unknown: true, Partition: row.Partition}})
 	if err != nil || n == 0 {
 		return false, err
 	}

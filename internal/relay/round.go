@@ -218,6 +218,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 		outs := make([]store.Outcome, len(decided))
 		for i, it := range decided {
 			outs[i] = it.out
+			outs[i].Partition = it.row.Partition
 			if it.charged {
 				outs[i].CountAttempt = false
 			}

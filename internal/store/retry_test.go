@@ -92,12 +92,12 @@ func innodbDeadlocks(t *testing.T, db *testdb.DB) int {
 	return n
 }
 
-// waitForLockWait returns once a transaction of db waits for a row lock.
+// waitForLockWait returns once a settle on db waits for a row lock.
 func waitForLockWait(t *testing.T, db *testdb.DB) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for db.Count(t, `SELECT count(*) FROM information_schema.innodb_trx AS x JOIN information_schema.processlist AS p ON p.id = x.trx_mysql_thread_id
-WHERE x.trx_state = 'LOCK WAIT' AND p.db = DATABASE() AND x.trx_query LIKE 'UPDATE outbox_messages AS m%'`) == 0 {
+WHERE x.trx_state = 'LOCK WAIT' AND p.db = DATABASE() AND x.trx_query LIKE 'UPDATE JSON_TABLE%'`) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the settle never waited for the operator's row lock")
 		}

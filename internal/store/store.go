@@ -91,6 +91,11 @@ type Outcome struct {
 	CountAttempt bool
 	// Unknown records that the attempt may have reached the destination.
 	Unknown bool
+	// Partition is the row's partition (Row.Partition). MySQL settles a
+	// batch in partition order by it, so that the settle takes its lease
+	// locks in the order renewals and takeovers do; a wrong one only
+	// loses that order, never an outcome.
+	Partition int
 }
 
 // Lease is a partition held by a relay.
