@@ -210,3 +210,24 @@ func TestWorkersNeverShareAPartition(t *testing.T) {
 		t.Fatal("worker 0 never read alone: the test proved nothing")
 	}
 }
+
+func TestOnGrid(t *testing.T) {
+	for _, d := range []time.Duration{0, time.Millisecond, idleGridFrom - 1} {
+		if got := onGrid(d); got != d {
+			t.Errorf("onGrid(%v) = %v, want it unchanged (too short to be an idle wait)", d, got)
+		}
+	}
+	for _, d := range []time.Duration{idleGridFrom, time.Second, 2*time.Second + 3*time.Millisecond} {
+		before := time.Now()
+		got := onGrid(d)
+		after := time.Now()
+		if got < d || got >= d+idleGrid+after.Sub(before) {
+			t.Errorf("onGrid(%v) = %v, want within [d, d+%v)", d, got, idleGrid)
+		}
+		// The wait ends on the grid, give or take the time onGrid took.
+		off := time.Duration(before.Add(got).UnixNano() % int64(idleGrid))
+		if off > after.Sub(before) && idleGrid-off > after.Sub(before) {
+			t.Errorf("onGrid(%v): ends %v past the grid", d, off)
+		}
+	}
+}

@@ -125,7 +125,7 @@ func (r *Relay) leaseLoop(ctx context.Context, partitions int) {
 		if settled {
 			wait = settledTicks * interval
 		}
-		t.Reset(wait)
+		t.Reset(onGrid(wait))
 		select {
 		case <-ctx.Done():
 			return

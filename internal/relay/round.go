@@ -83,7 +83,7 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 		if wait == 0 {
 			continue
 		}
-		timer.Reset(wait)
+		timer.Reset(onGrid(wait))
 		select {
 		case <-ctx.Done():
 			return
@@ -296,4 +296,28 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// Idle waits end on a grid.
+//
+// A process serving many databases runs a poll and a lease loop for each;
+// left alone their timers fire at scattered instants, and each one wakes
+// the process from idle (an OS thread woken, the scheduler spinning, the
+// runtime's monitor kept busy) to run a few microseconds of work. Waits
+// of idleGridFrom or more are stretched to end on a multiple of idleGrid
+// of the wall clock, so that the loops of every database come due
+// together and one wake-up runs them all.
+const (
+	idleGrid     = 100 * time.Millisecond
+	idleGridFrom = 2 * idleGrid
+)
+
+// onGrid is d, stretched by less than idleGrid to end on the grid when it
+// is long enough to be an idle wait.
+func onGrid(d time.Duration) time.Duration {
+	if d < idleGridFrom {
+		return d
+	}
+	end := time.Now().Add(d).UnixNano()
+	return d + time.Duration((int64(idleGrid)-end%int64(idleGrid))%int64(idleGrid))
 }
