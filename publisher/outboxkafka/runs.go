@@ -226,15 +226,18 @@ func (r *runs) buffer(ctx context.Context, p *Publisher, batch []*outbox.Envelop
 			topics = append(topics, rec.Topic)
 		}
 	}
-	if err := r.lim.learn(ctx, r.client, topics); err != nil && refused(err) {
-		p.suspect.Store(true)
-		err = outbox.Unavailable(fmt.Errorf("kafka: not sent: no broker reachable: %w", err))
+	// notSent fails every record still to be sent with err.
+	notSent := func(err error) int {
 		for i, rec := range recs {
 			if rec != nil {
 				errs[i] = err
 			}
 		}
 		return 0
+	}
+	if err := r.lim.learn(ctx, r.client, topics); err != nil && refused(err) {
+		p.suspect.Store(true)
+		return notSent(outbox.Unavailable(fmt.Errorf("kafka: not sent: no broker reachable: %w", err)))
 	}
 	for i, rec := range recs {
 		if rec == nil {
@@ -246,12 +249,7 @@ func (r *runs) buffer(ctx context.Context, p *Publisher, batch []*outbox.Envelop
 		}
 	}
 	if err := r.acquire(ctx, p); err != nil {
-		for i, rec := range recs {
-			if rec != nil {
-				errs[i] = err
-			}
-		}
-		return 0
+		return notSent(err)
 	}
 	free, freeBytes := r.maxRecords-r.client.BufferedProduceRecords(), r.maxBytes-r.client.BufferedProduceBytes()
 	buffered, full := 0, false

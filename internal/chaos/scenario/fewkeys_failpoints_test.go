@@ -135,10 +135,8 @@ func TestChaosKafkaFailureMidRunOneKey(t *testing.T) {
 		return nil, nil, false
 	})
 	var failMid, mid string
-	var h *harness.Harness
-	kafkaOneKey(t, k, "failures mid-run, one key", "every 5th produce request failed, 1 failed publish, 2 SIGKILL", func(hh *harness.Harness, n int) string {
+	h := kafkaOneKey(t, k, "failures mid-run, one key", "every 5th produce request failed, 1 failed publish, 2 SIGKILL", func(h *harness.Harness, n int) string {
 		if failMid == "" {
-			h = hh
 			ids := tableIDs(t, h)
 			mid = ids[len(ids)/2]
 			failMid = failpoint.Publish + "=error:" + mid + "@1"
@@ -216,8 +214,8 @@ func TestChaosKafkaRelaysShareOneKey(t *testing.T) {
 // backlog to the Kafka topic: spec(h, n) is the failpoints of the nth
 // process; a spec with a kill is waited for, "" (or one without kill)
 // starts the process that drains, and "-" ends the list. Then it checks
-// the topic against what was committed.
-func kafkaOneKey(t *testing.T, k *kfake.Cluster, scenario, faults string, spec func(h *harness.Harness, n int) string) {
+// the topic against what was committed, and returns the harness.
+func kafkaOneKey(t *testing.T, k *kfake.Cluster, scenario, faults string, spec func(h *harness.Harness, n int) string) *harness.Harness {
 	t.Helper()
 	scale := chaosScale(t)
 	const batch = 100
@@ -249,6 +247,7 @@ func kafkaOneKey(t *testing.T, k *kfake.Cluster, scenario, faults string, spec f
 	readKafkaTopic(t, k.ListenAddrs(), kafkaTopic, rec)
 	res := chaosResult{scenario: scenario, broker: "Kafka (kfake)", faults: faults, recovered: recovered, drained: drained}
 	drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: max(kills, 1) * childWorkers * batch}, time.Minute)
+	return h
 }
 
 // createSmallTopic creates topic on k with kafkaPartitions partitions and
