@@ -22,16 +22,40 @@ import (
 	"github.com/txoutbox/outbox/driver/internal/pg"
 )
 
-// Config tunes a Driver. It has no fields yet: pass nil. It keeps the
-// constructor in the shape of every other one of the outbox (dependencies,
-// then a nil-able *Config), so options can come without breaking callers.
-type Config struct{}
+// Config tunes a Driver; nil means the zero Config.
+type Config struct {
+	// Listener, when set, is where the driver's Listen subscribes:
+	// drivers given the same SharedListener listen over one connection.
+	// Give it only to drivers whose pools reach one database of one
+	// server, each with its outbox in its own schema (a tenant per
+	// schema). Nil: each driver's Listen takes a connection of its own.
+	Listener *SharedListener
+}
 
 // Driver runs the outbox over a pgx pool; Enqueue takes a pgx.Tx. It
 // implements driver.Driver[pgx.Tx] and driver.Listener.
 type Driver struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	shared *SharedListener
 }
+
+// SharedListener lets the drivers of many schemas of one database (see
+// Config.Listener) wait for their producers' signals over one
+// connection instead of one each. NOTIFY channels belong to the
+// database, not the schema, so with a connection per schema every
+// signal reaches every schema's connection; over a SharedListener it is
+// read once and wakes only the relay of the schema it names. The
+// connection is taken from the pool of the first driver that listens
+// and closed when the last one stops; if it fails, every driver's
+// Listen returns the error and the relays listen again, as over their
+// own connections. The zero SharedListener is ready to use.
+type SharedListener struct {
+	s pg.Shared
+}
+
+// Listening is the number of connections l holds: one per channel while
+// any driver listens on it.
+func (l *SharedListener) Listening() int { return l.s.Listening() }
 
 var (
 	_ driver.Driver[pgx.Tx] = (*Driver)(nil)
@@ -44,7 +68,11 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Driver, error) {
 	if pool == nil {
 		return nil, errors.New("outboxpgx: nil *pgxpool.Pool")
 	}
-	return &Driver{pool: pool}, nil
+	d := &Driver{pool: pool}
+	if cfg != nil {
+		d.shared = cfg.Listener
+	}
+	return d, nil
 }
 
 // Dialect is driver.Postgres.
@@ -77,11 +105,15 @@ func (d *Driver) Identity() any { return d.pool }
 func (d *Driver) SupportsListen() bool { return true }
 
 // Listen takes a connection out of the pool for good (it carries the
-// LISTEN, so it is closed rather than handed back) and waits on it. It
-// returns driver.ErrNoSignals when a check signal sent from another pool
-// connection does not arrive within seconds (the pool leads to a pooler
-// in transaction mode).
+// LISTEN, so it is closed rather than handed back) and waits on it; with
+// Config.Listener, it subscribes to that listener's connection instead.
+// It returns driver.ErrNoSignals when a check signal sent from another
+// pool connection does not arrive within seconds (the pool leads to a
+// pooler in transaction mode).
 func (d *Driver) Listen(ctx context.Context, channel string, wake func()) error {
+	if d.shared != nil {
+		return d.listenShared(ctx, channel, wake)
+	}
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -92,6 +124,26 @@ func (d *Driver) Listen(ctx context.Context, channel string, wake func()) error 
 		_, err := d.pool.Exec(ctx, pg.ProbeSQL, channel, payload)
 		return err
 	})
+}
+
+func (d *Driver) listenShared(ctx context.Context, channel string, wake func()) error {
+	c := pg.Conn{
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			c, err := d.pool.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return c.Hijack(), nil
+		},
+		Notify: func(ctx context.Context, channel, payload string) error {
+			_, err := d.pool.Exec(ctx, pg.ProbeSQL, channel, payload)
+			return err
+		},
+	}
+	if err := d.pool.QueryRow(ctx, pg.SubscriberSQL).Scan(&c.Schema, &c.Database); err != nil {
+		return err
+	}
+	return d.shared.s.Listen(ctx, channel, c, wake)
 }
 
 // Notify runs pg_notify on a pool connection.

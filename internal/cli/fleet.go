@@ -189,7 +189,12 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	if err != nil {
 		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
 	}
-	opener := &fleetOpener{e: e, limits: limits}
+	// The schemas of one PostgreSQL database share its NOTIFY channels:
+	// the databases served listen over one connection per server and
+	// database, and a signal wakes only the schema it names.
+	served := limits
+	served.Listeners = &dburl.Listeners{}
+	opener := &fleetOpener{e: e, limits: served}
 	if err := fl.SetDatabases(opener.databases(list)); err != nil {
 		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
 	}

@@ -101,6 +101,51 @@ func TestRelayFleetMetricsAndStatus(t *testing.T) {
 	}
 }
 
+// TestRelayFleetSchemasShareOneListen: a relay serving three schemas of
+// one PostgreSQL database (given as URLs, named by their search_path)
+// holds one LISTEN connection for all of them, and delivers what each
+// schema's producers commit.
+func TestRelayFleetSchemasShareOneListen(t *testing.T) {
+	vars := map[string]string{}
+	var urls, names []string
+	for range 3 {
+		db := testdb.New(t, store.Postgres)
+		urls = append(urls, db.URL)
+		names = append(names, fleet.DefaultName(db.URL))
+	}
+	member := testdb.RandomName("share-")
+	args := []string{"relay", "--to", "stdout://", "--id", member, "--metrics", "127.0.0.1:0"}
+	for _, u := range urls {
+		args = append(args, "--db", u)
+	}
+	addr, stderr, stop := startListening(t, "metrics", vars, args...)
+	admin := testdb.PostgresAt(t, testdb.PostgresURL)
+	listens := func() int {
+		return admin.Count(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'", appName(member))
+	}
+	for round := 1; round <= 2; round++ {
+		for _, u := range urls {
+			enqueueOK(t, vars, "--db", u, "--topic", "fleet.share", "--payload", `{"n":1}`)
+		}
+		waitFor(t, fmt.Sprintf("round %d delivered in every schema", round), func() bool {
+			_, metrics := get(t, "http://"+addr+"/metrics", "")
+			for _, n := range names {
+				if !strings.Contains(metrics, fmt.Sprintf(`outbox_published_total{database=%q,result="sent",route="*",topic="fleet.share"} %d`, n, round)) {
+					return false
+				}
+			}
+			return true
+		})
+		waitFor(t, "the relay listening", func() bool { return listens() > 0 })
+		if n := listens(); n != 1 {
+			t.Fatalf("round %d: the relay holds %d LISTEN connections for three schemas of one database, want 1", round, n)
+		}
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("relay exited %d\n%s", code, stderr)
+	}
+}
+
 // TestRelayFleetUsage: the fleet's flags refuse what cannot work, each
 // with one line and exit 2.
 func TestRelayFleetUsage(t *testing.T) {

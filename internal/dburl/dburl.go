@@ -5,6 +5,7 @@ package dburl
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -265,6 +266,34 @@ type Limits struct {
 	// AppName is the PostgreSQL application_name of the connections,
 	// unless the URL sets one: what pg_stat_activity shows.
 	AppName string
+	// Listeners, when set, shares one LISTEN connection between the
+	// PostgreSQL databases opened with it that reach the same database
+	// of the same server as the same user (schemas of one database).
+	Listeners *Listeners
+}
+
+// Listeners hands out one outboxpgx.SharedListener per PostgreSQL
+// server, database and user. The zero Listeners is ready to use.
+type Listeners struct {
+	mu sync.Mutex
+	m  map[string]*outboxpgx.SharedListener
+}
+
+// of is the shared listener for the connections cfg opens.
+func (ls *Listeners) of(cfg *pgconn.Config) *outboxpgx.SharedListener {
+	sum := sha256.Sum256([]byte(cfg.Password))
+	key := fmt.Sprintf("%s\x00%d\x00%s\x00%s\x00%x\x00%t", cfg.Host, cfg.Port, cfg.Database, cfg.User, sum, cfg.TLSConfig != nil)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.m == nil {
+		ls.m = make(map[string]*outboxpgx.SharedListener)
+	}
+	l := ls.m[key]
+	if l == nil {
+		l = &outboxpgx.SharedListener{}
+		ls.m[key] = l
+	}
+	return l
 }
 
 // Open opens raw and checks the connection.
@@ -285,7 +314,11 @@ func OpenLimited(ctx context.Context, raw string, lim Limits) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("connect to %s: %s", Redact(raw), redactErr(err, raw))
 		}
-		db.PGX, err = outboxpgx.New(db.Pool, nil)
+		var cfg outboxpgx.Config
+		if lim.Listeners != nil {
+			cfg.Listener = lim.Listeners.of(&db.Pool.Config().ConnConfig.Config)
+		}
+		db.PGX, err = outboxpgx.New(db.Pool, &cfg)
 		if err != nil {
 			db.Close()
 			return nil, err

@@ -51,6 +51,10 @@ sqlite:///var/lib/outbox/initech.db
 	if err != nil || dbs[0].Name != "postgres://h:5432/a" {
 		t.Fatalf("FromURLs = %+v, %v; want the first named postgres://h:5432/a", dbs, err)
 	}
+	dbs, err = fleet.FromURLs([]string{"postgres://u:pw@h/a?search_path=t1&sslmode=disable", "postgres://u:pw@h/a?sslmode=disable&search_path=t2"})
+	if err != nil || dbs[0].Name != "postgres://h/a?search_path=t1" || dbs[1].Name != "postgres://h/a?search_path=t2" {
+		t.Fatalf("FromURLs over two schemas = %+v, %v; want each named with its search_path", dbs, err)
+	}
 	if _, err := fleet.FromURLs([]string{"sqlite:///x.db", "sqlite:///x.db"}); err == nil {
 		t.Error("FromURLs took the same database twice")
 	}

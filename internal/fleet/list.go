@@ -96,13 +96,18 @@ func checkUnique(dbs []Database) error {
 	return nil
 }
 
-// DefaultName names a database by its URL without credentials or query:
-// scheme://host/path.
+// DefaultName names a database by its URL without credentials or query
+// (scheme://host/path), keeping a search_path, which picks one schema's
+// outbox of a PostgreSQL database: scheme://host/path?search_path=s.
 func DefaultName(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return redact.URL(raw)
 	}
+	sp := u.Query().Get("search_path")
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	if sp != "" {
+		u.RawQuery = url.Values{"search_path": {sp}}.Encode()
+	}
 	return u.String()
 }

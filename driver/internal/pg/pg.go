@@ -67,7 +67,7 @@ func Listen(ctx context.Context, conn *pgx.Conn, channel string, wake func(), no
 		return err
 	}
 	wake()
-	if err := probe(ctx, conn, wake, notify); err != nil {
+	if err := probe(ctx, conn, func(string) { wake() }, notify); err != nil {
 		return err
 	}
 	for {
@@ -82,9 +82,9 @@ func Listen(ctx context.Context, conn *pgx.Conn, channel string, wake func(), no
 }
 
 // probe notifies channel with a random payload through notify and waits
-// up to probeTimeout for it on conn, waking for every other notification
+// up to probeTimeout for it on conn, handing every notification to got
 // meanwhile.
-func probe(ctx context.Context, conn *pgx.Conn, wake func(), notify func(ctx context.Context, payload string) error) error {
+func probe(ctx context.Context, conn *pgx.Conn, got func(payload string), notify func(ctx context.Context, payload string) error) error {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	token := "probe-" + hex.EncodeToString(b)
@@ -101,7 +101,7 @@ func probe(ctx context.Context, conn *pgx.Conn, wake func(), notify func(ctx con
 			}
 			return err
 		}
-		wake()
+		got(n.Payload)
 		if n.Payload == token {
 			return nil
 		}
