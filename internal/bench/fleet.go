@@ -205,7 +205,12 @@ func (f *fleetRun) run(ctx context.Context) (*fleetResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer stopHook()
+	defer func() {
+		// The relays go first: without the receiver they would take
+		// its refused connections for an outage and say so.
+		f.stopRelays()
+		stopHook()
+	}()
 
 	res := &fleetResult{Relays: o.relays}
 	res.Databases.PostgreSQL, res.Databases.SQLite = o.pg, o.sqlite
@@ -560,10 +565,7 @@ func (f *fleetRun) latencies(from, to time.Time) ([]time.Duration, int, int) {
 
 // cleanup stops the relays and removes the schemas and files.
 func (f *fleetRun) cleanup() {
-	for _, p := range f.procs {
-		_ = p.Process.Signal(syscall.SIGTERM)
-		_ = p.Wait()
-	}
+	f.stopRelays()
 	for _, p := range f.pools {
 		p.Close()
 	}
@@ -575,6 +577,17 @@ func (f *fleetRun) cleanup() {
 	}
 	if f.dir != "" {
 		_ = os.RemoveAll(f.dir)
+	}
+}
+
+// stopRelays stops the relay processes still running.
+func (f *fleetRun) stopRelays() {
+	for _, p := range f.procs {
+		if p.ProcessState != nil {
+			continue
+		}
+		_ = p.Process.Signal(syscall.SIGTERM)
+		_ = p.Wait()
 	}
 }
 
