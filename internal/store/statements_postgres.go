@@ -47,6 +47,10 @@ LIMIT $2`,
 		settle: `SELECT outbox_settle($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7)`,
 		// The lease check is a per-row subquery: as a join, the planner may
 		// start from the lease table and probe every outcome per partition.
+		// The status is compared in the "C" collation (equal to the
+		// default for equality) so that no partial index on pending rows
+		// matches: the rows are looked up by id, whatever the statistics
+		// said when the function planned it (012_settle_by_id.sql).
 		settleInline: `UPDATE outbox_messages AS m SET
     attempts = m.attempts + u.inc,
     available_at = CASE WHEN u.status = 'pending' THEN now() + u.delay_us * interval '1 microsecond' ELSE m.available_at END,
@@ -55,7 +59,7 @@ LIMIT $2`,
     unknown_outcome = u.unknown,
     status = u.status
 FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[]) AS u(id, status, delay_us, err, inc, unknown)
-WHERE m.id = u.id AND m.status = 'pending'
+WHERE m.id = u.id AND m.status COLLATE "C" = 'pending'
   AND (SELECT l.owner = $7 AND l.expires_at > now() FROM outbox_leases AS l WHERE l.partition_no = m.partition_no)`,
 
 		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at) VALUES ($1, now())

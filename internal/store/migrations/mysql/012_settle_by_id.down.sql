@@ -1,0 +1,1 @@
+-- Undoes version 12: nothing to undo here.

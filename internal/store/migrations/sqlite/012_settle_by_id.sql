@@ -1,0 +1,2 @@
+-- Version 12 changes PostgreSQL's outbox_settle function; this database
+-- has no such function and needs nothing.
