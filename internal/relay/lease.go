@@ -121,11 +121,14 @@ func (r *Relay) leaseLoop(ctx context.Context, partitions int) {
 		now := r.activity.Load()
 		settled = err == nil && quiet && now == activity
 		activity = now
+		// Only a settled relay's renewals go on the grid: those of busy
+		// relays over many databases would otherwise all come due at the
+		// same instant, each locking its leases in the middle of reads.
 		wait := interval
 		if settled {
-			wait = settledTicks * interval
+			wait = onGrid(settledTicks * interval)
 		}
-		t.Reset(onGrid(wait))
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
