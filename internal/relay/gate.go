@@ -37,6 +37,10 @@ const (
 	// gatherWindow is the wait after a small solo round before the next
 	// read (at most MinPollInterval).
 	gatherWindow = 2 * time.Millisecond
+	// wokenFollowUp is, in MinPollIntervals, the wait before the next
+	// read after a small solo round that a wake-up started, when such
+	// rounds no longer gather.
+	wokenFollowUp = 5
 )
 
 // gate holds which rounds may run: solo or spread, and the spread

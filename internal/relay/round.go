@@ -22,7 +22,12 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 	// is an empty read per message; a round that finds more than one
 	// message (things arrive faster than rounds) starts it again.
 	gather, gathered := true, false
+	// woken: the round about to run was started by a wake-up (a
+	// producer's signal, or one in this process).
+	woken := false
 	for {
+		byWake := woken
+		woken = false
 		wait := time.Duration(0)
 		solo, ok := r.gate.enter(ctx, w.index)
 		if !ok {
@@ -71,6 +76,16 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 				// the poll as after an empty round.
 				if !gather {
 					wait = poll
+					if byWake {
+						// A producer's signal started it, and its next
+						// signal will start the next one: the read
+						// after wokenFollowUp only looks for a commit
+						// that landed after the signal, since producers
+						// signal NotifyInterval after Enqueue, not
+						// after the commit. At a trickle that read
+						// finds nothing nearly every time.
+						wait = min(wokenFollowUp*poll, r.cfg.MaxPollInterval)
+					}
 					break
 				}
 				if !sleepCtx(ctx, min(gatherWindow, r.cfg.MinPollInterval)) {
@@ -89,9 +104,9 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 			return
 		case <-timer.C:
 		case <-w.wake:
-			poll = r.cfg.MinPollInterval
+			poll, woken = r.cfg.MinPollInterval, true
 		case <-local:
-			poll = r.cfg.MinPollInterval
+			poll, woken = r.cfg.MinPollInterval, true
 		}
 	}
 }
