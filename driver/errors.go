@@ -25,7 +25,9 @@ var (
 	ErrNoSignals = errors.New("a signal sent to check the listening connection never arrived (a connection pooler in transaction mode?)")
 )
 
-// Mark returns err marked with kind (ErrUniqueViolation or ErrDeadlock):
+// Mark returns err marked with kind (ErrUniqueViolation or ErrDeadlock;
+// outboxsql also marks a statement the server stopped at its time limit
+// with context.DeadlineExceeded):
 // errors.Is(result, kind) holds, errors.Is and errors.As still find what
 // err wraps, and the message is err's. Mark(nil, kind) is nil, and an
 // error already marked with kind is returned as it is.

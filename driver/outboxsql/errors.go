@@ -1,6 +1,7 @@
 package outboxsql
 
 import (
+	"context"
 	"errors"
 
 	"github.com/go-sql-driver/mysql"
@@ -25,9 +26,17 @@ const (
 	erDupEntry        = 1062
 	erLockWaitTimeout = 1205
 	erLockDeadlock    = 1213
+	// A statement stopped at its time limit: MariaDB's max_statement_time
+	// (ER_STATEMENT_TIMEOUT), MySQL's MAX_EXECUTION_TIME (ER_QUERY_TIMEOUT).
+	erStatementTimeout = 1969
+	erQueryTimeout     = 3024
 )
 
-// translateMySQL marks go-sql-driver/mysql errors by number.
+// translateMySQL marks go-sql-driver/mysql errors by number. A statement
+// the server stopped at its time limit is marked context.DeadlineExceeded:
+// it is the timeout the caller's context would have reported a moment
+// later (the outbox sets such limits on its own statements to match their
+// contexts' deadlines).
 func translateMySQL(err error) error {
 	var me *mysql.MySQLError
 	if err == nil || !errors.As(err, &me) {
@@ -38,6 +47,8 @@ func translateMySQL(err error) error {
 		return driver.Mark(err, driver.ErrUniqueViolation)
 	case erLockDeadlock, erLockWaitTimeout:
 		return driver.Mark(err, driver.ErrDeadlock)
+	case erStatementTimeout, erQueryTimeout:
+		return driver.Mark(err, context.DeadlineExceeded)
 	}
 	return err
 }

@@ -76,6 +76,9 @@ type dialect interface {
 	// lockMigrations takes the lock that serialises migrations over s and
 	// returns its release.
 	lockMigrations(ctx context.Context, s Session) (func(), error)
+	// pool is the executor the store runs its own statements through over
+	// db, its pool (never a caller's transaction).
+	pool(db Querier) Querier
 }
 
 // dialectOf is the dialect value of d; SQLite's for a name New does not

@@ -15,6 +15,8 @@ type plain struct{}
 
 func (plain) ph(int) string { return "?" }
 
+func (plain) pool(db Querier) Querier { return db }
+
 func (plain) text(col string) string { return col }
 
 func (plain) falseSQL() string { return "0" }

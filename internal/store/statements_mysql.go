@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -284,4 +285,58 @@ func (mysql) lockMigrations(ctx context.Context, s Session) (func(), error) {
 			r.Close()
 		}
 	}, nil
+}
+
+// pool runs the store's own statements with a time limit on the server.
+func (mysql) pool(db Querier) Querier { return mysqlCapped{db} }
+
+// mysqlCapped runs each statement with a server-side limit on its running
+// time, a little under what its context leaves. When a context ends
+// mid-statement, go-sql-driver/mysql closes the connection, but the server
+// notices only once it has a result to send: it runs the statement to its
+// end — a read over a big backlog for minutes, burning a core, a write
+// waiting for a row lock for innodb_lock_wait_timeout, then writing —
+// while the relay has moved on. With the limit, the server stops it when
+// the relay gives up, or just before, so the error (1969 on MariaDB, 3024
+// on MySQL) comes back on a connection the pool keeps.
+//
+// MariaDB takes the limit as a SET STATEMENT max_statement_time prefix,
+// inside a MariaDB-only executable comment (/*M! … */) that MySQL skips;
+// it applies to every statement. MySQL takes it as a MAX_EXECUTION_TIME
+// optimizer hint, which it honours for SELECT only (a MariaDB that does
+// not know the hint skips it as a comment). Being part of the statement
+// text, the limit holds with interpolated and with server-prepared
+// arguments, and leaves the connection's session as it was: the pool is
+// the application's too. Statements without a deadline, and any but
+// SELECT, INSERT, UPDATE, DELETE and REPLACE, are sent as they are. A
+// caller's transaction (Insert, InboxClaim) never passes through here.
+type mysqlCapped struct{ q Querier }
+
+func (c mysqlCapped) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	return c.q.Exec(ctx, mysqlCap(ctx, sql), args...)
+}
+
+func (c mysqlCapped) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
+	return c.q.Query(ctx, mysqlCap(ctx, sql), args...)
+}
+
+// mysqlCap is sql with the time limit of ctx's deadline, less a tenth
+// (at most 100 ms: the time for the error to come back first).
+func mysqlCap(ctx context.Context, sql string) string {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return sql
+	}
+	left := time.Until(deadline)
+	ms := max((left - min(left/10, 100*time.Millisecond)).Milliseconds(), 1)
+	body := strings.TrimLeft(sql, " \t\r\n")
+	verb := body[:len(body)-len(strings.TrimLeft(body, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"))]
+	prefix := "/*M! SET STATEMENT max_statement_time=" + strconv.FormatInt(ms/1000, 10) + "." + leftPad(strconv.FormatInt(ms%1000, 10), 3) + " FOR */ "
+	switch strings.ToUpper(verb) {
+	case "SELECT":
+		return prefix + verb + " /*+ MAX_EXECUTION_TIME(" + strconv.FormatInt(ms, 10) + ") */" + body[len(verb):]
+	case "INSERT", "UPDATE", "DELETE", "REPLACE":
+		return prefix + body
+	}
+	return sql
 }

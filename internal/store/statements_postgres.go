@@ -161,6 +161,8 @@ func (postgres) ph(n int) string { return "$" + itoa(n) }
 
 func (postgres) now() string { return "now()" }
 
+func (postgres) pool(db Querier) Querier { return db }
+
 func (postgres) epoch(col string) string { return "extract(epoch from " + col + ")::float8" }
 
 func (postgres) text(col string) string { return col + "::text" }

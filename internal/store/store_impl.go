@@ -16,8 +16,12 @@ import (
 type Store struct {
 	d  Dialect
 	dl dialect
-	db Querier
-	s  statements
+	// db is what the store's own statements run on: raw through the
+	// dialect's pool (on MySQL it adds server-side time limits). raw is
+	// the handle as New was given it.
+	db  Querier
+	raw Querier
+	s   statements
 	// ret are the retention statements over outbox_messages.
 	ret retentionStatements
 	// session opens a dedicated connection, for the statements that need
@@ -29,14 +33,14 @@ type Store struct {
 // relay's statements run outside any caller transaction).
 func New(d Dialect, db Querier) *Store {
 	dl := dialectOf(d)
-	return &Store{d: d, dl: dl, db: db, s: dl.statements(), ret: dl.retention()}
+	return &Store{d: d, dl: dl, db: dl.pool(db), raw: db, s: dl.statements(), ret: dl.retention()}
 }
 
 // Dialect is the store's dialect.
 func (st *Store) Dialect() Dialect { return st.d }
 
-// DB is the handle the store was built over.
-func (st *Store) DB() Querier { return st.db }
+// DB is the handle the store was built over, as it was given.
+func (st *Store) DB() Querier { return st.raw }
 
 // maxInsertChunkBytes bounds the argument of one insert statement (MySQL's
 // max_allowed_packet defaults to 16 MiB).
