@@ -127,7 +127,7 @@ func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message)
 // NOTIFY, on the producer's own connection, outside the caller's
 // transaction) — coalescing every Enqueue of that window into one signal.
 // The delay gives the caller's transaction time to commit; a relay woken
-// too early finds the message on its next poll, milliseconds later.
+// too early finds the message on its next poll, 5 to 25 ms later.
 func (p *Producer[TTx]) signal() {
 	p.notifyMu.Lock()
 	defer p.notifyMu.Unlock()
