@@ -16,6 +16,17 @@ import (
 // output, one line per row.
 func explainRead(t *testing.T, db *testdb.DB, prefix string, parts []int32, limit int) string {
 	t.Helper()
+	return explainPrepared(t, db, "outbox_read_explain(int[], int) AS "+store.ReadSQL(store.Postgres),
+		prefix+"EXECUTE outbox_read_explain("+literal(t, parts)+", "+strconv.Itoa(limit)+")")
+}
+
+// explainPrepared prepares statement (NAME(types) AS body) with the
+// settings the relay's functions run their bodies with, runs query (an
+// EXPLAIN of its EXECUTE) in a transaction it rolls back, and returns the
+// output, one line per row. The functions keep one generic plan per
+// connection: with plan_cache_mode the plan shown is that one.
+func explainPrepared(t *testing.T, db *testdb.DB, statement, query string) string {
+	t.Helper()
 	ctx := context.Background()
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
@@ -27,13 +38,12 @@ func explainRead(t *testing.T, db *testdb.DB, prefix string, parts []int32, limi
 			t.Fatal(err)
 		}
 	}
-	// The function keeps one generic plan per connection: prepare the
-	// body and EXPLAIN its execution, so the plan shown is that one.
-	if _, err := tx.Exec(ctx, "PREPARE outbox_read_explain(int[], int) AS "+store.ReadSQL(store.Postgres)); err != nil {
+	if _, err := tx.Exec(ctx, "PREPARE "+statement); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _, _ = tx.Exec(ctx, "DEALLOCATE outbox_read_explain") }()
-	rows, err := tx.Query(ctx, prefix+"EXECUTE outbox_read_explain("+literal(t, parts)+", "+strconv.Itoa(limit)+")")
+	name, _, _ := strings.Cut(statement, "(")
+	defer func() { _, _ = tx.Exec(ctx, "DEALLOCATE "+name) }()
+	rows, err := tx.Query(ctx, query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,40 +196,12 @@ func TestSettlePlanLooksUpItsRows(t *testing.T) {
 	db.Exec(t, "ANALYZE outbox_messages")
 	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload)
 		SELECT 'order.created', 'customer-' || (g % 500), '{}' FROM generate_series(1, 5000) AS g`)
-	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	for _, s := range store.ReadSettings {
-		if _, err := tx.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := tx.Exec(ctx, "PREPARE outbox_settle_explain(bigint[], text[], bigint[], text[], int[], bool[], text) AS "+store.SettleSQL(store.Postgres)); err != nil {
-		t.Fatal(err)
-	}
 	var id int64
-	if err := tx.QueryRow(ctx, "SELECT max(id) FROM outbox_messages").Scan(&id); err != nil {
+	if err := db.Pool.QueryRow(context.Background(), "SELECT max(id) FROM outbox_messages").Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE outbox_settle_explain(ARRAY["+strconv.FormatInt(id, 10)+"]::bigint[], '{sent}', '{0}', '{NULL}', '{1}', '{false}', 'r1')")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		b.WriteString(line + "\n")
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	plan := b.String()
+	plan := explainPrepared(t, db, "outbox_settle_explain(bigint[], text[], bigint[], text[], int[], bool[], text) AS "+store.SettleSQL(store.Postgres),
+		"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE outbox_settle_explain(ARRAY["+strconv.FormatInt(id, 10)+"]::bigint[], '{sent}', '{0}', '{NULL}', '{1}', '{false}', 'r1')")
 	if strings.Contains(plan, "pending_idx") || strings.Contains(plan, "due_idx") || !strings.Contains(plan, "Index Cond: (id = u.id)") {
 		t.Errorf("a settle of one outcome on a table analyzed empty does not look its row up by id:\n%s", plan)
 	}
