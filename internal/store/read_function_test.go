@@ -102,15 +102,23 @@ func TestFunctionsMatchStatements(t *testing.T) {
 	}
 }
 
+// analyzedEmpty is a migrated PostgreSQL outbox whose statistics were
+// taken while it was empty, holding 5,000 pending rows of 500 keys since.
+func analyzedEmpty(t *testing.T) *testdb.DB {
+	t.Helper()
+	db := testdb.New(t, store.Postgres)
+	db.Exec(t, "ANALYZE outbox_messages")
+	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload)
+		SELECT 'order.created', 'customer-' || (g % 500), '{}' FROM generate_series(1, 5000) AS g`)
+	return db
+}
+
 // TestReadPlanIgnoresEmptyStatistics: with statistics taken while the
 // table was empty, the planner left alone scans the whole table for every
 // pending row; the relay's read still walks the indexes.
 func TestReadPlanIgnoresEmptyStatistics(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t, store.Postgres)
-	db.Exec(t, "ANALYZE outbox_messages")
-	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload)
-		SELECT 'order.created', 'customer-' || (g % 500), '{}' FROM generate_series(1, 5000) AS g`)
+	db := analyzedEmpty(t)
 	parts := make([]int32, 64)
 	for i := range parts {
 		parts[i] = int32(i)
@@ -192,10 +200,7 @@ func TestBookkeepingCommitsAsync(t *testing.T) {
 // walking every pending row for each settle.
 func TestSettlePlanLooksUpItsRows(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t, store.Postgres)
-	db.Exec(t, "ANALYZE outbox_messages")
-	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload)
-		SELECT 'order.created', 'customer-' || (g % 500), '{}' FROM generate_series(1, 5000) AS g`)
+	db := analyzedEmpty(t)
 	var id int64
 	if err := db.Pool.QueryRow(context.Background(), "SELECT max(id) FROM outbox_messages").Scan(&id); err != nil {
 		t.Fatal(err)
