@@ -267,6 +267,11 @@ func (e *env) readDBList(f *relayFlags) ([]fleet.Database, error) {
 		return f.fleet.list, nil
 	}
 	if f.fleet.file == "" {
+		for _, u := range f.db.list {
+			if _, _, err := dburl.Parse(u); err != nil {
+				return nil, usagef("relay: --db: %v", err)
+			}
+		}
 		list, err := fleet.FromURLs(f.db.list)
 		if err != nil {
 			return nil, usagef("relay: --db: %v", err)

@@ -162,6 +162,7 @@ func TestRelayFleetUsage(t *testing.T) {
 		{[]string{"--db-file", list + ".missing"}, "--db-file: open"},
 		{[]string{"--db-file", writeFile(t, "bad", "a b c\n")}, "line 1: want URL or NAME URL"},
 		{[]string{"--db", a, "--db", a}, "listed twice"},
+		{[]string{"--db", "tenant1 " + a, "--db", b}, `relay: --db: bad database URL "tenant1 sqlite:///tmp/a.db"`},
 		{[]string{"--db", a, "--db", b, "--listen-db", "postgres://h/x"}, "--listen-db serves one database"},
 		{[]string{"--db", a, "--db", b, "--db-max-conns", "-1"}, "must not be negative"},
 	} {
