@@ -17,8 +17,9 @@ import (
 // that outlives its context fails with a timeout, and the server stops
 // running it too, rather than going on with it after the driver has
 // closed the connection: a read that walks a key's rows once per row (a
-// keyed backlog held back behind a message delayed for an hour, some
-// twenty seconds of work), and a settle waiting for a row lock (it would
+// keyed backlog held back behind a message delayed for an hour, with as
+// many of the key's messages scheduled later still: some seconds of
+// work), and a settle waiting for a row lock (it would
 // wait for innodb_lock_wait_timeout, then write). Once the rows are free
 // the same store reads and settles. With interpolateParams=false the
 // driver prepares each statement on the server, the other way a
@@ -37,7 +38,7 @@ func TestMySQLServerStopsAbandonedStatements(t *testing.T) {
 				t.Cleanup(other.Close)
 				st = other.Backend().Store
 			}
-			insert(t, db, st, slowReadBacklog(10000)...)
+			insert(t, db, st, slowReadBacklog(5000)...)
 			parts := acquireAll(t, st, "relay")
 
 			t.Run("slow read", func(t *testing.T) {
@@ -89,12 +90,16 @@ func TestMySQLServerStopsAbandonedStatements(t *testing.T) {
 }
 
 // slowReadBacklog is n messages of one key held back behind a first one
-// delayed for an hour: while it waits, a read on MySQL probes the key's
-// waiting rows for each of the n, walking all of them each time.
+// delayed for an hour, then n more of the key delayed for two: while the
+// first waits, a read on MySQL probes the key's waiting rows for each of
+// the n held back, walking the n scheduled after them each time.
 func slowReadBacklog(n int) []store.NewMessage {
-	msgs := make([]store.NewMessage, n+1)
+	msgs := make([]store.NewMessage, 2*n+1)
 	for i := range msgs {
 		msgs[i] = newMsg("t.slow", "held")
+		if i > n {
+			msgs[i].Delay = 2 * time.Hour
+		}
 	}
 	msgs[0].Delay = time.Hour
 	return msgs

@@ -129,3 +129,24 @@ func BenchmarkMarkInflight(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReadBehindWaitingHead reads past a key whose head waits out a
+// backoff, with 5,000 due rows of the key before the head and 5,000
+// behind it: the rows behind are probed and held back on every read.
+func BenchmarkReadBehindWaitingHead(b *testing.B) {
+	eachDialect(b, func(b *testing.B, db *testdb.DB, st *store.Store) {
+		const n = 5000
+		want := fillBehindHead(b, db, st, n, n)
+		switch db.Dialect {
+		case store.Postgres:
+			db.Exec(b, "ANALYZE outbox_messages")
+		case store.MySQL:
+			db.Exec(b, "ANALYZE TABLE outbox_messages")
+		}
+		for b.Loop() {
+			if got := readIDs(b, st, 4*n); len(got) != len(want) {
+				b.Fatalf("read %d rows, want %d", len(got), len(want))
+			}
+		}
+	})
+}

@@ -1,0 +1,3 @@
+-- Version 13 adds created_at to MySQL's waiting-rows index, which the
+-- read there walks backwards; this database reads with its own index and
+-- needs nothing.

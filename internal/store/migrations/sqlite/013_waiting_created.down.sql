@@ -1,0 +1,3 @@
+-- Undoes version 13: nothing to undo here.
+-- Version 13 changes MySQL's waiting-rows index; this database needs
+-- nothing.
