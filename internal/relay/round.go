@@ -83,8 +83,10 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 						// that landed after the signal, since producers
 						// signal NotifyInterval after Enqueue, not
 						// after the commit. At a trickle that read
-						// finds nothing nearly every time.
+						// finds nothing nearly every time, and the
+						// empty reads after it double from there.
 						wait = min(wokenFollowUp*poll, r.cfg.MaxPollInterval)
+						poll = min(2*wait, r.cfg.MaxPollInterval)
 					}
 					break
 				}
