@@ -77,3 +77,32 @@ func ExampleDriver_Batched() {
 		log.Fatal(err)
 	}
 }
+
+// Relays for the tenants of one database, each tenant's outbox in a schema
+// of its own: with one SharedListener their drivers wait for signals over
+// one LISTEN connection, and a tenant's producers wake only its relay.
+func ExampleSharedListener() {
+	ctx := context.Background()
+	var listener outboxpgx.SharedListener
+	for _, tenant := range []string{"acme", "globex"} {
+		cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		cfg.ConnConfig.RuntimeParams["search_path"] = tenant
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer pool.Close()
+		drv, err := outboxpgx.New(pool, &outboxpgx.Config{Listener: &listener})
+		if err != nil {
+			log.Fatal(err)
+		}
+		relay, err := outbox.NewRelay(drv, &outbox.RelayConfig{Routes: []outbox.Route{{Pattern: "*", Publisher: outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error { return nil })}}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		go func() { _ = relay.Run(ctx) }()
+	}
+}
