@@ -112,38 +112,36 @@ func (d *Driver) SupportsListen() bool { return true }
 // pooler in transaction mode).
 func (d *Driver) Listen(ctx context.Context, channel string, wake func()) error {
 	if d.shared != nil {
-		return d.listenShared(ctx, channel, wake)
+		c := pg.Conn{Connect: d.takeConn, Notify: d.probe}
+		if err := d.pool.QueryRow(ctx, pg.SubscriberSQL).Scan(&c.Schema, &c.Database); err != nil {
+			return err
+		}
+		return d.shared.s.Listen(ctx, channel, c, wake)
 	}
-	c, err := d.pool.Acquire(ctx)
+	conn, err := d.takeConn(ctx)
 	if err != nil {
 		return err
 	}
-	conn := c.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
 	return pg.Listen(ctx, conn, channel, wake, func(ctx context.Context, payload string) error {
-		_, err := d.pool.Exec(ctx, pg.ProbeSQL, channel, payload)
-		return err
+		return d.probe(ctx, channel, payload)
 	})
 }
 
-func (d *Driver) listenShared(ctx context.Context, channel string, wake func()) error {
-	c := pg.Conn{
-		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			c, err := d.pool.Acquire(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return c.Hijack(), nil
-		},
-		Notify: func(ctx context.Context, channel, payload string) error {
-			_, err := d.pool.Exec(ctx, pg.ProbeSQL, channel, payload)
-			return err
-		},
+// takeConn takes a connection out of the pool for good.
+func (d *Driver) takeConn(ctx context.Context) (*pgx.Conn, error) {
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if err := d.pool.QueryRow(ctx, pg.SubscriberSQL).Scan(&c.Schema, &c.Database); err != nil {
-		return err
-	}
-	return d.shared.s.Listen(ctx, channel, c, wake)
+	return c.Hijack(), nil
+}
+
+// probe sends the listening connection's check signal from a pool
+// connection.
+func (d *Driver) probe(ctx context.Context, channel, payload string) error {
+	_, err := d.pool.Exec(ctx, pg.ProbeSQL, channel, payload)
+	return err
 }
 
 // Notify runs pg_notify on a pool connection.
