@@ -143,8 +143,15 @@ func crashDrain(t *testing.T, c harness.Case, n, keys, maxKills int) {
 	kills := 0
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
+		before, _ := rec.counts()
 		ch := startChild(t, h.DB.URL, srv.URL, fmt.Sprintf("crash-%d", kills), batch, time.Second)
-		time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
+		if kills == 0 {
+			// The first kill lands as soon as the relay delivers: a few
+			// thousand messages may drain before a fixed pause ends.
+			relaytest.WaitFor(t, time.Minute, "the relay delivering", func() bool { d, _ := rec.counts(); return d > before })
+		} else {
+			time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
+		}
 		if d, _ := rec.counts(); d == n || kills >= maxKills || time.Now().After(deadline) {
 			// Let the last one finish in peace.
 			relaytest.WaitFor(t, time.Until(deadline)+time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
