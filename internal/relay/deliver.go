@@ -420,9 +420,9 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 		if held != nil && held[i] {
 			continue // failed with an earlier message of its key: no news of the route
 		}
-		results = append(results, result{err: errs[i], fresh: it.row.Attempts == 0 && !it.charged})
+		results = append(results, result{err: errs[i], fresh: it.row.Attempts == 0 && !it.charged, id: it.row.ID})
 	}
-	charge, wait, tr := rs.health.observe(confirmed, results, probe, rd.ok[rs].Load())
+	charge, wait, tr := rs.health.observe(confirmed, results, callInfo{start: start, slots: len(group), probe: probe, okBefore: rd.ok[rs].Load()})
 	for _, res := range results {
 		if res.err == nil {
 			rd.ok[rs].Store(true)

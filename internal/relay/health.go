@@ -39,9 +39,17 @@ import (
 // go in later waves) counts as one with a success.
 //
 // The publish call that takes a route down is not charged, nor is any
-// failure of a call made while the route was down, nor a call in which
-// downAfter or more new messages all failed (they are put back new, for a
-// probe interval, and count again when they fail again). While it is down the
+// failure of a call made while the route was down, nor a call of new
+// messages that all failed while the evidence is still short of taking
+// the route down: downAfter or more new messages failed since the last
+// success (in this call or in others), or other calls of the route are
+// still in flight and none succeeded since this one started (the
+// relay's workers publish side by side: the first of them to hear
+// back from a destination that just went away must not be the one to
+// pay for it). Such messages are put back new, for a probe interval, and
+// count again when they fail again; a message is spared for calls in
+// flight once, so that a poison message on a busy route is charged the
+// next time. While it is down the
 // route gets one message at a time, the probe, after an interval that
 // starts at ProbeMin and doubles up to ProbeMax; every other message of
 // the route is put back, uncharged, until the next probe is due. A probe
@@ -82,12 +90,14 @@ type health struct {
 	reason     string    // why it went down, one redacted line
 	probes     int       // probes sent since it went down
 	nextProbe  time.Time
-	probing    bool      // a probe is in flight
-	holdUntil  time.Time // a Retry-After holds the route
-	fresh      int       // failed new messages since the last success
-	freshAt    time.Time // when the last of them failed
-	freshFirst time.Time // when the first of them failed
-	window     int       // slow start: most messages in flight; 0 none
+	probing    bool               // a probe is in flight
+	holdUntil  time.Time          // a Retry-After holds the route
+	fresh      int                // failed new messages since the last success
+	freshAt    time.Time          // when the last of them failed
+	freshFirst time.Time          // when the first of them failed
+	okAt       time.Time          // when a call of the route last had a success
+	spared     map[int64]struct{} // rows once put back for calls in flight
+	window     int                // slow start: most messages in flight; 0 none
 	inflight   int
 	freed      chan struct{} // closed when a slot frees up
 
@@ -171,8 +181,21 @@ func (h *health) paused(now time.Time) time.Duration {
 // rule sees it.
 type result struct {
 	err   error
-	fresh bool // the message had never failed before
+	fresh bool  // the message had never failed before
+	id    int64 // the message's row
 }
+
+// callInfo is what the health rule knows of a publish call besides its
+// results.
+type callInfo struct {
+	start    time.Time // when the call was made
+	slots    int       // in-flight slots the call holds
+	probe    bool      // the call was the probe
+	okBefore bool      // a message of the route was confirmed earlier in the same batch
+}
+
+// maxSpared bounds health.spared; past it the set starts over.
+const maxSpared = 4096
 
 // transition is a change of a route's state that a call caused.
 type transition struct {
@@ -182,13 +205,13 @@ type transition struct {
 	probes   int           // up: probes sent while it was down
 }
 
-// observe records the results of one publish call (probe: the call was
-// the probe; okBefore: a message of the route was confirmed earlier in the
-// same batch) and returns whether its failures are the messages' to be
-// charged, the wait for failures not charged, and the state change.
-func (h *health) observe(now time.Time, results []result, probe, okBefore bool) (charge bool, wait time.Duration, tr transition) {
+// observe records the results of one publish call and returns whether
+// its failures are the messages' to be charged, the wait for failures not
+// charged, and the state change.
+func (h *health) observe(now time.Time, results []result, c callInfo) (charge bool, wait time.Duration, tr transition) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	probe, okBefore := c.probe, c.okBefore
 	if probe {
 		h.probing = false
 	}
@@ -217,6 +240,7 @@ func (h *health) observe(now time.Time, results []result, probe, okBefore bool) 
 	}
 	if ok > 0 {
 		h.fresh, h.freshFirst = 0, time.Time{}
+		h.okAt = now
 		if h.window > 0 && ok == len(results) {
 			h.window *= 2
 			if limit := h.maxInFlight; (limit > 0 && h.window >= limit) || (limit == 0 && h.window >= slowStartOpen) {
@@ -261,10 +285,16 @@ func (h *health) observe(now time.Time, results []result, probe, okBefore bool) 
 	if cause == nil && (h.fresh >= downCount || (h.fresh >= downAfter && now.Sub(h.freshFirst) >= downSpan)) {
 		cause = first
 	}
-	if cause == nil && fresh >= downAfter {
-		// A whole call of new messages failed: likely the destination,
-		// not yet proven. Nobody is charged; the messages come back new
-		// after a probe interval and add to the evidence.
+	if cause == nil && fresh > 0 && h.fresh >= downAfter {
+		// New messages keep failing, in this call or in others since the
+		// last success: likely the destination, not yet proven. Nobody is
+		// charged; the messages come back new after a probe interval and
+		// add to the evidence.
+		return false, h.probeMin, tr
+	}
+	if cause == nil && fresh > 0 && h.inflight > c.slots && h.okAt.Before(c.start) && h.spare(results) {
+		// Other calls are out and nothing has gone through since this one
+		// left: they will tell whether the destination is there.
 		return false, h.probeMin, tr
 	}
 	if cause == nil {
@@ -278,6 +308,26 @@ func (h *health) observe(now time.Time, results []result, probe, okBefore bool) 
 		h.gauge.Add(1)
 	}
 	return false, h.probeMin, transition{down: true, reason: h.reason}
+}
+
+// spare records the new messages of a call put back for calls in flight
+// (h.mu held) and reports whether none of them had been put back so
+// before.
+func (h *health) spare(results []result) bool {
+	for _, res := range results {
+		if _, ok := h.spared[res.id]; ok && res.err != nil && res.fresh {
+			return false
+		}
+	}
+	if h.spared == nil || len(h.spared) >= maxSpared {
+		h.spared = map[int64]struct{}{}
+	}
+	for _, res := range results {
+		if res.err != nil && res.fresh {
+			h.spared[res.id] = struct{}{}
+		}
+	}
+	return true
 }
 
 // interval is the wait before the next probe after a failed one (h.mu

@@ -71,6 +71,11 @@ func TestHealthRule(t *testing.T) {
 		{"two new messages failing together are theirs", []call{
 			{errs: errsOf(2, errRejected), fresh: true, charge: true},
 		}},
+		{"new messages failing after a call of new ones was put back are put back too", []call{
+			{errs: errsOf(5, errRejected), fresh: true},
+			{errs: errsOf(2, errRejected), fresh: true},
+			{errs: errsOf(1, errRejected), fresh: true},
+		}},
 		{"a success in the call makes the failures the messages'", []call{
 			{errs: append(errsOf(5, errBusy), nil), fresh: true, charge: true},
 			{errs: append(errsOf(5, errBusy), nil), fresh: true, charge: true},
@@ -106,13 +111,55 @@ func TestHealthRule(t *testing.T) {
 				for j, err := range cl.errs {
 					res[j] = result{err: err, fresh: cl.fresh}
 				}
-				charge, _, _ := h.observe(now, res, false, false)
+				charge, _, _ := h.observe(now, res, callInfo{})
 				down, _, _ := h.state()
 				if charge != cl.charge || down != cl.down {
 					t.Fatalf("call %d: charged %v, down %v; want %v, %v", i, charge, down, cl.charge, cl.down)
 				}
 			}
 		})
+	}
+}
+
+// TestHealthCallsInFlight: the workers publish to one route side by
+// side. A small call of new messages that fails while others are out,
+// with no success since it left, is put back uncharged (once per
+// message); a success since it left makes its failures the messages'.
+func TestHealthCallsInFlight(t *testing.T) {
+	h := newHealth(Route{})
+	ctx := context.Background()
+	now := time.Unix(1000, 0)
+	h.acquire(ctx, 20) // another worker's call, still out
+	h.acquire(ctx, 2)
+	fail := func(ids ...int64) []result {
+		var res []result
+		for _, id := range ids {
+			res = append(res, result{err: errRejected, fresh: true, id: id})
+		}
+		return res
+	}
+	if charge, wait, _ := h.observe(now.Add(time.Millisecond), fail(1, 2), callInfo{start: now, slots: 2}); charge || wait <= 0 {
+		t.Fatalf("failed while another call was out: charged %v, wait %v; want put back", charge, wait)
+	}
+	// The route works (the other call went through); the same messages
+	// fail again in a call that left after that, while calls are still
+	// out: theirs.
+	h.observe(now.Add(1500*time.Millisecond), []result{{id: 8}}, callInfo{start: now, slots: 20})
+	if charge, _, _ := h.observe(now.Add(2*time.Second+time.Millisecond), fail(1, 2), callInfo{start: now.Add(2 * time.Second), slots: 2}); !charge {
+		t.Fatal("a message put back once for calls in flight was spared again")
+	}
+	// A success on the route since the call left: the failure is the message's.
+	h.observe(now.Add(3*time.Second), []result{{id: 9}}, callInfo{start: now.Add(2 * time.Second), slots: 20})
+	if charge, _, _ := h.observe(now.Add(4*time.Second), fail(3), callInfo{start: now.Add(2 * time.Second), slots: 2}); !charge {
+		t.Fatal("failure after a success since the call left was not charged")
+	}
+	// Nothing else out: a lone failure is the message's.
+	h.release(20)
+	if charge, _, _ := h.observe(now.Add(5*time.Second), fail(4), callInfo{start: now.Add(5 * time.Second), slots: 2}); !charge {
+		t.Fatal("a lone call's failure was not charged")
+	}
+	if down, _, _ := h.state(); down {
+		t.Fatal("route down")
 	}
 }
 
@@ -132,7 +179,7 @@ func TestHealthRandomHalfNeverDown(t *testing.T) {
 			res[j].fresh = rng.IntN(3) > 0
 		}
 		now = now.Add(10 * time.Millisecond)
-		h.observe(now, res, false, false)
+		h.observe(now, res, callInfo{})
 		if down, _, _ := h.state(); down {
 			t.Fatalf("call %d: route down", i)
 		}
@@ -149,7 +196,7 @@ func TestHealthProbes(t *testing.T) {
 	h := newHealth(Route{ProbeMin: time.Second, ProbeMax: 4 * time.Second, MaxInFlight: 16})
 	now := time.Unix(1000, 0)
 	fail := []result{{err: errBusy, fresh: true}}
-	_, _, tr := h.observe(now, errResults(20), false, false)
+	_, _, tr := h.observe(now, errResults(20), callInfo{})
 	if !tr.down || !strings.Contains(tr.reason, "503") {
 		t.Fatalf("transition %+v, want down with the reason", tr)
 	}
@@ -173,7 +220,7 @@ func TestHealthProbes(t *testing.T) {
 		gaps = append(gaps, now.Sub(last).Round(time.Second))
 		last = now
 		probes++
-		if charge, _, _ := h.observe(now, fail, true, false); charge {
+		if charge, _, _ := h.observe(now, fail, callInfo{probe: true}); charge {
 			t.Fatal("a failed probe was charged")
 		}
 	}
@@ -185,7 +232,7 @@ func TestHealthProbes(t *testing.T) {
 	if m, _, _ := h.admit(now); m != admitProbe {
 		t.Fatal("no probe when due")
 	}
-	_, _, tr = h.observe(now, []result{{}}, true, false)
+	_, _, tr = h.observe(now, []result{{}}, callInfo{probe: true})
 	if !tr.up || tr.probes != 6 || tr.downFor <= 0 {
 		t.Fatalf("transition %+v, want up after 6 probes", tr)
 	}
@@ -195,7 +242,7 @@ func TestHealthProbes(t *testing.T) {
 		n := h.acquire(context.Background(), 100)
 		windows = append(windows, n)
 		h.release(n)
-		h.observe(now, make([]result, n), false, false)
+		h.observe(now, make([]result, n), callInfo{})
 	}
 	if fmt.Sprint(windows) != "[1 2 4 8 16]" {
 		t.Fatalf("slow start windows %v", windows)
@@ -215,7 +262,7 @@ func errResults(n int) []result {
 func TestHealthRetryAfterHolds(t *testing.T) {
 	h := newHealth(Route{})
 	now := time.Unix(1000, 0)
-	h.observe(now, []result{{err: Mark(errBusy, ClassTransient, 3*time.Second), fresh: true}, {}}, false, false)
+	h.observe(now, []result{{err: Mark(errBusy, ClassTransient, 3*time.Second), fresh: true}, {}}, callInfo{})
 	if m, wait, _ := h.admit(now.Add(time.Second)); m != admitWait || wait != 2*time.Second {
 		t.Fatalf("admit: %v %v, want a 2s wait", m, wait)
 	}
@@ -316,7 +363,7 @@ func TestRoundFailedProbeRotates(t *testing.T) {
 	r := newTestRelay(t, st, publishFunc(func(*Envelope) error { return errBusy }))
 	h := r.router.routes[0].health
 	now := time.Now()
-	h.observe(now.Add(-time.Minute), errResults(20), false, false) // down, a probe due
+	h.observe(now.Add(-time.Minute), errResults(20), callInfo{}) // down, a probe due
 	st.rows = []store.Row{row(1, "order.created", "", ""), row(2, "order.created", "", "")}
 	if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
 		t.Fatal(err)
