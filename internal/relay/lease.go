@@ -286,6 +286,9 @@ func (r *Relay) release(ctx context.Context, parts []int) {
 	go func() {
 		defer r.bg.Done()
 		r.own.round.Lock()
+		if err := r.flushCarried(ctx); err != nil {
+			r.log.Warn("outbox relay: settling the last round before releasing partitions failed; its messages will be delivered again", "relay", r.id, "err", err)
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.statementTimeout())
 		err := r.store.Release(rctx, r.id, fresh)
 		cancel()

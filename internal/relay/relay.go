@@ -43,6 +43,9 @@ type Relay struct {
 	// the lease loop renews less often while it stands still.
 	activity atomic.Int64
 
+	// carry is worker 0's settle held for its next read (see carried).
+	carry carry
+
 	metrics *relayMetrics // nil without Config.Metrics
 	alerts  *alerter      // nil without Config.Alerts
 	tracer  trace.Tracer

@@ -11,6 +11,11 @@ import (
 
 // work is one worker's read-publish-settle loop.
 func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
+	defer func() {
+		if err := r.flushCarried(ctx); err != nil {
+			r.log.Warn("outbox relay: settling the last round failed; its messages will be delivered again", "relay", r.id, "err", err)
+		}
+	}()
 	poll := r.cfg.MinPollInterval
 	errDelay := 100 * time.Millisecond
 	failing := false
@@ -100,6 +105,12 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 		if wait == 0 {
 			continue
 		}
+		if wait > carryFor {
+			if err := r.flushCarried(ctx); err != nil {
+				r.log.Error("outbox relay: round failed; retrying", "relay", r.id, "err", err)
+				failing = true
+			}
+		}
 		timer.Reset(onGrid(wait))
 		select {
 		case <-ctx.Done():
@@ -143,12 +154,12 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	defer r.own.round.RUnlock()
 	all, ok := r.own.snapshot()
 	if !ok {
-		return -1, nil
+		return -1, r.flushCarried(ctx)
 	}
 	if r.router.allPaused() {
 		// Every destination is down: reading would only defer the
 		// batch again. The first round after a pause ends sends the probe.
-		return 0, nil
+		return 0, r.flushCarried(ctx)
 	}
 	parts := make([]int, 0, len(all)/r.cfg.Workers+1)
 	for _, p := range all {
@@ -158,22 +169,35 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	}
 	w.counts = nil
 	if len(parts) == 0 {
-		return -1, nil
+		return -1, r.flushCarried(ctx)
 	}
 	readStart := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
 	// The in-flight marks are written by the read itself, but while
 	// suspects are being isolated: a batch cut down to them is marked as
 	// cut (markInflight below), so that each crash halves their group.
 	isolating := r.own.suspects() != nil
 	var rows []store.Row
 	var err error
-	if isolating {
-		rows, err = r.store.Read(rctx, parts, w.batchSize)
-	} else {
-		rows, err = r.store.ReadMark(rctx, r.id, parts, w.batchSize)
+	read := false
+	if c := r.takeCarried(); c != nil {
+		if isolating {
+			err = r.settleOnly(ctx, c)
+		} else {
+			rows, read, err = r.settleAndRead(ctx, c, parts, w.batchSize)
+		}
+		if err != nil {
+			return 0, err
+		}
 	}
-	cancel()
+	if !read {
+		rctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+		if isolating {
+			rows, err = r.store.Read(rctx, parts, w.batchSize)
+		} else {
+			rows, err = r.store.ReadMark(rctx, r.id, parts, w.batchSize)
+		}
+		cancel()
+	}
 	if r.metrics != nil {
 		r.metrics.readDur.Observe(time.Since(readStart).Seconds())
 	}
@@ -200,7 +224,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	case len(rows) < w.batchSize/4:
 		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
 	}
-	read := len(rows)
+	nread := len(rows)
 	rows, suspects, alone := r.isolate(rows)
 	if suspects {
 		r.isolating.Lock()
@@ -221,7 +245,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 			return 0, fmt.Errorf("charge suspect: %w", err)
 		}
 		if !ok {
-			return read, nil
+			return nread, nil
 		}
 	}
 	if err := failpoint.Inject(failpoint.AfterReadBeforePublish); err != nil {
@@ -229,10 +253,11 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	}
 	decided := r.deliver(ctx, items, &report)
 	if err := failpoint.Inject(failpoint.AfterPublishBeforeSettle); err != nil {
-		return read, err
+		return nread, err
 	}
+	var outs []store.Outcome
 	if len(decided) > 0 {
-		outs := make([]store.Outcome, len(decided))
+		outs = make([]store.Outcome, len(decided))
 		for i, it := range decided {
 			outs[i] = it.out
 			outs[i].Partition = it.row.Partition
@@ -240,20 +265,32 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 				outs[i].CountAttempt = false
 			}
 		}
+		if !isolating && !suspects && r.mayCarry(ctx, w, nread) {
+			r.hold(&carried{outs: outs, items: decided, report: report})
+			return nread, nil
+		}
 		settled, err := r.settle(ctx, outs)
 		report.Settled = settled
 		if err != nil {
 			return len(rows), fmt.Errorf("settle: %w (the batch will be delivered again)", err)
 		}
-		if want := int64(len(outs)); settled < want {
-			r.log.Warn("outbox relay: some outcomes were not recorded: partition moved to another relay", "relay", r.id, "expected", want, "settled", settled)
-		}
+	}
+	r.afterSettle(outs, decided, report)
+	return nread, nil
+}
+
+// afterSettle finishes a settled round: the warning for outcomes of
+// partitions no longer held, the metrics and dead-letter alerts, OnBatch.
+func (r *Relay) afterSettle(outs []store.Outcome, decided []*item, report BatchReport) {
+	if want := int64(len(outs)); report.Settled < want {
+		r.log.Warn("outbox relay: some outcomes were not recorded: partition moved to another relay", "relay", r.id, "expected", want, "settled", report.Settled)
+	}
+	if len(decided) > 0 {
 		r.recorded(decided)
 	}
 	if r.cfg.OnBatch != nil {
 		r.cfg.OnBatch(report)
 	}
-	return read, nil
 }
 
 // markInflight records, for each of the worker's partitions, the highest

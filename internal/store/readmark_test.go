@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -162,4 +163,65 @@ func TestReadMarkCommitsAsync(t *testing.T) {
 	if n := db.Count(t, "SELECT count(*) FROM outbox_leases WHERE inflight_max_id > 0"); n != 1 {
 		t.Errorf("marks written: %d, want 1", n)
 	}
+}
+
+// TestSettleReadMark: on PostgreSQL one call settles a round's outcomes,
+// fenced by the owner's leases, then reads and marks the next batch, which
+// sees what the settle wrote: a row settled sent is not read again, and a
+// key whose head was just put back to wait gives nothing behind it.
+// Elsewhere the store says it has no such call.
+func TestSettleReadMark(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		insert(t, db, st, newMsg("t.x", "k"), newMsg("t.x", "k"), newMsg("t.x", "k"), newMsg("t.x", "k"))
+		parts := acquireAll(t, st, "old")
+		if db.Dialect != store.Postgres {
+			if _, _, err := st.SettleReadMark(ctx, "old", nil, parts, 10); !errors.Is(err, store.ErrNoSettleRead) {
+				t.Fatalf("SettleReadMark on %s: %v, want ErrNoSettleRead", db.Dialect, err)
+			}
+			return
+		}
+		first, err := st.ReadMark(ctx, "old", parts, 2)
+		if err != nil || len(first) != 2 {
+			t.Fatal(err, len(first))
+		}
+		insert(t, db, st, newMsg("t.nokey", ""))
+		outs := []store.Outcome{
+			{ID: first[0].ID, Status: store.StatusSent, CountAttempt: true},
+			{ID: first[1].ID, Status: store.StatusPending, Delay: time.Hour, Error: "retry later", CountAttempt: true},
+		}
+		// Another relay's call settles nothing; its read is a read.
+		rows, settled, err := st.SettleReadMark(ctx, "other", outs, parts, 10)
+		if err != nil || settled != 0 || len(rows) != 5 {
+			t.Fatalf("another owner's call: %v, settled %d, read %d rows; want 0 settled, all 5", err, settled, len(rows))
+		}
+		rows, settled, err = st.SettleReadMark(ctx, "old", outs, parts, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if settled != 2 || len(rows) != 1 || rows[0].Topic != "t.nokey" || rows[0].HasKey {
+			t.Fatalf("settled %d, read %+v; want 2 settled and only the keyless message (k waits behind its retried head)", settled, rows)
+		}
+		if got := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent'"); got != 1 {
+			t.Fatalf("%d rows sent, want 1", got)
+		}
+		leases, err := st.Held(ctx, "old")
+		if err != nil {
+			t.Fatal(err)
+		}
+		marked := false
+		for _, l := range leases {
+			if l.Partition == rows[0].Partition {
+				marked = l.InflightMaxID == rows[0].ID
+			}
+		}
+		if !marked {
+			t.Fatalf("partition %d not marked with %d: %+v", rows[0].Partition, rows[0].ID, leases)
+		}
+		// Nothing to settle and nothing due: no rows, nothing settled.
+		outs = []store.Outcome{{ID: rows[0].ID, Status: store.StatusSent, CountAttempt: true}}
+		if rows, settled, err = st.SettleReadMark(ctx, "old", outs, parts, 10); err != nil || settled != 1 || len(rows) != 0 {
+			t.Fatalf("last call: %v, settled %d, %d rows; want 1 settled, none read", err, settled, len(rows))
+		}
+	})
 }

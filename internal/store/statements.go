@@ -32,6 +32,11 @@ type statements struct {
 	readMark string
 	// settle applies outcomes, fenced by the caller's leases.
 	settle string
+	// settleReadMark is settle, then readMark, in one call: the outcome
+	// arrays and owner as settle takes them, then parts and limit. Its
+	// first row carries the settle's count (see SettleReadMark). "" where
+	// the dialect has none.
+	settleReadMark string
 	// settleInline is settle as one statement; on PostgreSQL settle calls
 	// the function outbox_settle, whose body is this statement.
 	settleInline string

@@ -45,6 +45,8 @@ LIMIT $2`,
 		// The relay runs settleInline as the body of outbox_settle
 		// (005_cached_plans.sql), planned once per connection.
 		settle: `SELECT outbox_settle($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7)`,
+		// settle, then readMark, in one call (014_settle_read_mark.sql).
+		settleReadMark: `SELECT * FROM outbox_settle_read_mark($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7, $8::int[], $9)`,
 		// The lease check is a per-row subquery: as a join, the planner may
 		// start from the lease table and probe every outcome per partition.
 		// The status is compared in the "C" collation (equal to the
@@ -263,19 +265,8 @@ func (postgres) insertBatch(ctx context.Context, q Querier, stmt string, msgs []
 
 // settle calls outbox_settle with one array per outcome field; the
 // function returns the count.
-func (postgres) settle(ctx context.Context, q Querier, stmt, owner string, outs []Outcome) (int64, error) {
-	n := len(outs)
-	ids, statuses, delays, errs, incs, unknowns := make([]int64, n), make([]string, n), make([]int64, n), make([]*string, n), make([]int32, n), make([]bool, n)
-	for i, o := range outs {
-		ids[i], statuses[i], delays[i], unknowns[i] = o.ID, o.Status, o.Delay.Microseconds(), o.Unknown
-		if o.Error != "" {
-			errs[i] = &outs[i].Error
-		}
-		if o.CountAttempt {
-			incs[i] = 1
-		}
-	}
-	rows, err := q.Query(ctx, stmt, ids, statuses, delays, errs, incs, unknowns, owner)
+func (d postgres) settle(ctx context.Context, q Querier, stmt, owner string, outs []Outcome) (int64, error) {
+	rows, err := q.Query(ctx, stmt, append(d.settleArgs(outs), owner)...)
 	if err != nil {
 		return 0, err
 	}
@@ -288,6 +279,22 @@ func (postgres) settle(ctx context.Context, q Querier, stmt, owner string, outs 
 		err = rows.Err()
 	}
 	return changed, err
+}
+
+// settleArgs are the outcome arrays of outbox_settle.
+func (postgres) settleArgs(outs []Outcome) []any {
+	n := len(outs)
+	ids, statuses, delays, errs, incs, unknowns := make([]int64, n), make([]string, n), make([]int64, n), make([]*string, n), make([]int32, n), make([]bool, n)
+	for i, o := range outs {
+		ids[i], statuses[i], delays[i], unknowns[i] = o.ID, o.Status, o.Delay.Microseconds(), o.Unknown
+		if o.Error != "" {
+			errs[i] = &outs[i].Error
+		}
+		if o.CountAttempt {
+			incs[i] = 1
+		}
+	}
+	return []any{ids, statuses, delays, errs, incs, unknowns}
 }
 
 func (postgres) inflightArgs(owner string, parts []int, maxIDs []int64) ([]any, error) {

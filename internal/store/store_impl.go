@@ -183,6 +183,35 @@ func (st *Store) ReadMark(ctx context.Context, owner string, parts []int, limit 
 	return rows, nil
 }
 
+// SettleReadMark is Settle, then ReadMark, in one statement where the
+// dialect has it (PostgreSQL): the read sees what the settle wrote. It
+// returns ErrNoSettleRead elsewhere. A deadlock rolls both back, and the
+// pair is run again.
+func (st *Store) SettleReadMark(ctx context.Context, owner string, outs []Outcome, parts []int, limit int) (rows []Row, settled int64, err error) {
+	pg, ok := st.dl.(postgres)
+	if !ok || st.s.settleReadMark == "" {
+		return nil, 0, ErrNoSettleRead
+	}
+	args := append(pg.settleArgs(outs), owner, st.dl.intList(parts), limit)
+	_, err = st.retry(ctx, func() (int64, error) {
+		var err error
+		rows, err = appendRows(ctx, st.db, make([]Row, 0, limit+1), func(scan func(...any) error) (Row, error) {
+			r, n, err := scanRow(scan, new(*int64))
+			if n != nil {
+				settled = *n
+				r.ID = 0
+			}
+			return r, err
+		}, st.s.settleReadMark, args...)
+		rows = slices.DeleteFunc(rows, func(r Row) bool { return r.ID == 0 })
+		return int64(len(rows)), err
+	})
+	return rows, settled, err
+}
+
+// ErrNoSettleRead: the store settles and reads in statements of their own.
+var ErrNoSettleRead = errors.New("store: no combined settle and read for this database")
+
 // MaxIDs is, for each partition of parts, the highest id among rows from
 // it (0 for none): the in-flight marks of a batch.
 func MaxIDs(parts []int, rows []Row) []int64 {
@@ -199,20 +228,35 @@ func MaxIDs(parts []int, rows []Row) []int64 {
 // partitions and the limit.
 func (st *Store) read(ctx context.Context, stmt string, parts any, limit int, more ...any) ([]Row, error) {
 	return appendRows(ctx, st.db, make([]Row, 0, limit), func(scan func(...any) error) (Row, error) {
-		var r Row
-		var key *string
-		var created float64
-		var unknown any
-		if err := scan(&r.ID, &r.MessageID, &r.Topic, &key, &r.Payload, &r.Headers, &r.Attempts, &r.MaxAttempts, &r.Partition, &unknown, &created); err != nil {
-			return r, err
-		}
-		if key != nil {
-			r.Key, r.HasKey = *key, true
-		}
-		r.UnknownOutcome = truthy(unknown)
-		r.CreatedAt = fromEpoch(created)
-		return r, nil
+		r, _, err := scanRow[any](scan)
+		return r, err
 	}, stmt, append([]any{parts, limit}, more...)...)
+}
+
+// scanRow scans a read's row, then the columns of extra (each a pointer),
+// and returns the first of them.
+func scanRow[T any](scan func(...any) error, extra ...*T) (Row, T, error) {
+	var r Row
+	var key *string
+	var created float64
+	var unknown any
+	var first T
+	dst := []any{&r.ID, &r.MessageID, &r.Topic, &key, &r.Payload, &r.Headers, &r.Attempts, &r.MaxAttempts, &r.Partition, &unknown, &created}
+	for _, e := range extra {
+		dst = append(dst, e)
+	}
+	if err := scan(dst...); err != nil {
+		return r, first, err
+	}
+	if key != nil {
+		r.Key, r.HasKey = *key, true
+	}
+	r.UnknownOutcome = truthy(unknown)
+	r.CreatedAt = fromEpoch(created)
+	if len(extra) > 0 {
+		first = *extra[0]
+	}
+	return r, first, nil
 }
 
 func truthy(v any) bool {

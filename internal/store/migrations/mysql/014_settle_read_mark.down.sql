@@ -1,0 +1,1 @@
+-- Undoes version 14: nothing to undo here.

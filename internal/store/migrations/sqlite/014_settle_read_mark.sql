@@ -1,0 +1,3 @@
+-- Version 14 gives PostgreSQL one call for a settle and the next read;
+-- this database settles and reads in statements of their own and needs
+-- nothing.
