@@ -106,7 +106,9 @@ type RelayConfig struct {
 	// DefaultMaxPayloadBytes (1 MiB).
 	MaxPayloadBytes int
 	// OnBatch, when set, is called after every settled round, from the
-	// workers' goroutines (concurrently when Workers > 1). Keep it fast.
+	// workers' goroutines (concurrently when Workers > 1), once the
+	// round's outcomes are written: on PostgreSQL a small round's are
+	// written with the next read, so its report comes then. Keep it fast.
 	OnBatch func(BatchReport)
 	// Listener, when set, is where the relay LISTENs for the producers'
 	// signals instead of over its own driver: a driver over a pool
