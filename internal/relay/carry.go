@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -34,10 +33,20 @@ import (
 // carryFor is the longest wait a carried settle waits through.
 const carryFor = 50 * time.Millisecond
 
-// settleReader is a Store with one statement for a settle and the next
-// read.
+// settleReader is a Store that may have one statement for a settle and
+// the next read: SettlesWithRead says whether it does.
 type settleReader interface {
+	SettlesWithRead() bool
 	SettleReadMark(ctx context.Context, owner string, outs []store.Outcome, parts []int, limit int) ([]store.Row, int64, error)
+}
+
+// settleReaderOf is st as a settleReader, nil when it has no combined
+// statement.
+func settleReaderOf(st Store) settleReader {
+	if sr, ok := st.(settleReader); ok && sr.SettlesWithRead() {
+		return sr
+	}
+	return nil
 }
 
 // carried is a round's settle held for the next read.
@@ -49,29 +58,15 @@ type carried struct {
 
 // carry holds the relay's carried settle, if any.
 type carry struct {
+	sr      settleReader // nil: the store settles and reads apart
 	mu      sync.Mutex
 	pending *carried
-	// off: the store turned out not to have the combined statement.
-	off bool
-}
-
-// settleReaderOf is the relay's store as a settleReader, nil when it has
-// no combined statement.
-func (r *Relay) settleReaderOf() settleReader {
-	r.carry.mu.Lock()
-	off := r.carry.off
-	r.carry.mu.Unlock()
-	if off {
-		return nil
-	}
-	sr, _ := r.store.(settleReader)
-	return sr
 }
 
 // mayCarry reports whether worker w may carry the settle of the round
 // that read n messages.
 func (r *Relay) mayCarry(ctx context.Context, w *worker, n int) bool {
-	return ctx.Err() == nil && w.index == 0 && (r.cfg.Workers == 1 || (w.solo && n < soloUntil)) && r.settleReaderOf() != nil
+	return r.carry.sr != nil && ctx.Err() == nil && w.index == 0 && (r.cfg.Workers == 1 || (w.solo && n < soloUntil))
 }
 
 // hold carries c to the next read.
@@ -100,25 +95,15 @@ func (r *Relay) flushCarried(ctx context.Context) error {
 }
 
 // settleAndRead settles c and reads the next batch of parts in one
-// statement. When the store has no such statement, or the statement
-// failed, c is settled on its own and the read is left to the caller
-// (ok false).
+// statement. When that statement fails, c is settled on its own and the
+// read is left to the caller (ok false).
 func (r *Relay) settleAndRead(ctx context.Context, c *carried, parts []int, limit int) (rows []store.Row, ok bool, err error) {
-	sr := r.settleReaderOf()
-	if sr == nil {
-		return nil, false, r.settleOnly(ctx, c)
-	}
 	if err := failpoint.Inject(failpoint.BeforeSettle); err != nil {
-		return nil, false, fmt.Errorf("settle: %w (the batch will be delivered again)", err)
+		return nil, false, settleFailed(err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
-	rows, n, err := sr.SettleReadMark(rctx, r.id, c.outs, parts, limit)
+	rows, n, err := r.carry.sr.SettleReadMark(rctx, r.id, c.outs, parts, limit)
 	cancel()
-	if errors.Is(err, store.ErrNoSettleRead) {
-		r.carry.mu.Lock()
-		r.carry.off = true
-		r.carry.mu.Unlock()
-	}
 	if err != nil {
 		// Neither the settle nor the read happened: the settle is
 		// retried on its own, and the read is the caller's.
@@ -133,9 +118,14 @@ func (r *Relay) settleAndRead(ctx context.Context, c *carried, parts []int, limi
 func (r *Relay) settleOnly(ctx context.Context, c *carried) error {
 	n, err := r.settle(ctx, c.outs)
 	if err != nil {
-		return fmt.Errorf("settle: %w (the batch will be delivered again)", err)
+		return settleFailed(err)
 	}
 	c.report.Settled = n
 	r.afterSettle(c.outs, c.items, c.report)
 	return nil
+}
+
+// settleFailed is the error of a round whose outcomes were not written.
+func settleFailed(err error) error {
+	return fmt.Errorf("settle: %w (the batch will be delivered again)", err)
 }

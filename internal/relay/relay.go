@@ -94,6 +94,7 @@ func New(backend *store.Backend, cfg Config) (*Relay, error) {
 	if r.store == nil {
 		r.store = backend.Store
 	}
+	r.carry.sr = settleReaderOf(r.store)
 	for range cfg.Workers {
 		r.wakes = append(r.wakes, make(chan struct{}, 1))
 	}

@@ -272,7 +272,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 		settled, err := r.settle(ctx, outs)
 		report.Settled = settled
 		if err != nil {
-			return len(rows), fmt.Errorf("settle: %w (the batch will be delivered again)", err)
+			return len(rows), settleFailed(err)
 		}
 	}
 	r.afterSettle(outs, decided, report)

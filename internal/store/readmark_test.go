@@ -175,6 +175,9 @@ func TestSettleReadMark(t *testing.T) {
 		ctx := context.Background()
 		insert(t, db, st, newMsg("t.x", "k"), newMsg("t.x", "k"), newMsg("t.x", "k"), newMsg("t.x", "k"))
 		parts := acquireAll(t, st, "old")
+		if st.SettlesWithRead() != (db.Dialect == store.Postgres) {
+			t.Fatalf("SettlesWithRead on %s: %v", db.Dialect, st.SettlesWithRead())
+		}
 		if db.Dialect != store.Postgres {
 			if _, _, err := st.SettleReadMark(ctx, "old", nil, parts, 10); !errors.Is(err, store.ErrNoSettleRead) {
 				t.Fatalf("SettleReadMark on %s: %v, want ErrNoSettleRead", db.Dialect, err)

@@ -183,13 +183,17 @@ func (st *Store) ReadMark(ctx context.Context, owner string, parts []int, limit 
 	return rows, nil
 }
 
+// SettlesWithRead reports whether the store has SettleReadMark's one
+// statement (PostgreSQL).
+func (st *Store) SettlesWithRead() bool { return st.s.settleReadMark != "" }
+
 // SettleReadMark is Settle, then ReadMark, in one statement where the
-// dialect has it (PostgreSQL): the read sees what the settle wrote. It
-// returns ErrNoSettleRead elsewhere. A deadlock rolls both back, and the
+// dialect has it (SettlesWithRead): the read sees what the settle wrote.
+// It returns ErrNoSettleRead elsewhere. A deadlock rolls both back, and the
 // pair is run again.
 func (st *Store) SettleReadMark(ctx context.Context, owner string, outs []Outcome, parts []int, limit int) (rows []Row, settled int64, err error) {
 	pg, ok := st.dl.(postgres)
-	if !ok || st.s.settleReadMark == "" {
+	if !ok || !st.SettlesWithRead() {
 		return nil, 0, ErrNoSettleRead
 	}
 	args := append(pg.settleArgs(outs), owner, st.dl.intList(parts), limit)
