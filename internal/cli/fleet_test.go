@@ -199,9 +199,12 @@ func TestRelayFleetAdmin(t *testing.T) {
 	if code, _ := get(t, base+"/db/nope/api/v1/stats", ""); code != 404 {
 		t.Errorf("an unlisted database: %d, want 404", code)
 	}
-	if code, body := get(t, base+"/metrics", ""); code != 200 || !strings.Contains(body, `database="lite-a"`) {
-		t.Errorf("metrics: %d", code)
-	}
+	// A database's series appear once its relay has started, which may
+	// come after its admin API answers.
+	waitFor(t, `metrics labelled database="lite-a"`, func() bool {
+		code, body := get(t, base+"/metrics", "")
+		return code == 200 && strings.Contains(body, `database="lite-a"`)
+	})
 	if err := os.WriteFile(list, []byte("lite-a "+a.URL+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
