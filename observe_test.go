@@ -129,6 +129,14 @@ func TestRelayMetricsAfterKnownSequence(t *testing.T) {
 				continue
 			}
 			outcomes += got
+			// A failure while another call of the route is in flight
+			// and none has succeeded since it left is put back once,
+			// uncharged, as the route's rather than the message's
+			// (route health): with several workers, m.flaky's and
+			// m.bad's first failures may each be deferred once.
+			if strings.Contains(k, "result=deferred") {
+				continue
+			}
 			if _, ok := want[k]; !ok && got != 0 {
 				t.Errorf("unexpected %s = %v", k, got)
 			}
