@@ -67,6 +67,28 @@ func TestLanesKeepEachKeyInOneLaneInOrder(t *testing.T) {
 		t.Fatalf("lanes hold %d of %d items", count, len(items))
 	}
 
+	// More keys than maxLanes: the batch's waves go together, in one
+	// lane, still one message per key per wave and in id order.
+	var many []*item
+	for i := range 4 * (maxLanes + 1) {
+		rw := keyedRow(int64(i+1), fmt.Sprintf("k%d", i%(maxLanes+1)))
+		many = append(many, &item{row: &rw})
+	}
+	if ls := lanes(many); len(ls) != 1 || len(ls[0]) != 4 {
+		t.Fatalf("%d keys over 4 waves: %d lanes, want 1 lane of 4 waves", maxLanes+1, len(ls))
+	} else {
+		for w, wave := range ls[0] {
+			if len(wave) != maxLanes+1 {
+				t.Fatalf("wave %d holds %d messages, want one per key (%d)", w, len(wave), maxLanes+1)
+			}
+			for _, it := range wave {
+				if want := int64(w*(maxLanes+1)) + 1; it.row.ID < want || it.row.ID >= want+int64(maxLanes+1) {
+					t.Fatalf("wave %d holds message %d", w, it.row.ID)
+				}
+			}
+		}
+	}
+
 	var flat []*item
 	for i := range 50 {
 		rw := keyedRow(int64(i+1), fmt.Sprintf("k%d", i))
