@@ -69,21 +69,21 @@ func (r *Relay) deliver(ctx context.Context, items []*item, rep *BatchReport) []
 			rd.ok[it.route] = &atomic.Bool{}
 		}
 	}
-	finished := make(chan struct{})
-	defer close(finished)
-	go func() {
-		select {
-		case <-finished:
-			return
-		case <-ctx.Done():
-		}
-		t := time.NewTimer(r.cfg.ShutdownTimeout)
-		defer t.Stop()
-		select {
-		case <-finished:
-		case <-t.C:
+	// Once ctx ends, the publish has ShutdownTimeout left. Nothing runs
+	// for it before then: a round of one message starts no goroutine to
+	// watch ctx.
+	var grace atomic.Pointer[time.Timer]
+	stopWatch := context.AfterFunc(ctx, func() {
+		grace.Store(time.AfterFunc(r.cfg.ShutdownTimeout, func() {
 			aborted.Store(true)
 			cancel()
+		}))
+	})
+	defer func() {
+		if !stopWatch() {
+			if t := grace.Load(); t != nil {
+				t.Stop()
+			}
 		}
 	}()
 
@@ -110,13 +110,16 @@ func (r *Relay) deliver(ctx context.Context, items []*item, rep *BatchReport) []
 		}
 		start = 1
 	}
-	for _, lane := range ls {
+	// The last lane runs here: one lane (the usual case) hands over to
+	// no goroutine, whose stack would grow anew every round.
+	for _, lane := range ls[:len(ls)-1] {
 		rd.wg.Add(1)
 		go func() {
 			defer rd.wg.Done()
 			r.runLane(pubCtx, lane, start, rd)
 		}()
 	}
+	r.runLane(pubCtx, ls[len(ls)-1], start, rd)
 	rd.wg.Wait()
 
 	decided := items[:0]

@@ -231,24 +231,27 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 		}
 		return errs
 	}
-	workers := min(p.concurrency, len(batch))
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(batch) {
-					return
-				}
-				if err := ctx.Err(); err != nil {
-					errs[i] = fmt.Errorf("POST %s: not sent: %w", p.redacted, err)
-					continue
-				}
-				errs[i] = p.send(ctx, batch[i])
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(batch) {
+				return
 			}
-		})
+			if err := ctx.Err(); err != nil {
+				errs[i] = fmt.Errorf("POST %s: not sent: %w", p.redacted, err)
+				continue
+			}
+			errs[i] = p.send(ctx, batch[i])
+		}
 	}
+	// The caller's goroutine is one of the workers: a call of one
+	// message starts none.
+	var wg sync.WaitGroup
+	for range min(p.concurrency, len(batch)) - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
 	return errs
 }
