@@ -27,9 +27,11 @@ VALUES (?, ?, ?, ?, ?, COALESCE(?, 10), COALESCE(FROM_UNIXTIME(? / 1000000), NOW
 	// Index hints keep the plan shaped for a big backlog: walk pending
 	// rows in id order, and probe a key's waiting rows by key. The walk
 	// passes the rows of other workers' partitions too; FIND_IN_SET over
-	// the JSON array's digits tests each row's partition in place, where
-	// a JSON_TABLE semi-join costs a lookup per row (two to three times
-	// the whole read, for a worker reading a quarter of the partitions).
+	// the JSON array's digits tests each entry's partition in the index
+	// (which holds it since schema version 15), so only the worker's own
+	// rows are looked up, where a JSON_TABLE semi-join costs a lookup per
+	// row (two to three times the whole read, for a worker reading a
+	// quarter of the partitions).
 	// A key's waiting rows are probed only when its latest pending row
 	// (one index entry, read backwards) is not due yet. That probe reads
 	// the key's pending rows backwards from the latest too, and stops at

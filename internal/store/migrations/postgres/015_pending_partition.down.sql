@@ -1,0 +1,1 @@
+-- Undoes version 15: nothing to undo here.
