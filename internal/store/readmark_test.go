@@ -110,6 +110,59 @@ func TestReadMarkReadsAndMarks(t *testing.T) {
 	})
 }
 
+// TestReadMarkLargeBatch: a read with a limit above what one statement
+// reads and marks on PostgreSQL returns what Read returns and leaves each
+// partition it read from marked with the highest id read from it. A
+// partition that gave nothing keeps its mark on PostgreSQL, as the one
+// statement does; the two statements elsewhere mark it 0.
+func TestReadMarkLargeBatch(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		var in []store.NewMessage
+		for i := range 400 {
+			in = append(in, newMsg("t.x", fmt.Sprintf("k%d", i%50)))
+		}
+		insert(t, db, st, in...)
+		parts := acquireAll(t, st, "o")
+		want, err := st.Read(ctx, parts, 1000)
+		if err != nil || len(want) != len(in) {
+			t.Fatalf("Read: %d rows, %v", len(want), err)
+		}
+		// A partition the read gives nothing from (50 keys leave most
+		// of 64 partitions some), with a mark left by an earlier round.
+		idle := -1
+		if i := slices.Index(store.MaxIDs(parts, want), 0); i >= 0 {
+			idle = parts[i]
+			db.Exec(t, testdb.Placeholder(db.Dialect, "UPDATE outbox_leases SET inflight_max_id = 987654 WHERE partition_no = ?"), idle)
+		} else if db.Dialect != store.SQLite {
+			t.Fatal("every partition holds a row of the 50 keys")
+		}
+		got, err := st.ReadMark(ctx, "o", parts, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("ReadMark read %d rows, Read %d", len(got), len(want))
+		}
+		for i := range got {
+			if got[i].ID != want[i].ID {
+				t.Fatalf("row %d: ReadMark read id %d, Read %d", i, got[i].ID, want[i].ID)
+			}
+		}
+		marks := store.MaxIDs(parts, got)
+		for i, p := range parts {
+			wantMark := marks[i]
+			if p == idle && db.Dialect == store.Postgres {
+				wantMark = 987654
+			}
+			have := db.Count(t, testdb.Placeholder(db.Dialect, "SELECT inflight_max_id FROM outbox_leases WHERE partition_no = ?"), p)
+			if int64(have) != wantMark {
+				t.Fatalf("partition %d: mark %d, want %d", p, have, wantMark)
+			}
+		}
+	})
+}
+
 func sentAll(rows []store.Row) []store.Outcome {
 	outs := make([]store.Outcome, len(rows))
 	for i, r := range rows {

@@ -92,14 +92,22 @@ WHERE owner = $1 AND partition_no = ANY($2::int[])`,
 		releaseAll: `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = now()
 WHERE owner = $1`,
 		// Marks that do not change are not written: most partitions of a
-		// round hold nothing in flight, round after round. Like the
-		// settle, a mark commits without waiting for the WAL flush
-		// (set_config, local to its transaction): a mark lost to a
-		// database crash only means its messages are published again
-		// without being suspected or checked first.
-		markInflight: `UPDATE outbox_leases AS l SET inflight_max_id = u.max_id
-FROM unnest($1::int[], $2::bigint[]) AS u(p, max_id)
-WHERE l.partition_no = u.p AND l.owner = $3 AND l.inflight_max_id <> u.max_id
+		// round hold nothing in flight, round after round. The rows are
+		// locked in partition order, as the renewal and outbox_read_mark
+		// lock them. Like the settle, a mark commits without waiting for
+		// the WAL flush (set_config, local to its transaction): a mark
+		// lost to a database crash only means its messages are published
+		// again without being suspected or checked first.
+		markInflight: `WITH locked AS MATERIALIZED (
+    SELECT l.partition_no AS p, u.max_id FROM outbox_leases AS l
+    JOIN unnest($1::int[], $2::bigint[]) AS u(p, max_id) ON l.partition_no = u.p
+    WHERE l.owner = $3 AND l.inflight_max_id <> u.max_id
+    ORDER BY l.partition_no
+    FOR UPDATE OF l
+)
+UPDATE outbox_leases AS l SET inflight_max_id = locked.max_id
+FROM locked
+WHERE l.partition_no = locked.p AND l.owner = $3
   AND set_config('synchronous_commit', 'off', true) IS NOT NULL`,
 
 		// Insert-first dedupe: a concurrent second claim of the same id

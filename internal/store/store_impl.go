@@ -153,16 +153,26 @@ func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error
 	return st.read(ctx, st.s.read, st.dl.intList(parts), limit)
 }
 
+// readMarkUpTo is the largest limit ReadMark reads and marks in one
+// statement. The statement keeps the rows it read to work the marks out
+// and copies each again to hand it out: next to a read alone that is
+// about a microsecond a row (0.9 ms for 1,000 rows of 500 bytes, a third
+// of the read), where a statement of its own for the marks costs a round
+// trip and about 0.2 ms. One statement pays for a round of a few
+// messages, not for a backlog's full batches.
+const readMarkUpTo = 256
+
 // ReadMark is Read that records, before the rows are handed out, the
 // in-flight marks of what it read on owner's leases. Where the dialect can
-// it is one statement (PostgreSQL), which raises the mark of each
-// partition it read a higher id from and lowers none; elsewhere Read and
-// MarkInflight run in turn (each partition of parts marked with the
-// highest id read from it, 0 for none), and an empty read marks nothing.
-// Either way a mark covers every row of the batch; a mark left higher
-// covers only rows published before.
+// it is one statement (PostgreSQL, for a limit up to readMarkUpTo), which
+// raises the mark of each partition it read a higher id from and lowers
+// none; a larger read on PostgreSQL marks the partitions it read from with
+// MarkInflight after the read. Elsewhere Read and MarkInflight run in
+// turn (each partition of parts marked with the highest id read from it,
+// 0 for none). An empty read marks nothing. Either way a mark covers every
+// row of the batch; a mark left higher covers only rows published before.
 func (st *Store) ReadMark(ctx context.Context, owner string, parts []int, limit int) ([]Row, error) {
-	if st.s.readMark != "" {
+	if st.s.readMark != "" && limit <= readMarkUpTo {
 		// The marks are lease rows that renewals and takeovers write
 		// too: a deadlock rolls the read back, and it is run again.
 		var rows []Row
@@ -177,7 +187,18 @@ func (st *Store) ReadMark(ctx context.Context, owner string, parts []int, limit 
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	if err := st.MarkInflight(ctx, owner, parts, MaxIDs(parts, rows)); err != nil {
+	marked, maxIDs := parts, MaxIDs(parts, rows)
+	if st.s.readMark != "" {
+		// As the one statement: partitions that gave nothing keep
+		// their marks.
+		marked, maxIDs = nil, nil
+		for i, id := range MaxIDs(parts, rows) {
+			if id > 0 {
+				marked, maxIDs = append(marked, parts[i]), append(maxIDs, id)
+			}
+		}
+	}
+	if err := st.MarkInflight(ctx, owner, marked, maxIDs); err != nil {
 		return nil, err
 	}
 	return rows, nil
