@@ -20,10 +20,7 @@ import (
 func TestMySQLReadTestsPartitionsInTheIndex(t *testing.T) {
 	t.Parallel()
 	const n = 2000
-	db := testdb.New(t, store.MySQL)
-	// One connection: the status counters read are the read's session's.
-	db.SQL.SetMaxOpenConns(1)
-	st := store.NewBackend(db.Std).Store
+	db, st := oneSessionMySQL(t)
 	var msgs []store.NewMessage
 	for range n {
 		msgs = append(msgs, newMsg("t.parts", ""))

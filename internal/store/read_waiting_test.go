@@ -95,10 +95,7 @@ func TestReadBehindWaitingHead(t *testing.T) {
 func TestMySQLReadBehindWaitingHeadWork(t *testing.T) {
 	t.Parallel()
 	const n = 2000
-	db := testdb.New(t, store.MySQL)
-	// One connection: the status counters read are the read's session's.
-	db.SQL.SetMaxOpenConns(1)
-	st := store.NewBackend(db.Std).Store
+	db, st := oneSessionMySQL(t)
 	want := fillBehindHead(t, db, st, n, n)
 	db.Exec(t, "ANALYZE TABLE outbox_messages")
 
@@ -118,6 +115,15 @@ func TestMySQLReadBehindWaitingHeadWork(t *testing.T) {
 	if limit := int64(50 * n); work > limit {
 		t.Fatalf("the read made %d index and row reads for %d rows held back, over %d: the probes walk the key's due rows", work, n, limit)
 	}
+}
+
+// oneSessionMySQL is a MariaDB test database on one connection, so that
+// the session's status counters are those of the statements the test runs.
+func oneSessionMySQL(t *testing.T) (*testdb.DB, *store.Store) {
+	t.Helper()
+	db := testdb.New(t, store.MySQL)
+	db.SQL.SetMaxOpenConns(1)
+	return db, store.NewBackend(db.Std).Store
 }
 
 // handlerReads is the sum of the session's counters of index entries and
