@@ -107,7 +107,7 @@ WHERE owner = $1`,
 )
 UPDATE outbox_leases AS l SET inflight_max_id = locked.max_id
 FROM locked
-WHERE l.partition_no = locked.p AND l.owner = $3
+WHERE l.partition_no = locked.p
   AND set_config('synchronous_commit', 'off', true) IS NOT NULL`,
 
 		// Insert-first dedupe: a concurrent second claim of the same id

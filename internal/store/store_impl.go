@@ -187,12 +187,13 @@ func (st *Store) ReadMark(ctx context.Context, owner string, parts []int, limit 
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	marked, maxIDs := parts, MaxIDs(parts, rows)
+	ids := MaxIDs(parts, rows)
+	marked, maxIDs := parts, ids
 	if st.s.readMark != "" {
 		// As the one statement: partitions that gave nothing keep
 		// their marks.
 		marked, maxIDs = nil, nil
-		for i, id := range MaxIDs(parts, rows) {
+		for i, id := range ids {
 			if id > 0 {
 				marked, maxIDs = append(marked, parts[i]), append(maxIDs, id)
 			}
