@@ -167,7 +167,7 @@ func (r *Relay) prepare(row *store.Row) *item {
 	}
 	it.route = r.router.lookup(row.Topic)
 	if it.route == nil {
-		return dead("no route for topic " + strconv.Quote(row.Topic))
+		return r.unrouted(it)
 	}
 	headers := map[string]string{}
 	if row.Headers != "" {

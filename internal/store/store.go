@@ -64,12 +64,18 @@ type NewMessage struct {
 
 // Row is a ready message as the relay reads it.
 type Row struct {
-	ID             int64
-	MessageID      string
-	Topic          string
-	Key            string
-	HasKey         bool
-	Payload        string
+	ID        int64
+	MessageID string
+	Topic     string
+	Key       string
+	HasKey    bool
+	Payload   string
+	// PayloadBytes is the stored payload's length in bytes, and Oversize
+	// says the read left the payload out because it is longer than the
+	// read's limit (Payload is then empty): such a row is dead, never
+	// loaded into memory.
+	PayloadBytes   int64
+	Oversize       bool
 	Headers        string
 	Attempts       int
 	MaxAttempts    int
