@@ -94,15 +94,16 @@ func (s *Server) Standby(t testing.TB, name string, sync bool) *Server {
 }
 
 // SQL runs one statement on the server with psql, failing the test if it
-// fails, and returns its output (unaligned, tuples only).
+// fails, and returns what it printed on stdout (unaligned, tuples only);
+// psql's stderr is in the failure message only.
 func (s *Server) SQL(t testing.TB, stmt string) string {
 	t.Helper()
-	out, err := s.account.Command(filepath.Join(s.bin, "psql"), "-X", "-qAt", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
-		"-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", stmt).CombinedOutput()
+	out, err := s.account.Output(filepath.Join(s.bin, "psql"), "-X", "-qAt", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
+		"-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", stmt)
 	if err != nil {
 		t.Fatalf("psql on %s: %s: %v\n%s", s.Name, stmt, err, out)
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(out)
 }
 
 // Ctl runs pg_ctl action on the server, waiting for it to finish.

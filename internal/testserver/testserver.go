@@ -5,12 +5,14 @@
 package testserver
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,10 +90,14 @@ func Dir(t testing.TB, prefix, account, what string) (string, Account) {
 	return dir, a
 }
 
-// Command is name with args, to be run as a.
+// Command is name with args, to be run as a. Run as another account, it
+// starts in the root directory: the test's working directory (a clone in
+// a private home or a mktemp directory) may be one that account cannot
+// enter, and programs such as psql say so on stderr.
 func (a Account) Command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	if a.Name != "" {
+		cmd.Dir = "/"
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(a.UID), Gid: uint32(a.GID)}}
 	}
 	return cmd
@@ -105,6 +111,20 @@ func (a Account) Run(t testing.TB, name string, args ...string) {
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
+}
+
+// Output runs name with args as a and returns what it printed on stdout.
+// Its stderr is never part of the result: when it fails, the error
+// carries it; when it succeeds, warnings there are dropped.
+func (a Account) Output(name string, args ...string) (string, error) {
+	cmd := a.Command(name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %w: %s", filepath.Base(name), err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
 }
 
 // Binary is the path of a server program: on PATH, or in one of dirs;

@@ -73,7 +73,12 @@ func startPrivateMariaDB(t *testing.T) *privateMariaDB {
 	if my.runAs != "" {
 		args = append(args, "--user="+my.runAs)
 	}
-	if out, err := exec.Command(install, args...).CombinedOutput(); err != nil {
+	// In the server's own directory: the server drops to the mysql
+	// account, which may not be able to enter the test's working
+	// directory.
+	installCmd := exec.Command(install, args...)
+	installCmd.Dir = my.dir
+	if out, err := installCmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", install, strings.Join(args, " "), err, out)
 	}
 	my.port = testserver.FreePort(t)
@@ -137,6 +142,7 @@ func (my *privateMariaDB) start(t *testing.T) {
 		args = append(args, "--user="+my.runAs)
 	}
 	cmd := exec.Command(my.server, args...)
+	cmd.Dir = my.dir
 	my.proc = testserver.Start(t, cmd, "a private MariaDB")
 
 	db, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/?timeout=1s", my.port))
