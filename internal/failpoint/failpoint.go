@@ -24,8 +24,8 @@
 // buffer is flushed), panic, error (the point fails the way a failed
 // publish or settle does) or sleep:DURATION (e.g. sleep:2s). @N fires the
 // entry on its Nth hit only; without it the entry fires on every hit.
-// The per-message point publish takes a message id filter: the entry
-// then counts and fires only for that message. Examples:
+// The per-message points publish and prepare take a message id filter:
+// the entry then counts and fires only for that message. Examples:
 //
 //	after_publish_before_settle=kill@3
 //	mid_batch=error;before_settle=sleep:500ms
@@ -63,12 +63,15 @@ const (
 	Publish = "publish"
 	// BeforeSettle: the outcomes of a batch are about to be written.
 	BeforeSettle = "before_settle"
+	// Prepare: one message read is about to be checked and decoded (per
+	// message: takes a message id filter).
+	Prepare = "prepare"
 )
 
-var points = []string{AfterReadBeforePublish, AfterPublishBeforeSettle, MidBatch, Publish, BeforeSettle}
+var points = []string{AfterReadBeforePublish, AfterPublishBeforeSettle, MidBatch, Publish, BeforeSettle, Prepare}
 
 // perMessage are the points that take a message id filter.
-var perMessage = map[string]bool{Publish: true}
+var perMessage = map[string]bool{Publish: true, Prepare: true}
 
 // ErrInjected is wrapped by every error an "error" action returns.
 var ErrInjected = errors.New("injected fault")

@@ -5,13 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -151,7 +151,11 @@ func btoi(b bool) int {
 }
 
 // prepare routes and decodes a row; rows that can never be delivered are
-// decided dead here.
+// decided dead here. It trusts nothing the schema may or may not have
+// checked: rows written with plain SQL (and adopted tables, which have no
+// checks at all) reach it as they are, and each odd value is either
+// normalized or a dead letter with a one-line reason (docs/design.md,
+// "Rows written by plain SQL").
 func (r *Relay) prepare(row *store.Row) *item {
 	it := &item{row: row}
 	dead := func(msg string) *item {
@@ -159,21 +163,29 @@ func (r *Relay) prepare(row *store.Row) *item {
 		it.out = store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}
 		return it
 	}
+	normalizeCounts(row)
+	if err := failpoint.InjectID(failpoint.Prepare, row.MessageID); err != nil {
+		return dead(err.Error())
+	}
 	if why := msgcheck.TopicError(row.Topic); why != "" {
 		return dead(why)
 	}
 	if why := msgcheck.KeyError(row.Key); why != "" {
 		return dead("invalid business key: " + why)
 	}
+	if why := messageIDError(row.MessageID); why != "" {
+		return dead("invalid message id: " + why)
+	}
+	if row.Oversize {
+		return dead(tooLarge(row.PayloadBytes, r.cfg.MaxPayloadBytes))
+	}
 	it.route = r.router.lookup(row.Topic)
 	if it.route == nil {
 		return r.unrouted(it)
 	}
-	headers := map[string]string{}
-	if row.Headers != "" {
-		if err := json.Unmarshal([]byte(row.Headers), &headers); err != nil {
-			return dead("headers are not a JSON object of strings: " + oneLine(err.Error()))
-		}
+	headers, why := decodeHeaders(row.Headers)
+	if why != "" {
+		return dead(why)
 	}
 	if why := headerError(headers); why != "" {
 		return dead(why)
@@ -188,7 +200,7 @@ func (r *Relay) prepare(row *store.Row) *item {
 		delete(headers, HeaderTransferEncode)
 	}
 	if len(payload) > r.cfg.MaxPayloadBytes {
-		return dead("payload too large: " + strconv.Itoa(len(payload)) + " bytes, limit " + strconv.Itoa(r.cfg.MaxPayloadBytes))
+		return dead(tooLarge(int64(len(payload)), r.cfg.MaxPayloadBytes))
 	}
 	headers[HeaderTopic] = row.Topic
 	if row.HasKey {
@@ -201,6 +213,7 @@ func (r *Relay) prepare(row *store.Row) *item {
 	if dest == "" {
 		dest = row.Topic
 	}
+	row.CreatedAt = r.plausibleCreatedAt(row.CreatedAt)
 	it.env = &Envelope{
 		ID:          row.MessageID,
 		Topic:       row.Topic,
@@ -212,6 +225,115 @@ func (r *Relay) prepare(row *store.Row) *item {
 		CreatedAt:   row.CreatedAt,
 	}
 	return it
+}
+
+// defaultMaxAttempts is the attempts of a row whose max_attempts is not
+// a positive number: the column's default.
+const defaultMaxAttempts = 10
+
+// normalizeCounts makes a row's counters usable: a negative attempts is
+// 0, a max_attempts of 0 or less is the column's default (an ORM that
+// writes every field writes 0 for one it left unset). It may run twice on
+// a row.
+func normalizeCounts(row *store.Row) {
+	row.Attempts = max(row.Attempts, 0)
+	if row.MaxAttempts <= 0 {
+		row.MaxAttempts = defaultMaxAttempts
+	}
+}
+
+// tooLarge is the reason a payload of n bytes is dead under limit.
+func tooLarge(n int64, limit int) string {
+	return "payload too large: " + strconv.FormatInt(n, 10) + " bytes, limit " + strconv.Itoa(limit)
+}
+
+// messageIDError says why a message id cannot travel ("" when it can):
+// the id goes on the wire as a header or property of every destination,
+// so it is 1-255 bytes of UTF-8 text without control characters. Ids
+// the relay's tables generate are UUIDs; adopted tables may use any text.
+func messageIDError(id string) string {
+	switch {
+	case id == "":
+		return "empty"
+	case len(id) > msgcheck.MaxFieldLen:
+		return "longer than 255 bytes"
+	case !utf8.ValidString(id):
+		return "not UTF-8 text"
+	}
+	for _, c := range id {
+		if c < ' ' || c == 0x7f {
+			return "has a control character"
+		}
+	}
+	return ""
+}
+
+// decodeHeaders decodes a row's headers column, or says in one line why
+// it cannot ("" when it can). Rows written by the relay's producers hold
+// a JSON object of strings; plain SQL may write anything:
+//
+//   - NULL (read as ""), an empty or blank string and JSON null are no
+//     headers;
+//   - a JSON number or boolean value is its JSON text ("42", "true"), a
+//     null value leaves its header out;
+//   - anything else that is not a JSON object of strings, and text that is
+//     not UTF-8, is a reason for the row to be dead.
+func decodeHeaders(raw string) (map[string]string, string) {
+	headers := map[string]string{}
+	if raw == "" || raw == "{}" {
+		return headers, ""
+	}
+	if !utf8.ValidString(raw) {
+		return nil, "headers are not UTF-8 text"
+	}
+	if err := json.Unmarshal([]byte(raw), &headers); err == nil {
+		if headers == nil { // JSON null
+			headers = map[string]string{}
+		}
+		return headers, ""
+	}
+	// Off the common path: blank text, or values that are not strings.
+	trimmed := strings.TrimSpace(raw)
+	if trimmed == "" || trimmed == "null" {
+		return map[string]string{}, ""
+	}
+	var values map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(trimmed), &values); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && ute.Field == "" {
+			return nil, "headers are not a JSON object of strings: a JSON " + ute.Value
+		}
+		return nil, "headers are not a JSON object of strings: " + oneLine(err.Error())
+	}
+	headers = make(map[string]string, len(values))
+	for k, v := range values {
+		switch {
+		case len(v) == 0:
+		case v[0] == '"':
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return nil, "headers are not a JSON object of strings: " + oneLine(err.Error())
+			}
+			headers[k] = s
+		case string(v) == "null":
+		case v[0] == '{' || v[0] == '[':
+			return nil, "headers are not a JSON object of strings: the value of " + msgcheck.Quote(k) + " is a JSON " + map[byte]string{'{': "object", '[': "array"}[v[0]]
+		default: // a number, true or false: its JSON text
+			headers[k] = string(v)
+		}
+	}
+	return headers, ""
+}
+
+// plausibleCreatedAt is t, or the zero time (unknown) when t cannot be
+// when the row was written: before 1970, past year 9999 or more than a
+// day ahead of the database's clock. Latencies are measured only from a
+// known created_at, and publishers leave an unknown one out.
+func (r *Relay) plausibleCreatedAt(t time.Time) time.Time {
+	if t.Before(time.Unix(0, 0)) || t.Year() > 9999 || t.After(r.clock.at(time.Now()).Add(24*time.Hour)) {
+		return time.Time{}
+	}
+	return t
 }
 
 // sniffContentType is the content type of a row that names none, as
@@ -254,6 +376,18 @@ func (r *Relay) check(ctx context.Context, todo []*item) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			defer func() {
+				if p := recover(); p != nil {
+					// A Checker that panics on a message: an attempt of
+					// unknown outcome, so that one it panics on every
+					// time goes dead after max_attempts.
+					text, stack := recovered(p)
+					r.logPanic("outbox relay: checking whether a message was delivered panicked", text, stack,
+						"route", it.route.name, "message_id", it.row.MessageID)
+					it.decided = true
+					it.out = r.failure(it.route, it, unknownErr(errors.New("checking delivery panicked: "+text)))
+				}
+			}()
 			ok, err := it.route.Checker.Delivered(ctx, it.env)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -521,20 +655,17 @@ func (r *Relay) publishContained(ctx context.Context, rs *routeState, batch []*E
 		return errs
 	}
 	if len(batch) == 1 {
-		r.log.Error("outbox relay: publisher panicked on a message", "relay", r.id, "route", rs.name,
-			"message_id", batch[0].ID, "panic", redact.Text(oneLine(fmt.Sprint(p))))
-		return []error{panicError(p)}
+		r.logPanic("outbox relay: publisher panicked on a message", p.text, p.stack, "route", rs.name, "message_id", batch[0].ID)
+		return []error{panicError(p.text)}
 	}
-	r.log.Error("outbox relay: publisher panicked; publishing its messages one by one", "relay", r.id, "route", rs.name,
-		"messages", len(batch), "panic", redact.Text(oneLine(fmt.Sprint(p))))
+	r.logPanic("outbox relay: publisher panicked; publishing its messages one by one", p.text, p.stack, "route", rs.name, "messages", len(batch))
 	errs = make([]error, len(batch))
 	for i := range batch {
 		one, p := r.callPublisher(ctx, rs, batch[i:i+1])
 		switch {
 		case p != nil:
-			errs[i] = panicError(p)
-			r.log.Error("outbox relay: publisher panicked on a message", "relay", r.id, "route", rs.name,
-				"message_id", batch[i].ID, "panic", redact.Text(oneLine(fmt.Sprint(p))))
+			errs[i] = panicError(p.text)
+			r.logPanic("outbox relay: publisher panicked on a message", p.text, p.stack, "route", rs.name, "message_id", batch[i].ID)
 		case len(one) == 1:
 			errs[i] = one[0]
 		default:
@@ -544,21 +675,26 @@ func (r *Relay) publishContained(ctx context.Context, rs *routeState, batch []*E
 	return errs
 }
 
+// publisherPanic is a recovered panic of a publisher: its value as one
+// line, and its stack when its place is new (see recovered).
+type publisherPanic struct{ text, stack string }
+
 // callPublisher publishes batch, recovering a panic of the publisher.
-func (r *Relay) callPublisher(ctx context.Context, rs *routeState, batch []*Envelope) (errs []error, panicked any) {
+func (r *Relay) callPublisher(ctx context.Context, rs *routeState, batch []*Envelope) (errs []error, panicked *publisherPanic) {
 	defer func() {
 		if p := recover(); p != nil {
-			panicked = p
+			text, stack := recovered(p)
+			panicked = &publisherPanic{text: text, stack: stack}
 		}
 	}()
 	return failpoint.PublishBatch(ctx, batch, func(e *Envelope) string { return e.ID }, envelopeKey, rs.Publisher.Publish), nil
 }
 
-// panicError is the failure recorded for a message whose publish panicked:
-// the panic may have come after the message left, so the outcome is
-// unknown.
-func panicError(p any) error {
-	return unknownErr(fmt.Errorf("publisher panicked: %v", p))
+// panicError is the failure recorded for a message whose publish panicked
+// with text: the panic may have come after the message left, so the
+// outcome is unknown.
+func panicError(text string) error {
+	return unknownErr(errors.New("publisher panicked: " + text))
 }
 
 // failure turns a publish error the message is charged for into an

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Envelope is a message on its way to a destination. Its fields are those
@@ -127,11 +128,20 @@ func ClassOf(err error) (Class, time.Duration) {
 	return ClassTransient, 0
 }
 
-// oneLine keeps an error fit for last_error and logs: one line, bounded.
+// oneLine keeps an error fit for last_error and logs: one line of UTF-8
+// text without NUL (PostgreSQL refuses both in text), at most 1,000 bytes
+// and an ellipsis. Errors may quote what a row or a destination held.
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
+	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	}
 	if len(s) > 1000 {
-		s = s[:1000] + "…"
+		cut := 1000
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return s
 }

@@ -9,11 +9,12 @@ import (
 
 // Crash isolation.
 //
-// A message whose publish kills the relay process outright (a fatal
-// runtime error, running out of memory, a publisher that exits) cannot be
-// failed by the relay: the process is gone before the settle, and every
-// relay that reads the message next dies the same way. Publisher panics
-// are recovered (publishContained); this handles what no recover can.
+// A message whose decoding or publish kills the relay process outright (a
+// fatal runtime error, running out of memory, a publisher that exits)
+// cannot be failed by the relay: the process is gone before the settle,
+// and every relay that reads the message next dies the same way. Panics
+// while a message is prepared or published are recovered
+// (prepareContained, publishContained); this handles what no recover can.
 //
 // Every round records the highest id it is about to publish in the leases
 // of its partitions, with its read (Store.ReadMark) or, while isolating,
@@ -25,10 +26,11 @@ import (
 //   - a batch holding suspects is cut down to the first half of them, so
 //     each further crash at least halves the group the culprit hides in,
 //     and suspects that publish fine are settled and leave the group;
-//   - a suspect published alone has its attempt recorded before the
-//     publish (an attempt of unknown outcome): a message that kills the
-//     relay every time runs out of attempts and goes dead after
-//     max_attempts crashes instead of taking relays down forever.
+//   - a suspect published alone has its attempt recorded before it is
+//     prepared and published (an attempt of unknown outcome): a message
+//     that kills the relay every time, while it is decoded or published,
+//     runs out of attempts and goes dead after max_attempts crashes
+//     instead of taking relays down forever.
 //
 // The innocent messages of a crashed batch are published again, which
 // at-least-once delivery allows, and are charged an attempt only if they
@@ -66,29 +68,25 @@ func (r *Relay) isolate(rows []store.Row) (out []store.Row, suspects, alone bool
 	return sus, true, len(sus) == 1
 }
 
-// charge records the attempt of a suspect about to be published alone.
-// It reports false when the message is no longer this relay's to publish.
-// A suspect with no attempt left is decided dead without publishing.
-func (r *Relay) charge(ctx context.Context, it *item) (bool, error) {
-	if it.decided {
-		return true, nil // dead without publishing already (no route, bad row)
-	}
-	row := it.row
+// charge records the attempt of a suspect about to be prepared and
+// published alone, and returns its item, to be prepared. It reports false
+// when the message is no longer this relay's to publish. A suspect with no
+// attempt left is decided dead without being prepared or published.
+func (r *Relay) charge(ctx context.Context, row *store.Row) (*item, bool, error) {
+	normalizeCounts(row)
+	it := &item{row: row, charged: true}
 	if row.Attempts >= row.MaxAttempts {
 		it.decided = true
-		it.charged = true
 		it.out = store.Outcome{ID: row.ID, Status: store.StatusDead,
 			Error: "max attempts (" + strconv.Itoa(row.MaxAttempts) + ") reached: " + errRelayStopped}
-		return true, nil
+		return it, true, nil
 	}
 	n, err := r.settle(ctx, []store.Outcome{{ID: row.ID, Status: store.StatusPending, Error: errRelayStopped, CountAttempt: true, Unknown: true, Partition: row.Partition}})
 	if err != nil || n == 0 {
-		return false, err
+		return nil, false, err
 	}
-	it.charged = true
 	row.Attempts++
-	it.env.Attempt = row.Attempts
 	r.log.Warn("outbox relay: publishing alone a message that was in flight when a relay stopped", "relay", r.id,
 		"message_id", row.MessageID, "attempt", row.Attempts, "max_attempts", row.MaxAttempts)
-	return true, nil
+	return it, true, nil
 }

@@ -288,7 +288,9 @@ func (m *relayMetrics) observe(items []*item, clock *dbClock) {
 		switch {
 		case it.out.Status == store.StatusSent:
 			tm.sent.Inc()
-			m.latency.Observe(max(clock.at(it.confirmed).Sub(it.row.CreatedAt).Seconds(), 0))
+			if !it.row.CreatedAt.IsZero() { // zero: unknown (see plausibleCreatedAt)
+				m.latency.Observe(max(clock.at(it.confirmed).Sub(it.row.CreatedAt).Seconds(), 0))
+			}
 		case it.out.Status == store.StatusDead:
 			tm.dead.Inc()
 			tm.deadTotal.Inc()

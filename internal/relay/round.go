@@ -236,16 +236,31 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 		}
 	}
 	items := make([]*item, len(rows))
-	for i := range rows {
-		items[i] = r.prepare(&rows[i])
-	}
 	if alone {
-		ok, err := r.charge(ctx, items[0])
+		// Charged before it is prepared: a row that kills the process
+		// while it is decoded runs out of attempts as one whose publish
+		// does.
+		it, ok, err := r.charge(ctx, &rows[0])
 		if err != nil {
 			return 0, fmt.Errorf("charge suspect: %w", err)
 		}
 		if !ok {
 			return nread, nil
+		}
+		items[0] = it
+	}
+	for i := range rows {
+		switch {
+		case items[i] == nil:
+			items[i] = r.prepareContained(&rows[i])
+		case !items[i].decided:
+			// A charged suspect: prepared with its attempt recorded.
+			it := r.prepareContained(&rows[i])
+			it.charged = true
+			if it.env != nil {
+				it.env.Attempt = rows[i].Attempts
+			}
+			items[i] = it
 		}
 	}
 	if err := failpoint.Inject(failpoint.AfterReadBeforePublish); err != nil {

@@ -1,0 +1,112 @@
+package relay
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/txoutbox/outbox/internal/redact"
+	"github.com/txoutbox/outbox/internal/store"
+)
+
+// Panics on one message.
+//
+// What a row holds is up to whoever wrote it, with plain SQL in any
+// language or through an adopted table without checks; the code it
+// reaches (decoding, a route's Checker, a publisher) may have a bug that
+// only an odd row finds. A panic while one message is prepared, checked
+// or published is that message's failure, never the process's: an
+// embedded relay would take its application down with it, and every relay
+// that read the message next would die the same way.
+//
+//   - prepare: the message is dead, "preparing the message panicked: …";
+//   - a Checker: an attempt of unknown outcome, retried until
+//     max_attempts;
+//   - a publisher: the same (see publishContained).
+//
+// Each panic is logged at Error in one record, with its stack the first
+// time the process sees a panic raised at that place.
+
+// panicSites are the places panics were raised at whose stack was logged.
+var panicSites struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// maxPanicSites bounds panicSites; past it no more stacks are logged.
+const maxPanicSites = 64
+
+// recovered describes a recovered panic: its value as one line and, when
+// its place is new, its stack. Call it from the deferred function that
+// recovered p.
+func recovered(p any) (text string, stack string) {
+	text = panicText(p)
+	site := panicSite()
+	panicSites.mu.Lock()
+	defer panicSites.mu.Unlock()
+	if panicSites.seen == nil {
+		panicSites.seen = map[string]bool{}
+	}
+	if panicSites.seen[site] || len(panicSites.seen) >= maxPanicSites {
+		return text, ""
+	}
+	panicSites.seen[site] = true
+	return text, redact.Text(string(debug.Stack()))
+}
+
+// panicSite is where the panic being recovered was raised, "file:line":
+// the first frame of the panicking goroutine outside the runtime.
+func panicSite() string {
+	pcs := make([]uintptr, 32)
+	// Skip runtime.Callers, panicSite, recovered and the deferred function.
+	n := runtime.Callers(4, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "runtime.") {
+			return f.File + ":" + strconv.Itoa(f.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
+}
+
+// panicText is a panic's value as one line fit for logs and last_error;
+// a value whose Error or String method panics too is described by its
+// type.
+func panicText(p any) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = fmt.Sprintf("a panic of type %T", p)
+		}
+	}()
+	return redact.Text(oneLine(fmt.Sprint(p)))
+}
+
+// logPanic logs a recovered panic in one record at Error.
+func (r *Relay) logPanic(msg, text, stack string, attrs ...any) {
+	attrs = append([]any{"relay", r.id}, attrs...)
+	attrs = append(attrs, "panic", text)
+	if stack != "" {
+		attrs = append(attrs, "stack", stack)
+	}
+	r.log.Error(msg, attrs...)
+}
+
+// prepareContained is prepare, with a panic turned into the row's dead
+// letter.
+func (r *Relay) prepareContained(row *store.Row) (it *item) {
+	defer func() {
+		if p := recover(); p != nil {
+			text, stack := recovered(p)
+			r.logPanic("outbox relay: preparing a message panicked; it is dead", text, stack, "message_id", row.MessageID)
+			it = &item{row: row, decided: true,
+				out: store.Outcome{ID: row.ID, Status: store.StatusDead, Error: "preparing the message panicked: " + text, CountAttempt: true}}
+		}
+	}()
+	return r.prepare(row)
+}
