@@ -23,6 +23,7 @@ func TestDefaultsAreTheEngines(t *testing.T) {
 		{"DefaultWorkers", DefaultWorkers, relay.DefaultWorkers},
 		{"DefaultMetricsInterval", DefaultMetricsInterval, relay.DefaultMetricsInterval},
 		{"DefaultLeaseTTL", DefaultLeaseTTL, relay.DefaultLeaseTTL},
+		{"DefaultNoRouteGrace", DefaultNoRouteGrace, relay.DefaultNoRouteGrace},
 		{"DefaultMaxPayloadBytes", DefaultMaxPayloadBytes, relay.DefaultMaxPayloadBytes},
 		{"DefaultRetentionSent", DefaultRetentionSent, relay.DefaultRetentionSent},
 		{"DefaultRetentionDead", DefaultRetentionDead, relay.DefaultRetentionDead},

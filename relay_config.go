@@ -38,6 +38,9 @@ const (
 	// DefaultLeaseTTL is how long a relay's ownership of a partition lasts
 	// without renewal; a relay that dies is replaced after at most this.
 	DefaultLeaseTTL = 5 * time.Second
+	// DefaultNoRouteGrace is how long a message whose topic no route of
+	// its relay matches waits while another live relay may route it.
+	DefaultNoRouteGrace = 10 * time.Minute
 )
 
 // BatchReport describes one settled round of a relay.
@@ -105,6 +108,14 @@ type RelayConfig struct {
 	// SQL) goes dead instead of being published. Defaults to
 	// DefaultMaxPayloadBytes (1 MiB).
 	MaxPayloadBytes int
+	// NoRouteGrace bounds how long a message whose topic no route of this
+	// relay matches waits, pending and uncharged, while another live relay
+	// on the database routes the topic (or records no routes: an earlier
+	// version): relays whose routes differ — a rolling deploy that adds a
+	// route — do not dead-letter each other's messages. When no other live
+	// relay routes the topic the message is dead at once, "no route for
+	// topic …". Defaults to DefaultNoRouteGrace (10 min).
+	NoRouteGrace time.Duration
 	// OnBatch, when set, is called after every settled round, from the
 	// workers' goroutines (concurrently when Workers > 1), once the
 	// round's outcomes are written: on PostgreSQL a small round's are
@@ -166,6 +177,7 @@ func (c *RelayConfig) engine() relay.Config {
 		LeaseTTL:        c.LeaseTTL,
 		Retry:           relay.RetryPolicy(c.Retry),
 		MaxPayloadBytes: c.MaxPayloadBytes,
+		NoRouteGrace:    c.NoRouteGrace,
 		Retention:       c.Retention.engine(),
 		Metrics:         c.Metrics,
 		MetricsInterval: c.MetricsInterval,

@@ -800,7 +800,7 @@ func TestStatsRoutes(t *testing.T) {
 	db := testdb.New(t, store.SQLite)
 	st := db.Backend().Store
 	ctx := t.Context()
-	if _, err := st.Heartbeat(ctx, "r1", time.Minute); err != nil {
+	if _, err := st.Heartbeat(ctx, "r1", "[]", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.RecordRoute(ctx, "r1", "orders", true, "HTTP 503 Service Unavailable"); err != nil {
@@ -823,5 +823,49 @@ func TestStatsRoutes(t *testing.T) {
 	if len(got.Routes) != 1 || got.Routes[0].State != "down" || got.Routes[0].Reason != "HTTP 503 Service Unavailable" ||
 		got.Routes[0].Since.IsZero() || strings.Join(got.Routes[0].Relays, ",") != "r1" {
 		t.Fatalf("routes: %+v", got.Routes)
+	}
+}
+
+// TestStatsRelays: /api/v1/stats lists the live relays with their routes
+// and says whether they route alike.
+func TestStatsRelays(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.SQLite)
+	st := db.Backend().Store
+	ctx := t.Context()
+	srv, err := admin.New(db.Std, &admin.Config{Logger: relaytest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	type stats struct {
+		Relays []struct {
+			ID                string   `json:"id"`
+			Routes            []string `json:"routes"`
+			RoutesFingerprint string   `json:"routes_fingerprint"`
+		}
+		RoutesAgree bool `json:"routes_agree"`
+	}
+	for _, step := range []struct {
+		relay, routes string
+		agree         bool
+	}{
+		{"r1", store.EncodeRoutes([]string{"order.*"}), true},
+		{"r2", store.EncodeRoutes([]string{"order.*"}), true},
+		{"r3", store.EncodeRoutes([]string{"order.*", "audit.>"}), false},
+	} {
+		if _, err := st.Heartbeat(ctx, step.relay, step.routes, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		var got stats
+		call(t, ts, "GET", "/api/v1/stats", "", nil).want(t, 200).decode(t, &got)
+		last := got.Relays[len(got.Relays)-1]
+		if last.ID != step.relay || last.RoutesFingerprint == "" || strings.Join(last.Routes, " ") == "" {
+			t.Fatalf("after %s's heartbeat: relays %+v", step.relay, got.Relays)
+		}
+		if got.RoutesAgree != step.agree {
+			t.Fatalf("after %s's heartbeat: routes_agree %v, want %v (relays %+v)", step.relay, got.RoutesAgree, step.agree, got.Relays)
+		}
 	}
 }

@@ -129,12 +129,32 @@ type statsJSON struct {
 	Topics                  []topicJSON `json:"topics"`
 	// Routes are the routes a live relay has seen down since it started;
 	// a route not listed has been up all along.
-	Routes    []routeJSON `json:"routes"`
-	SampledAt time.Time   `json:"sampled_at"`
+	Routes []routeJSON `json:"routes"`
+	// Relays are the relays seen within the last minute with their route
+	// patterns, and RoutesAgree whether they all route alike; a relay
+	// with no route for a topic another one routes leaves its messages
+	// waiting (see docs/configuration.md).
+	Relays      []relayJSON `json:"relays"`
+	RoutesAgree bool        `json:"routes_agree"`
+	SampledAt   time.Time   `json:"sampled_at"`
 	// Table describes the adopted table the server shows; absent on
 	// outbox_messages.
 	Table *tableJSON `json:"table,omitempty"`
 }
+
+// relayJSON is a live relay in GET /api/v1/stats.
+type relayJSON struct {
+	ID             string  `json:"id"`
+	SeenSecondsAgo float64 `json:"seen_seconds_ago"`
+	// Routes and RoutesFingerprint are absent for a relay of a version
+	// that does not record its routes.
+	Routes            []string `json:"routes,omitempty"`
+	RoutesFingerprint string   `json:"routes_fingerprint,omitempty"`
+}
+
+// relaysWithin is how recent a relay's heartbeat must be for the stats to
+// list it: a running relay renews its registration every few seconds.
+const relaysWithin = time.Minute
 
 // routeJSON is a route's health: "down" while any live relay sees it
 // down, since when (database time) and why.
@@ -185,6 +205,25 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 			Route: rh.Route, State: rh.State, Since: now.Add(-rh.For).Truncate(time.Millisecond), ForSeconds: rh.For.Seconds(),
 			Reason: rh.Reason, Relays: strings.Split(rh.Relay, ","),
 		})
+	}
+	out.Relays, out.RoutesAgree = []relayJSON{}, true
+	if s.full != nil {
+		relays, err := s.full.Relays(r.Context())
+		if err != nil {
+			s.failed(w, r, err)
+			return
+		}
+		var fp string
+		for _, rl := range relays {
+			if rl.SeenAgo > relaysWithin {
+				continue
+			}
+			if !rl.RoutesKnown || (len(out.Relays) > 0 && rl.Fingerprint != fp) {
+				out.RoutesAgree = false
+			}
+			fp = rl.Fingerprint
+			out.Relays = append(out.Relays, relayJSON{ID: rl.ID, SeenSecondsAgo: rl.SeenAgo.Seconds(), Routes: rl.Routes, RoutesFingerprint: rl.Fingerprint})
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -302,7 +302,26 @@
     });
     $('topics-empty').hidden = names.length > 0;
     renderRoutes(s.routes || []);
+    renderRelays(s.relays || [], s.routes_agree);
     refreshed();
+  }
+
+  function renderRelays(relays, agree) {
+    var body = $('relays-table').tBodies[0];
+    clear(body);
+    relays.forEach(function (r) {
+      body.appendChild(el('tr', { 'data-relay': r.id },
+        el('td', { className: 'mono', text: r.id }),
+        el('td', { text: fmtAge(r.seen_seconds_ago) + ' ago' }),
+        el('td', { className: 'wrap', text: r.routes_fingerprint
+          ? r.routes_fingerprint + '  ' + r.routes.join(' ')
+          : 'unknown (a version that does not record them)' })));
+    });
+    $('relays-agree').textContent = relays.length < 2 ? ''
+      : agree ? 'The relays route alike.'
+        : 'The relays route differently: a message whose topic only some of them route waits, uncharged, for at most the no-route grace.';
+    $('relays-agree').className = agree ? 'hint' : 'hint route-down';
+    $('relays-card').hidden = relays.length === 0;
   }
 
   function renderRoutes(routes) {

@@ -116,6 +116,7 @@ type relayConfig struct {
 	ID              string `yaml:"id"`
 	BatchSize       string `yaml:"batch_size"`
 	LeaseTTL        string `yaml:"lease_ttl"`
+	NoRouteGrace    string `yaml:"no_route_grace"`
 	PublishTimeout  string `yaml:"publish_timeout"`
 	ShutdownTimeout string `yaml:"shutdown_timeout"`
 	MinPoll         string `yaml:"min_poll"`

@@ -48,6 +48,7 @@
 //	  id: ""                        # default host-pid-random
 //	  batch_size: 1000
 //	  lease_ttl: 5s
+//	  no_route_grace: 10m
 //	  publish_timeout: 15s
 //	  shutdown_timeout: 10s
 //	  min_poll: 5ms

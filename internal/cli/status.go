@@ -30,6 +30,21 @@ type statusJSON struct {
 	// Routes are the routes a live relay has seen down since it started
 	// (see routeJSON); a route not listed has been up all along.
 	Routes []routeJSON `json:"routes"`
+	// Relays are the relays seen within the last minute, and RoutesAgree
+	// whether they all route alike (see relayJSON).
+	Relays      []relayJSON `json:"relays"`
+	RoutesAgree bool        `json:"routes_agree"`
+}
+
+// relayJSON is a relay in 'outbox status --json'.
+type relayJSON struct {
+	ID string `json:"id"`
+	// SeenSecondsAgo is the time since its last heartbeat.
+	SeenSecondsAgo float64 `json:"seen_seconds_ago"`
+	// Routes are its route patterns in order, and RoutesFingerprint names
+	// them; both absent for a relay of a version that records none.
+	Routes            []string `json:"routes,omitempty"`
+	RoutesFingerprint string   `json:"routes_fingerprint,omitempty"`
 }
 
 // routeJSON is one route's health in 'outbox status --json'.
@@ -49,7 +64,28 @@ type routeJSON struct {
 type statusView struct {
 	store.Stats
 	Routes []store.RouteHealth // summarized
+	Relays []store.Relay       // seen within relaysWithin
 	at     time.Time
+}
+
+// relaysWithin is how recent a relay's heartbeat must be for status to
+// list it: a running relay renews its registration every few seconds.
+const relaysWithin = time.Minute
+
+// relayLister is a status source that lists the relays registered on the
+// database (outbox_messages' store; an adopted table's keeps no registry).
+type relayLister interface {
+	Relays(ctx context.Context) ([]store.Relay, error)
+}
+
+// routesAgree reports whether relays all recorded the same routes.
+func routesAgree(relays []store.Relay) bool {
+	for _, r := range relays {
+		if !r.RoutesKnown || r.Fingerprint != relays[0].Fingerprint {
+			return false
+		}
+	}
+	return true
 }
 
 // readStatus reads the counts and the routes' health.
@@ -62,7 +98,19 @@ func readStatus(ctx context.Context, st statusSource) (statusView, error) {
 	if err != nil {
 		return statusView{}, err
 	}
-	return statusView{Stats: stats, Routes: store.SummarizeRoutes(views), at: time.Now()}, nil
+	view := statusView{Stats: stats, Routes: store.SummarizeRoutes(views), at: time.Now()}
+	if rl, ok := st.(relayLister); ok {
+		relays, err := rl.Relays(ctx)
+		if err != nil {
+			return statusView{}, err
+		}
+		for _, r := range relays {
+			if r.SeenAgo <= relaysWithin {
+				view.Relays = append(view.Relays, r)
+			}
+		}
+	}
+	return view, nil
 }
 
 type topicCountJSON struct {
@@ -239,6 +287,11 @@ func newStatusJSON(st statusView) *statusJSON {
 			Since: st.at.Add(-rh.For).UTC().Format(time.RFC3339), ForSeconds: rh.For.Seconds(),
 		})
 	}
+	out.Relays = []relayJSON{}
+	for _, r := range st.Relays {
+		out.Relays = append(out.Relays, relayJSON{ID: r.ID, SeenSecondsAgo: r.SeenAgo.Seconds(), Routes: r.Routes, RoutesFingerprint: r.Fingerprint})
+	}
+	out.RoutesAgree = routesAgree(st.Relays)
 	return out
 }
 
@@ -269,6 +322,32 @@ func printStatus(w io.Writer, st statusView) {
 		t.flush()
 	}
 	printRoutes(w, st)
+	printRelays(w, st)
+}
+
+// printRelays writes the live relays with their routes' fingerprints, and
+// whether their routes agree; nothing when none is live.
+func printRelays(w io.Writer, st statusView) {
+	if len(st.Relays) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "RELAY", "SEEN", "ROUTES")
+	for _, r := range st.Relays {
+		routes := "unknown (a version that does not record them)"
+		if r.RoutesKnown {
+			routes = r.Fingerprint + "  " + truncate(strings.Join(r.Routes, " "), 100)
+		}
+		t.row(r.ID, roundAge(r.SeenAgo).String()+" ago", routes)
+	}
+	t.flush()
+	if len(st.Relays) > 1 {
+		if routesAgree(st.Relays) {
+			fmt.Fprintln(w, "routes: the relays agree")
+		} else {
+			fmt.Fprintln(w, "routes: the relays DIFFER; a message whose topic only some of them route waits, uncharged, for at most the no-route grace")
+		}
+	}
 }
 
 // printRoutes writes the routes' health: those a live relay has seen

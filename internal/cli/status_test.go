@@ -190,3 +190,58 @@ func TestStatusRoutes(t *testing.T) {
 		t.Fatalf("without routes: table %q, JSON %q", table.String(), js.String())
 	}
 }
+
+// TestStatusRelays: the live relays appear with their routes'
+// fingerprints, and the status says whether they agree, against a real
+// database's registry.
+func TestStatusRelays(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.SQLite)
+	st := db.Backend().Store
+	ctx := t.Context()
+	for _, h := range []struct{ id, routes string }{
+		{"r1", store.EncodeRoutes([]string{"order.*"})},
+		{"r2", store.EncodeRoutes([]string{"order.*", "audit.>"})},
+	} {
+		if _, err := st.Heartbeat(ctx, h.id, h.routes, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Exec(t, "INSERT INTO outbox_relays (relay_id, seen_at) VALUES ('gone', '2000-01-01 00:00:00.000')")
+	view, err := readStatus(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	printStatus(&table, view)
+	for _, want := range []string{"RELAY", "r1", "r2", "order.* audit.>", "the relays DIFFER"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if strings.Contains(table.String(), "gone") {
+		t.Errorf("a relay not seen for years is listed:\n%s", table.String())
+	}
+	var js strings.Builder
+	if err := printStatusJSON(&js, view, false); err != nil {
+		t.Fatal(err)
+	}
+	var doc statusJSON
+	if err := json.Unmarshal([]byte(js.String()), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Relays) != 2 || doc.RoutesAgree || doc.Relays[0].RoutesFingerprint == doc.Relays[1].RoutesFingerprint {
+		t.Fatalf("relays in JSON: %+v, agree %v", doc.Relays, doc.RoutesAgree)
+	}
+	if _, err := st.Heartbeat(ctx, "r1", store.EncodeRoutes([]string{"order.*", "audit.>"}), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if view, err = readStatus(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	table.Reset()
+	printStatus(&table, view)
+	if !strings.Contains(table.String(), "the relays agree") {
+		t.Errorf("same routes, yet:\n%s", table.String())
+	}
+}

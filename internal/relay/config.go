@@ -26,6 +26,7 @@ const (
 	DefaultWorkers         = 4
 	DefaultLeaseTTL        = 5 * time.Second
 	DefaultMaxPayloadBytes = 1 << 20
+	DefaultNoRouteGrace    = 10 * time.Minute
 )
 
 // Config is a relay's configuration: outbox.RelayConfig field for field,
@@ -46,6 +47,7 @@ type Config struct {
 	LeaseTTL        time.Duration
 	Retry           RetryPolicy
 	MaxPayloadBytes int
+	NoRouteGrace    time.Duration
 	OnBatch         func(BatchReport) // nil: none
 	Retention       *Retention        // nil: no retention
 	Metrics         prometheus.Registerer
@@ -92,6 +94,8 @@ func (c *Config) Check() error {
 		return errors.New("outbox: RelayConfig.LeaseTTL must be at least 500ms")
 	case c.MaxPayloadBytes < 0:
 		return errors.New("outbox: RelayConfig.MaxPayloadBytes must not be negative")
+	case c.NoRouteGrace < 0:
+		return errors.New("outbox: RelayConfig.NoRouteGrace must not be negative")
 	}
 	if err := c.Retry.check("RelayConfig.Retry"); err != nil {
 		return err
@@ -151,6 +155,7 @@ func (c *Config) SetDefaults() {
 	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	orDefault(&c.LeaseTTL, DefaultLeaseTTL)
 	orDefault(&c.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	orDefault(&c.NoRouteGrace, DefaultNoRouteGrace)
 	orDefault(&c.MetricsInterval, DefaultMetricsInterval)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -192,7 +197,7 @@ type Store interface {
 	Settle(ctx context.Context, owner string, outs []store.Outcome) (int64, error)
 
 	// Leases.
-	Heartbeat(ctx context.Context, id string, ttl time.Duration) ([]string, error)
+	Heartbeat(ctx context.Context, id, routes string, ttl time.Duration) ([]store.Relay, error)
 	PruneRelays(ctx context.Context, age time.Duration) error
 	Renew(ctx context.Context, owner string, ttl time.Duration) (int64, error)
 	Acquire(ctx context.Context, owner string, parts []int, ttl time.Duration) ([]store.Lease, error)

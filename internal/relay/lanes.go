@@ -39,7 +39,9 @@ var laneSeed = maphash.MakeSeed()
 // keys, else as many lanes as keys, the keys hashed over them and the
 // keyless messages spread over their first waves. A key's
 // consecutive messages for a route that publishes runs share a wave: they
-// go in one call (see Route.Runs).
+// go in one call (see Route.Runs). A key whose message was put back
+// before publishing (decided pending, e.g. a topic no route here matches)
+// keeps its later messages out of the round: they stay undecided.
 func lanes(items []*item) [][][]*item {
 	type last struct {
 		wave  int
@@ -48,8 +50,21 @@ func lanes(items []*item) [][][]*item {
 	keys := map[string]last{}
 	waves := make([]int, len(items))
 	deep := false
+	var waiting map[string]int // key → index of its first message put back
+	held := func(i int, it *item) bool {
+		w, ok := waiting[it.row.Key]
+		return ok && it.row.HasKey && i > w
+	}
 	for i, it := range items {
-		if it.decided || !it.row.HasKey {
+		if it.row.HasKey && it.decided && it.out.Status == store.StatusPending {
+			if _, ok := waiting[it.row.Key]; !ok {
+				if waiting == nil {
+					waiting = map[string]int{}
+				}
+				waiting[it.row.Key] = i
+			}
+		}
+		if it.decided || !it.row.HasKey || held(i, it) {
 			continue
 		}
 		k, ok := keys[it.row.Key]
@@ -71,7 +86,7 @@ func lanes(items []*item) [][][]*item {
 	out := make([][][]*item, n)
 	free := 0
 	for i, it := range items {
-		if it.decided {
+		if it.decided || held(i, it) {
 			continue
 		}
 		l, w := free%n, waves[i]

@@ -147,9 +147,14 @@ func (r *Relay) balance(ctx context.Context, partitions int, prune, readBack boo
 	st := r.store
 	ttl := r.cfg.LeaseTTL
 	start := time.Now()
-	live, err := st.Heartbeat(ctx, r.id, ttl)
+	relays, err := st.Heartbeat(ctx, r.id, r.routes, ttl)
 	if err != nil {
 		return false, false, err
+	}
+	r.peers.set(relays)
+	live := make([]string, len(relays))
+	for i, rl := range relays {
+		live[i] = rl.ID
 	}
 	if prune {
 		if err := st.PruneRelays(ctx, 20*ttl); err != nil {

@@ -28,10 +28,14 @@ type leaseStore struct {
 	renewedAt     time.Time
 }
 
-func (f *leaseStore) Heartbeat(context.Context, string, time.Duration) ([]string, error) {
+func (f *leaseStore) Heartbeat(context.Context, string, string, time.Duration) ([]store.Relay, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Clone(f.live), nil
+	out := make([]store.Relay, len(f.live))
+	for i, id := range f.live {
+		out[i] = store.Relay{ID: id}
+	}
+	return out, nil
 }
 
 func (f *leaseStore) PruneRelays(context.Context, time.Duration) error { return nil }

@@ -31,9 +31,13 @@ type Relay struct {
 	store   Store
 	router  router
 
-	own   ownership
-	gate  *gate
-	wakes []chan struct{} // one per worker
+	own  ownership
+	gate *gate
+	// routes are the route patterns as the heartbeat records them; peers
+	// what the last heartbeat told of the other relays (see unrouted).
+	routes string
+	peers  peers
+	wakes  []chan struct{} // one per worker
 	// isolating is held by a round that publishes suspects (see isolate),
 	// so the suspects in flight when the process dies are one group.
 	isolating sync.Mutex
@@ -105,6 +109,7 @@ func New(backend *store.Backend, cfg Config) (*Relay, error) {
 	r.router.cache = map[string]*routeState{}
 	for _, rt := range cfg.Routes {
 		rs := &routeState{Route: rt, name: rt.Name, health: newHealth(rt)}
+	r.routes = routePatterns(cfg.Routes)
 		if rs.name == "" {
 			rs.name = rt.Pattern
 		}

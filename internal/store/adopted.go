@@ -531,8 +531,8 @@ func placeholdersQ(n int) string { return strings.TrimSuffix(strings.Repeat("?, 
 
 // Heartbeat lists only id: every relay of an adopted table competes for
 // its one lease, and the others stand by until it lapses or is released.
-func (a *Adopted) Heartbeat(_ context.Context, id string, _ time.Duration) ([]string, error) {
-	return []string{id}, nil
+func (a *Adopted) Heartbeat(_ context.Context, id, _ string, _ time.Duration) ([]Relay, error) {
+	return []Relay{{ID: id}}, nil
 }
 
 // PruneRelays has nothing to prune: adopted relays keep no registry.

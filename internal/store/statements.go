@@ -41,8 +41,13 @@ type statements struct {
 	// the function outbox_settle, whose body is this statement.
 	settleInline string
 
+	// registerRelay records a relay's heartbeat and route patterns (id,
+	// routes); liveRelays lists the relays seen within a time (id,
+	// routes); relays lists every registered relay with the seconds since
+	// its heartbeat, by database time.
 	registerRelay string
 	liveRelays    string
+	relays        string
 	dropRelay     string
 	pruneRelays   string
 	partitions    string
@@ -111,6 +116,12 @@ func routeHealthSQL(age string) string {
 	return `SELECT h.route, h.relay_id, h.state, ` + age + `, h.reason
 FROM outbox_route_health AS h JOIN outbox_relays AS r ON r.relay_id = h.relay_id
 ORDER BY h.route, h.relay_id`
+}
+
+// relaysSQL lists the registered relays; age is the dialect's
+// seconds-since expression for seen_at.
+func relaysSQL(age string) string {
+	return `SELECT relay_id, routes, ` + age + ` FROM outbox_relays ORDER BY relay_id`
 }
 
 const dropRouteHealthSQL = `DELETE FROM outbox_route_health WHERE relay_id = `

@@ -88,9 +88,10 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
 		read:      read,
 		settle:    settle,
 
-		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at) VALUES (?, NOW(6))
-ON DUPLICATE KEY UPDATE seen_at = NOW(6)`,
-		liveRelays:  `SELECT relay_id FROM outbox_relays WHERE seen_at > NOW(6) - INTERVAL (?) MICROSECOND ORDER BY relay_id`,
+		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes) VALUES (?, NOW(6), ?)
+ON DUPLICATE KEY UPDATE seen_at = NOW(6), routes = VALUES(routes)`,
+		liveRelays:  `SELECT relay_id, routes FROM outbox_relays WHERE seen_at > NOW(6) - INTERVAL (?) MICROSECOND ORDER BY relay_id`,
+		relays:      relaysSQL("TIMESTAMPDIFF(MICROSECOND, seen_at, NOW(6)) / 1000000.0"),
 		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = ?`,
 		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < NOW(6) - INTERVAL (?) MICROSECOND`,
 		recordRoute: `INSERT INTO outbox_route_health (relay_id, route, state, since, reason) VALUES (?, ?, ?, NOW(6), ?)

@@ -64,9 +64,10 @@ FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::b
 WHERE m.id = u.id AND m.status COLLATE "C" = 'pending'
   AND (SELECT l.owner = $7 AND l.expires_at > now() FROM outbox_leases AS l WHERE l.partition_no = m.partition_no)`,
 
-		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at) VALUES ($1, now())
-ON CONFLICT (relay_id) DO UPDATE SET seen_at = now()`,
-		liveRelays:  `SELECT relay_id FROM outbox_relays WHERE seen_at > now() - ($1)::bigint * interval '1 microsecond' ORDER BY relay_id`,
+		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes) VALUES ($1, now(), $2)
+ON CONFLICT (relay_id) DO UPDATE SET seen_at = now(), routes = excluded.routes`,
+		liveRelays:  `SELECT relay_id, routes FROM outbox_relays WHERE seen_at > now() - ($1)::bigint * interval '1 microsecond' ORDER BY relay_id`,
+		relays:      relaysSQL("extract(epoch from now() - seen_at)::float8"),
 		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = $1`,
 		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < now() - ($1)::bigint * interval '1 microsecond'`,
 		recordRoute: `INSERT INTO outbox_route_health (relay_id, route, state, since, reason) VALUES ($1, $2, $3, now(), $4)

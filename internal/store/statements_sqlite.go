@@ -73,9 +73,10 @@ FROM json_each(?) ORDER BY key`,
 		read:      read,
 		settle:    settle,
 
-		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at) VALUES (?, ` + sqliteNow + `)
-ON CONFLICT (relay_id) DO UPDATE SET seen_at = excluded.seen_at`,
-		liveRelays:  `SELECT relay_id FROM outbox_relays WHERE seen_at > ` + sqliteShift("-", "?") + ` ORDER BY relay_id`,
+		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes) VALUES (?, ` + sqliteNow + `, ?)
+ON CONFLICT (relay_id) DO UPDATE SET seen_at = excluded.seen_at, routes = excluded.routes`,
+		liveRelays:  `SELECT relay_id, routes FROM outbox_relays WHERE seen_at > ` + sqliteShift("-", "?") + ` ORDER BY relay_id`,
+		relays:      relaysSQL("(julianday('now') - julianday(seen_at)) * 86400.0"),
 		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = ?`,
 		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < ` + sqliteShift("-", "?"),
 		recordRoute: `INSERT INTO outbox_route_health (relay_id, route, state, since, reason) VALUES (?, ?, ?, ` + sqliteNow + `, ?)

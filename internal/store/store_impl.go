@@ -313,13 +313,20 @@ func (st *Store) Settle(ctx context.Context, owner string, outs []Outcome) (int6
 	return st.retry(ctx, func() (int64, error) { return st.dl.settle(ctx, st.db, st.s.settle, owner, outs) })
 }
 
-// Heartbeat records that relay id is alive and returns the ids of all live
-// relays (seen within ttl), sorted.
-func (st *Store) Heartbeat(ctx context.Context, id string, ttl time.Duration) ([]string, error) {
-	if _, err := st.execRetry(ctx, st.s.registerRelay, id); err != nil {
+// Heartbeat records that relay id is alive and serves routes (as
+// EncodeRoutes makes them), and returns all live relays (seen within ttl),
+// sorted by id.
+func (st *Store) Heartbeat(ctx context.Context, id, routes string, ttl time.Duration) ([]Relay, error) {
+	if _, err := st.execRetry(ctx, st.s.registerRelay, id, routes); err != nil {
 		return nil, err
 	}
-	return queryColumn[string](ctx, st.db, st.s.liveRelays, ttl.Microseconds())
+	return appendRows(ctx, st.db, nil, func(scan func(...any) error) (Relay, error) {
+		var r Relay
+		var routes *string
+		err := scan(&r.ID, &routes)
+		r.setRoutes(routes)
+		return r, err
+	}, st.s.liveRelays, ttl.Microseconds())
 }
 
 // queryColumn runs a query of one column and returns its values in row

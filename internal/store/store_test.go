@@ -307,24 +307,24 @@ func TestInflightMarkSurvivesCrashTakeover(t *testing.T) {
 func TestHeartbeatListsTheLive(t *testing.T) {
 	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
 		ctx := context.Background()
-		if _, err := st.Heartbeat(ctx, "old", time.Minute); err != nil {
+		if _, err := st.Heartbeat(ctx, "old", "[]", time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		db.Exec(t, "UPDATE outbox_relays SET seen_at = '2000-01-01 00:00:00'")
 		for range 2 {
-			live, err := st.Heartbeat(ctx, "new", time.Minute)
+			live, err := st.Heartbeat(ctx, "new", "[]", time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Join(live, ",") != "new" {
+			if strings.Join(relayIDs(live), ",") != "new" {
 				t.Fatalf("live = %v, want new alone", live)
 			}
 		}
-		live, err := st.Heartbeat(ctx, "old", time.Minute)
+		live, err := st.Heartbeat(ctx, "old", "[]", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Join(live, ",") != "new,old" {
+		if strings.Join(relayIDs(live), ",") != "new,old" {
 			t.Fatalf("live = %v, want new,old", live)
 		}
 	})
@@ -334,22 +334,22 @@ func TestHeartbeatAndPartitions(t *testing.T) {
 	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
 		ctx := context.Background()
 		for _, id := range []string{"b", "a", "c"} {
-			if _, err := st.Heartbeat(ctx, id, time.Minute); err != nil {
+			if _, err := st.Heartbeat(ctx, id, "[]", time.Minute); err != nil {
 				t.Fatal(err)
 			}
 		}
-		live, err := st.Heartbeat(ctx, "a", time.Minute)
+		live, err := st.Heartbeat(ctx, "a", "[]", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Join(live, ",") != "a,b,c" {
+		if strings.Join(relayIDs(live), ",") != "a,b,c" {
 			t.Fatalf("live = %v", live)
 		}
 		if err := st.DropRelay(ctx, "b"); err != nil {
 			t.Fatal(err)
 		}
-		live, _ = st.Heartbeat(ctx, "a", time.Minute)
-		if strings.Join(live, ",") != "a,c" {
+		live, _ = st.Heartbeat(ctx, "a", "[]", time.Minute)
+		if strings.Join(relayIDs(live), ",") != "a,c" {
 			t.Fatalf("after drop live = %v", live)
 		}
 		n, _ := st.Partitions(ctx)
@@ -525,7 +525,7 @@ func TestRouteHealth(t *testing.T) {
 	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
 		ctx := context.Background()
 		for _, id := range []string{"r1", "r2"} {
-			if _, err := st.Heartbeat(ctx, id, time.Minute); err != nil {
+			if _, err := st.Heartbeat(ctx, id, "[]", time.Minute); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -582,4 +582,13 @@ func TestSummarizeRoutes(t *testing.T) {
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
+}
+
+// relayIDs are the ids of relays, in order.
+func relayIDs(relays []store.Relay) []string {
+	ids := make([]string, len(relays))
+	for i, r := range relays {
+		ids[i] = r.ID
+	}
+	return ids
 }

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// Relay is a relay registered on the database, as its heartbeat left it.
+type Relay struct {
+	ID string
+	// Routes are the patterns of the relay's route table, in order.
+	// RoutesKnown is false for a relay that recorded none (a version from
+	// before schema version 16): what it routes is unknown.
+	Routes      []string
+	RoutesKnown bool
+	// Fingerprint names the route table in a few characters: relays with
+	// the same patterns in the same order have the same one ("" when the
+	// routes are unknown).
+	Fingerprint string
+	// SeenAgo is how long ago the relay last renewed its registration, by
+	// database time (only in the listing of Relays).
+	SeenAgo time.Duration
+}
+
+// EncodeRoutes is the form in which a relay records its route patterns
+// (a JSON array of strings, in order) for Heartbeat.
+func EncodeRoutes(patterns []string) string {
+	if patterns == nil {
+		patterns = []string{}
+	}
+	b, _ := json.Marshal(patterns)
+	return string(b)
+}
+
+// setRoutes decodes a relays row's routes column into r.
+func (r *Relay) setRoutes(col *string) {
+	r.Routes, r.RoutesKnown, r.Fingerprint = nil, false, ""
+	if col == nil || json.Unmarshal([]byte(*col), &r.Routes) != nil {
+		r.Routes = nil
+		return
+	}
+	r.RoutesKnown = true
+	sum := sha256.Sum256([]byte(EncodeRoutes(r.Routes)))
+	r.Fingerprint = hex.EncodeToString(sum[:4])
+}
+
+// relayRoutesVersion is the migration that adds outbox_relays.routes.
+const relayRoutesVersion = 16
+
+// Relays lists every relay registered on the database, live or not (a
+// relay that stopped cleanly removes itself; one that died stays until
+// pruned), sorted by id.
+func (st *Store) Relays(ctx context.Context) ([]Relay, error) {
+	out, err := appendRows(ctx, st.db, nil, func(scan func(...any) error) (Relay, error) {
+		var r Relay
+		var routes *string
+		var age float64
+		err := scan(&r.ID, &routes, &age)
+		r.setRoutes(routes)
+		r.SeenAgo = time.Duration(age * float64(time.Second))
+		return r, err
+	}, st.s.relays)
+	if err != nil {
+		if v, verr := SchemaVersion(ctx, st.db); verr == nil && v < relayRoutesVersion {
+			return nil, nil // a schema from before the routes were recorded
+		}
+		return nil, err
+	}
+	return out, nil
+}
