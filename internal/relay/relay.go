@@ -96,7 +96,9 @@ func New(backend *store.Backend, cfg Config) (*Relay, error) {
 		store:   cfg.Store,
 	}
 	if r.store == nil {
-		r.store = backend.Store
+		// The reads leave out payloads the relay would refuse as too
+		// large, so that it never loads them (see Row.Oversize).
+		r.store = backend.Store.WithPayloadLimit(cfg.MaxPayloadBytes)
 	}
 	r.carry.sr = settleReaderOf(r.store)
 	for range cfg.Workers {

@@ -47,7 +47,12 @@ VALUES (?, ?, ?, ?, ?, COALESCE(?, 10), COALESCE(FROM_UNIXTIME(? / 1000000), NOW
 	// come after the row probed, one for a head waiting out its backoff;
 	// the index holds created_at (schema version 13), so it reads no
 	// row on the way.
-	read := `SELECT m.id, m.message_id, m.topic, m.business_key, m.payload, m.headers, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, UNIX_TIMESTAMP(m.created_at)
+	// A payload longer than the first argument's bytes is left out (NULL),
+	// its length in bytes comes last: the server still reads the value to
+	// measure it, the relay never receives it. A zero created_at (a zero
+	// date, where sql_mode lets one in) comes back NULL.
+	read := `SELECT m.id, m.message_id, m.topic, m.business_key, CASE WHEN LENGTH(m.payload) <= ? THEN m.payload END,
+       m.headers, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, UNIX_TIMESTAMP(m.created_at), LENGTH(m.payload)
 FROM outbox_messages AS m FORCE INDEX (outbox_messages_pending_idx)
 WHERE m.status = 'pending' AND m.available_at <= NOW(6) AND FIND_IN_SET(m.partition_no, TRIM(BOTH ']' FROM TRIM(BOTH '[' FROM ?)))
   AND (m.business_key IS NULL OR (
@@ -60,6 +65,7 @@ WHERE m.status = 'pending' AND m.available_at <= NOW(6) AND FIND_IN_SET(m.partit
       ORDER BY b.available_at DESC LIMIT 1), NOW(6)) <= NOW(6))
 ORDER BY m.id
 LIMIT ?`
+	// A dead row's available_at is its time of death (schema version 17).
 	// The settle reads lease rows with shared locks (a multi-table
 	// UPDATE does, even at READ COMMITTED), one outcome after the other:
 	// the join is pinned to the outcomes' order, which settle sorts by
@@ -70,7 +76,8 @@ LIMIT ?`
 STRAIGHT_JOIN outbox_messages AS m ON m.id = u.id
 STRAIGHT_JOIN outbox_leases AS l ON l.partition_no = m.partition_no
 SET m.attempts = m.attempts + u.inc,
-    m.available_at = CASE WHEN u.status = 'pending' THEN NOW(6) + INTERVAL u.delay_us MICROSECOND ELSE m.available_at END,
+    m.available_at = CASE WHEN u.status = 'pending' THEN NOW(6) + INTERVAL u.delay_us MICROSECOND
+                          WHEN u.status = 'dead' THEN NOW(6) ELSE m.available_at END,
     m.sent_at = CASE WHEN u.status = 'sent' THEN NOW(6) ELSE m.sent_at END,
     m.last_error = CASE WHEN u.status = 'sent' THEN m.last_error ELSE u.err END,
     m.unknown_outcome = u.unknown,

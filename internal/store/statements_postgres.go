@@ -27,35 +27,41 @@ RETURNING message_id::text`,
 		insertOne: insertFresh + `
 ON CONFLICT (message_id) DO NOTHING`,
 		insertFresh: insertFresh,
-		// The read of migrations 4 and 5, in a function that pins its plan
-		// to the indexes and keeps it (see 005_cached_plans.sql); its body
-		// is readInline.
-		read: `SELECT * FROM outbox_read($1::int[], $2)`,
-		// read and markInflight in one call (010_read_mark.sql).
-		readMark: `SELECT * FROM outbox_read_mark($1::int[], $2, $3)`,
-		readInline: `SELECT m.id, m.message_id::text, m.topic, m.business_key, m.payload, m.headers::text, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8
+		// The read of migrations 4, 5 and 17, in a function that pins its
+		// plan to the indexes and keeps it (see 005_cached_plans.sql); its
+		// body is readInline. The payload comes back NULL when it is longer
+		// than $1 bytes, and its length last: octet_length takes it from
+		// the stored value's header, without loading a TOASTed payload.
+		read: `SELECT * FROM outbox_read($2::int[], $3, $1::bigint)`,
+		// read and markInflight in one call (010_read_mark.sql, 017).
+		readMark: `SELECT * FROM outbox_read_mark($2::int[], $3, $4, $1::bigint)`,
+		readInline: `SELECT m.id, m.message_id::text, m.topic, m.business_key, CASE WHEN octet_length(m.payload) <= $1::bigint THEN m.payload END,
+       m.headers::text, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8,
+       octet_length(m.payload)::bigint
 FROM outbox_messages AS m
-WHERE m.status = 'pending' AND m.available_at <= now() AND m.partition_no = ANY($1::int[])
+WHERE m.status = 'pending' AND m.available_at <= now() AND m.partition_no = ANY($2::int[])
   AND (m.business_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM outbox_messages AS b
       WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at AND b.business_key IS NOT NULL
         AND b.id < m.id AND b.available_at > now()))
 ORDER BY m.id
-LIMIT $2`,
+LIMIT $3`,
 		// The relay runs settleInline as the body of outbox_settle
 		// (005_cached_plans.sql), planned once per connection.
 		settle: `SELECT outbox_settle($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7)`,
-		// settle, then readMark, in one call (014_settle_read_mark.sql).
-		settleReadMark: `SELECT * FROM outbox_settle_read_mark($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7, $8::int[], $9)`,
+		// settle, then readMark, in one call (014_settle_read_mark.sql, 017).
+		settleReadMark: `SELECT * FROM outbox_settle_read_mark($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7, $8::int[], $9, $10::bigint)`,
 		// The lease check is a per-row subquery: as a join, the planner may
 		// start from the lease table and probe every outcome per partition.
 		// The status is compared in the "C" collation (equal to the
 		// default for equality) so that no partial index on pending rows
 		// matches: the rows are looked up by id, whatever the statistics
-		// said when the function planned it (012_settle_by_id.sql).
+		// said when the function planned it (012_settle_by_id.sql). A
+		// dead row's available_at is its time of death (017).
 		settleInline: `UPDATE outbox_messages AS m SET
     attempts = m.attempts + u.inc,
-    available_at = CASE WHEN u.status = 'pending' THEN now() + u.delay_us * interval '1 microsecond' ELSE m.available_at END,
+    available_at = CASE WHEN u.status = 'pending' THEN now() + u.delay_us * interval '1 microsecond'
+                        WHEN u.status = 'dead' THEN now() ELSE m.available_at END,
     sent_at = CASE WHEN u.status = 'sent' THEN now() ELSE m.sent_at END,
     last_error = CASE WHEN u.status = 'sent' THEN m.last_error ELSE u.err END,
     unknown_outcome = u.unknown,

@@ -33,10 +33,25 @@ VALUES (coalesce(?1, ` + sqliteUUID + `), ?2, ?3, ?4, ?5, coalesce(?6, 10),
 	// row of its key is checked, letting that row overtake it: the read
 	// takes the clock once. Index hints walk pending rows in id order and
 	// probe a key's waiting rows by key.
+	//
+	// No row written by plain SQL stalls the read (schema version 17
+	// refuses most such rows; these hold for any): a payload longer than
+	// the first argument's bytes is left out (NULL; octet_length reads
+	// the length without the value), its length in bytes comes last; a
+	// created_at that is not a time comes back NULL; an available_at that
+	// is not a time (julianday NULL) is due, and one in another form
+	// julianday reads ('T', a zone) is compared as the time it is; the
+	// attempts are integers whatever was stored. Every row is of the one
+	// partition, 0, whatever its partition_no says: it is read when the
+	// partitions asked for include 0, and settled under that lease.
 	read := `WITH clock AS MATERIALIZED (SELECT ` + sqliteNow + ` AS now)
-SELECT m.id, m.message_id, m.topic, m.business_key, m.payload, m.headers, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, ((julianday(m.created_at) - 2440587.5) * 86400.0)
+SELECT m.id, m.message_id, m.topic, m.business_key, CASE WHEN octet_length(m.payload) <= ? THEN m.payload END,
+       m.headers, CAST(m.attempts AS INTEGER), CAST(m.max_attempts AS INTEGER), 0, m.unknown_outcome,
+       ((julianday(m.created_at) - 2440587.5) * 86400.0), octet_length(m.payload)
 FROM outbox_messages AS m INDEXED BY outbox_messages_pending_idx
-WHERE m.status = 'pending' AND m.available_at <= (SELECT now FROM clock) AND m.partition_no IN (SELECT value FROM json_each(?))
+WHERE m.status = 'pending'
+  AND (m.available_at <= (SELECT now FROM clock) OR NOT julianday(m.available_at) > julianday((SELECT now FROM clock)))
+  AND EXISTS (SELECT 1 FROM json_each(?) WHERE value = 0)
   AND (m.business_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM outbox_messages AS b INDEXED BY outbox_messages_waiting_idx
       WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at AND b.business_key IS NOT NULL
@@ -45,21 +60,24 @@ ORDER BY m.id
 LIMIT ?`
 	// The outcomes are materialised first and the status test is kept off
 	// the index ('+'), so the update walks the outcomes and looks each
-	// row up by id instead of scanning pending rows.
+	// row up by id instead of scanning pending rows. Every row is under
+	// the lease of partition 0 (see read). A dead row's available_at is
+	// its time of death (schema version 17).
 	settle := `WITH u AS MATERIALIZED (
     SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS status, json_extract(value, '$[2]') AS delay_us,
            json_extract(value, '$[3]') AS err, json_extract(value, '$[4]') AS inc, json_extract(value, '$[5]') AS unknown
     FROM json_each(?))
 UPDATE outbox_messages SET
     attempts = attempts + u.inc,
-    available_at = CASE WHEN u.status = 'pending' THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (u.delay_us / 1000000.0) || ' seconds') ELSE available_at END,
+    available_at = CASE WHEN u.status = 'pending' THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (u.delay_us / 1000000.0) || ' seconds')
+                        WHEN u.status = 'dead' THEN ` + sqliteNow + ` ELSE available_at END,
     sent_at = CASE WHEN u.status = 'sent' THEN ` + sqliteNow + ` ELSE sent_at END,
     last_error = CASE WHEN u.status = 'sent' THEN last_error ELSE u.err END,
     unknown_outcome = u.unknown,
     status = u.status
 FROM u
 WHERE outbox_messages.id = u.id AND +outbox_messages.status = 'pending'
-  AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = outbox_messages.partition_no
+  AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = 0
               AND l.owner = ? AND l.expires_at > ` + sqliteNow + `)`
 	return singleForm(statements{
 		insert: `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)

@@ -27,6 +27,9 @@ type Store struct {
 	// session opens a dedicated connection, for the statements that need
 	// a transaction of their own (nil: they fail).
 	session func(ctx context.Context) (Session, error)
+	// maxPayload is the payload limit of the relay's reads (see
+	// WithPayloadLimit); 0: none.
+	maxPayload int64
 }
 
 // New returns a Store for dialect d over db, which must be a pool (the
@@ -41,6 +44,28 @@ func (st *Store) Dialect() Dialect { return st.d }
 
 // DB is the handle the store was built over, as it was given.
 func (st *Store) DB() Querier { return st.raw }
+
+// WithPayloadLimit returns a store like st whose relay reads (Read,
+// ReadMark, SettleReadMark) load no payload that could not decode to n
+// bytes or fewer: one longer than the base64 form of n bytes
+// (4·⌈n/3⌉, as a binary body is stored base64) comes back with Oversize
+// set, PayloadBytes its stored length and Payload empty, so that a row
+// of any size costs the relay no memory. A payload within that bound is
+// read whole; checking its size against n, decoded where it is base64,
+// is the caller's. n <= 0: no limit. Every read sets PayloadBytes.
+func (st *Store) WithPayloadLimit(n int) *Store {
+	c := *st
+	c.maxPayload = int64(max(n, 0))
+	return &c
+}
+
+// readBound is the longest payload, in bytes, that a relay read loads.
+func (st *Store) readBound() int64 {
+	if st.maxPayload <= 0 || st.maxPayload > math.MaxInt64/4-3 {
+		return math.MaxInt64
+	}
+	return 4 * ((st.maxPayload + 2) / 3)
+}
 
 // maxInsertChunkBytes bounds the argument of one insert statement (MySQL's
 // max_allowed_packet defaults to 16 MiB).
@@ -148,7 +173,8 @@ func isDeadlock(err error) bool { return errors.Is(err, driver.ErrDeadlock) }
 // violation.
 func isUniqueViolation(err error) bool { return errors.Is(err, driver.ErrUniqueViolation) }
 
-// Read returns up to limit ready messages of the given partitions.
+// Read returns up to limit ready messages of the given partitions (see
+// WithPayloadLimit for the payloads it leaves out).
 func (st *Store) Read(ctx context.Context, parts []int, limit int) ([]Row, error) {
 	return st.read(ctx, st.s.read, st.dl.intList(parts), limit)
 }
@@ -218,7 +244,7 @@ func (st *Store) SettleReadMark(ctx context.Context, owner string, outs []Outcom
 	if !ok || !st.SettlesWithRead() {
 		return nil, 0, ErrNoSettleRead
 	}
-	args := append(pg.settleArgs(outs), owner, st.dl.intList(parts), limit)
+	args := append(pg.settleArgs(outs), owner, st.dl.intList(parts), limit, st.readBound())
 	_, err = st.retry(ctx, func() (int64, error) {
 		var err error
 		rows, err = appendRows(ctx, st.db, make([]Row, 0, limit+1), func(scan func(...any) error) (Row, error) {
@@ -250,24 +276,26 @@ func MaxIDs(parts []int, rows []Row) []int64 {
 	return maxIDs
 }
 
-// read runs a read statement whose first two arguments are the
-// partitions and the limit.
+// read runs a read statement whose arguments are the payload bound in
+// bytes (readBound), the partitions and the limit, then more.
 func (st *Store) read(ctx context.Context, stmt string, parts any, limit int, more ...any) ([]Row, error) {
 	return appendRows(ctx, st.db, make([]Row, 0, limit), func(scan func(...any) error) (Row, error) {
 		r, _, err := scanRow[any](scan)
 		return r, err
-	}, stmt, append([]any{parts, limit}, more...)...)
+	}, stmt, append([]any{st.readBound(), parts, limit}, more...)...)
 }
 
 // scanRow scans a read's row, then the columns of extra (each a pointer),
-// and returns the first of them.
+// and returns the first of them. A read returns the payload NULL when it
+// left it out (over the bound) and its length in bytes last; a creation
+// time that is not one (NULL, or infinite) is the zero time: unknown.
 func scanRow[T any](scan func(...any) error, extra ...*T) (Row, T, error) {
 	var r Row
-	var key *string
-	var created float64
+	var key, payload *string
+	var created *float64
 	var unknown any
 	var first T
-	dst := []any{&r.ID, &r.MessageID, &r.Topic, &key, &r.Payload, &r.Headers, &r.Attempts, &r.MaxAttempts, &r.Partition, &unknown, &created}
+	dst := []any{&r.ID, &r.MessageID, &r.Topic, &key, &payload, &r.Headers, &r.Attempts, &r.MaxAttempts, &r.Partition, &unknown, &created, &r.PayloadBytes}
 	for _, e := range extra {
 		dst = append(dst, e)
 	}
@@ -277,8 +305,15 @@ func scanRow[T any](scan func(...any) error, extra ...*T) (Row, T, error) {
 	if key != nil {
 		r.Key, r.HasKey = *key, true
 	}
+	if payload != nil {
+		r.Payload = *payload
+	} else {
+		r.Oversize = true
+	}
 	r.UnknownOutcome = truthy(unknown)
-	r.CreatedAt = fromEpoch(created)
+	if created != nil && !math.IsInf(*created, 0) && !math.IsNaN(*created) {
+		r.CreatedAt = fromEpoch(*created)
+	}
 	if len(extra) > 0 {
 		first = *extra[0]
 	}
