@@ -82,7 +82,7 @@ func TestPrepareRowsWrittenByPlainSQL(t *testing.T) {
 		{"payload not UTF-8", func(r *store.Row) { r.Payload = "\xff\xfe\x00" }, "", nil},
 		{"payload bad base64", func(r *store.Row) { r.Headers = `{"content-transfer-encoding":"base64"}`; r.Payload = "%%%" }, "payload is not valid base64", nil},
 		{"payload over the limit", func(r *store.Row) { r.Payload = strings.Repeat("x", 1<<20+1) }, "payload too large: 1048577 bytes, limit 1048576", nil},
-		{"payload left out of the read", func(r *store.Row) { r.Payload, r.Oversize, r.PayloadBytes = "", true, 200 << 20 }, "payload too large: 209715200 bytes, limit 1048576", nil},
+		{"payload left out of the read", func(r *store.Row) { r.Payload, r.Oversize, r.PayloadBytes = "", true, 200<<20 }, "payload too large: 209715200 bytes, limit 1048576", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := prepareRelay(t)
@@ -178,7 +178,11 @@ func TestOneLine(t *testing.T) {
 func TestCheckerPanicIsTheMessages(t *testing.T) {
 	st := &fakeStore{rows: []store.Row{
 		func() store.Row { r := row(1, "order.created", "", ""); r.UnknownOutcome = true; return r }(),
-		func() store.Row { r := row(2, "order.created", "", ""); r.UnknownOutcome, r.Attempts, r.MaxAttempts = true, 2, 3; return r }(),
+		func() store.Row {
+			r := row(2, "order.created", "", "")
+			r.UnknownOutcome, r.Attempts, r.MaxAttempts = true, 2, 3
+			return r
+		}(),
 	}}
 	r := newRouteRelay(t, st, Route{Pattern: "order.*", Publisher: publishFunc(func(*Envelope) error { return nil }),
 		Checker: checkFunc(func(context.Context, *Envelope) (bool, error) { panic("checker bug") })})
