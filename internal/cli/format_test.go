@@ -62,7 +62,7 @@ func TestRouteFormat(t *testing.T) {
 		specs, err := routeSpecs(&resolver{e: e, set: map[string]bool{}, cfg: cfg}, f)
 		if err == nil {
 			var closeAll func()
-			closeAll, err = e.openRoutes(specs, &outbox.RelayConfig{})
+			closeAll, err = e.openRoutes(specs, &outbox.RelayConfig{}, nil)
 			closeAll()
 		}
 		if err == nil || !strings.Contains(err.Error(), c.err) || exitStatus(err) != ExitUsage || strings.Contains(err.Error(), "\n") {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -269,7 +268,7 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err != nil {
 		return err
 	}
-	closePubs, err := e.openRoutes(specs, rc)
+	closePubs, err := e.openRoutes(specs, rc, logger)
 	defer closePubs()
 	if err != nil {
 		return err
@@ -566,9 +565,11 @@ func (w *redactWriter) Write(p []byte) (int, error) {
 }
 
 // openRoutes opens one publisher per destination URL and secret (routes to
-// one place share it) and appends the routes to rc. The returned function
+// one place share it) and appends the routes to rc. A destination down at
+// start is not an error: its route goes down and is probed like one that
+// goes down later, and the other routes are served. The returned function
 // closes every publisher opened, also after an error.
-func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig) (func(), error) {
+func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig, logger *slog.Logger) (func(), error) {
 	pubs := map[string]outbox.Publisher{}
 	closeAll := func() {
 		for _, p := range pubs {
@@ -580,15 +581,14 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig) (func(), err
 		p, ok := pubs[key]
 		if !ok {
 			var err error
-			p, err = outboxurl.Open(s.url, &outboxurl.Options{WebhookSecret: s.secret, Timeout: rc.PublishTimeout, Stdout: e.stdout})
+			p, err = outboxurl.Open(s.url, &outboxurl.Options{WebhookSecret: s.secret, Timeout: rc.PublishTimeout, Stdout: e.stdout, Logger: logger})
 			if err != nil {
-				var ne net.Error
-				reach := errors.As(err, &ne)
-				err = fmt.Errorf("relay: %s: %s", s.source, errorLine(err))
-				if reach {
-					return closeAll, err // could not reach it: a failure at run time
-				}
-				return closeAll, asUsage(err)
+				// A destination that does not answer is no error here:
+				// its publisher connects in the background and the route
+				// goes down at its first publish. What is left is the
+				// configuration (URL, TLS files) or a server refusing
+				// the relay.
+				return closeAll, asUsage(fmt.Errorf("relay: %s: %s", s.source, errorLine(err)))
 			}
 			pubs[key] = p
 		}

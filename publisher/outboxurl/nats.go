@@ -28,7 +28,9 @@ import (
 //
 // Reconnects never stop (nats.MaxReconnects(-1)) and nothing is buffered
 // while reconnecting, so a publish during an outage fails at once as
-// unavailable instead of waiting for a deadline.
+// unavailable instead of waiting for a deadline. A server list none of
+// which answers at open is no error either: the first connection is made
+// in the background the same way.
 const (
 	NATSParamToken          = "token"
 	NATSParamName           = "name"
@@ -49,7 +51,9 @@ const (
 func init() { register(openNATS, "nats") }
 
 // openNATS connects to the servers of a nats:// URL and returns a
-// JetStream publisher that owns the connection.
+// JetStream publisher that owns the connection. When no server answers
+// it still returns the publisher, connecting in the background: only a
+// bad URL or a server refusing the relay is an error.
 func openNATS(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error) {
 	fail := func(format string, args ...any) (outbox.Publisher, error) {
 		return nil, fmt.Errorf("destination %s: "+format, append([]any{Redact(rawURL)}, args...)...)
@@ -134,13 +138,17 @@ func openNATS(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error
 	}
 
 	nc, err := nats.Connect(strings.Join(servers, ","), natsOpts...)
+	if err != nil && natsUnreachable(err) {
+		// No server answers now: connect in the background, as after a
+		// lost connection. Publishes fail as unavailable meanwhile, so
+		// the relay takes the route down and probes it until a server
+		// answers; its other routes are served all along.
+		opts.logger().Warn("outboxurl: no NATS server answers; connecting in the background, publishes fail as unavailable until one does",
+			"destination", Redact(rawURL), "err", strings.Join(strings.Fields(err.Error()), " "))
+		nc, err = nats.Connect(strings.Join(servers, ","), append(natsOpts, nats.RetryOnFailedConnect(true))...)
+	}
 	if err != nil {
-		ce := &natsConnectError{url: Redact(rawURL), err: err}
-		var ne net.Error
-		if errors.Is(err, nats.ErrNoServers) || errors.As(err, &ne) {
-			return nil, &natsUnreachableError{ce}
-		}
-		return nil, ce
+		return nil, &natsConnectError{url: Redact(rawURL), err: err}
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPending))
 	if err != nil {
@@ -178,9 +186,9 @@ func natsServers(hosts string) ([]string, error) {
 	return out, nil
 }
 
-// natsConnectError is a failed connection; it keeps the cause for
-// errors.Is/As (the command line tells an unreachable broker from a bad
-// URL by a net.Error in the chain) without ever printing credentials.
+// natsConnectError is a connection a server refused (authentication,
+// TLS); it keeps the cause for errors.Is/As without ever printing
+// credentials.
 type natsConnectError struct {
 	url string
 	err error
@@ -192,16 +200,12 @@ func (e *natsConnectError) Error() string {
 
 func (e *natsConnectError) Unwrap() error { return e.err }
 
-// natsUnreachableError is a connection that could not be made at all (no
-// server answered). It is a net.Error, which is how callers such as the
-// command line tell "could not reach it" from a bad URL.
-type natsUnreachableError struct{ *natsConnectError }
-
-// Timeout reports whether the dial timed out.
-func (e *natsUnreachableError) Timeout() bool {
+// natsUnreachable reports whether a failed first connection found no
+// server at all (refused, timed out, no route, name not resolved), as
+// opposed to a server that refused the relay (authentication, TLS).
+func natsUnreachable(err error) bool {
+	var op *net.OpError
 	var ne net.Error
-	return errors.As(e.err, &ne) && ne.Timeout()
+	return errors.Is(err, nats.ErrNoServers) || (errors.As(err, &op) && op.Op == "dial") ||
+		(errors.As(err, &ne) && ne.Timeout())
 }
-
-// Temporary is true: the server may come up later.
-func (e *natsUnreachableError) Temporary() bool { return true }

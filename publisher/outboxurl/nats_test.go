@@ -3,7 +3,6 @@ package outboxurl_test
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"net"
 	"net/url"
 	"os/exec"
@@ -78,7 +77,6 @@ func TestOpenNATS(t *testing.T) {
 
 func TestOpenNATSErrors(t *testing.T) {
 	t.Parallel()
-	dead := "127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))
 	for _, tc := range []struct {
 		raw  string
 		want []string
@@ -99,23 +97,10 @@ func TestOpenNATSErrors(t *testing.T) {
 		{"nats://h:4222?tls=maybe", []string{"tls"}},
 		{"nats://h:4222?cert_file=/x.pem", []string{"cert_file and key_file go together"}},
 		{"nats://h:4222?ca_file=/nonexistent/ca.pem", []string{"ca_file"}},
-		{"nats://alice:pw1secret@" + dead, []string{"cannot connect", "alice:xxxxx@"}},
-		{"nats://tok1secret@" + dead, []string{"cannot connect", "nats://xxxxx@"}},
-		{"nats://" + dead + "?token=tok1secret", []string{"cannot connect", "token=xxxxx"}},
 	} {
 		openFails(t, tc.raw, nil, tc.want, "pw1secret", "tok1secret")
 	}
-	// An unreachable server is a net.Error, as the command line expects of
-	// "could not reach it"; a bad URL is not.
-	_, err := outboxurl.Open("nats://"+dead, nil)
-	var ne net.Error
-	if !errors.As(err, &ne) {
-		t.Errorf("unreachable server: %v (%T) is not a net.Error", err, err)
-	}
-	_, err = outboxurl.Open("nats://h:4222?bogus=1", nil)
-	if errors.As(err, &ne) {
-		t.Errorf("bad URL error %v is a net.Error", err)
-	}
+	// A server that does not answer is no error (TestOpenUnreachable).
 }
 
 // tls=true against a server without TLS fails instead of falling back to

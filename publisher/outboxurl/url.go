@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -38,10 +39,22 @@ type Options struct {
 	// TLS, when set, is the TLS configuration for broker connections; it
 	// wins over the URL's TLS parameters (see TLSConfig).
 	TLS *tls.Config
+	// Logger receives what an opener has to say besides its error: a
+	// broker that does not answer at open (the publisher is returned all
+	// the same, and connects in the background). Defaults to discarding.
+	Logger *slog.Logger
 
 	// ce is the URL's format and ce_source (see outboxce), taken out of
 	// the URL by Open; nil for the plain wire.
 	ce *outboxce.Format
+}
+
+// logger returns o.Logger, or a logger that discards.
+func (o *Options) logger() *slog.Logger {
+	if o == nil || o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
 }
 
 // cloudEvents returns the URL's CloudEvents format; nil for the plain wire
