@@ -53,12 +53,14 @@ prints an array of objects with "message_id", "topic", "business_key",
 --with-payload adds each message's "payload" (as stored) and "headers"
 (an object).
 
+` + topicAbout + `
+
 ` + adoptAbout + ` Dead rows are the table's
 own: its dead status, or failed with its retries used up.`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
-			topic := fs.String("topic", "", "only messages of `TOPIC`")
+			topic := fs.String("topic", "", "only messages of `TOPIC` (or matching a route pattern: order.*, order.>)")
 			limit := fs.Int("limit", defaultDeadLimit, "show at most `N` messages")
 			asJSON := fs.Bool("json", false, "print JSON")
 			withPayload := fs.Bool("with-payload", false, "with --json, include each message's payload and headers")
@@ -73,13 +75,28 @@ own: its dead status, or failed with its retries used up.`,
 				if *limit < 1 {
 					return usagef("dead list: --limit must be at least 1")
 				}
+				if err := checkTopicFlag("dead list", *topic); err != nil {
+					return err
+				}
+				if *adoptSpec != "" {
+					if err := noPatternWithAdopt("dead list", *topic); err != nil {
+						return err
+					}
+				}
 				db, _, err := e.openDB(df)
 				if err != nil {
 					return err
 				}
 				defer db.Close()
 				// One more than asked tells whether the list was cut.
-				msgs, err := e.listDead(db, *adoptSpec, store.Filter{Status: store.StatusDead, Topic: *topic, Limit: *limit + 1})
+				f := store.Filter{Status: store.StatusDead, Topic: *topic, Limit: *limit + 1}
+				if isTopicPattern(f.Topic) && *adoptSpec == "" {
+					f.Topic = ""
+					if f.Topics, err = matchTopics(e.ctx, "dead list", db.Backend().Store, store.ActionDiscard, store.BulkFilter{}, *topic); err != nil {
+						return e.schemaHint(db, "dead list", err)
+					}
+				}
+				msgs, err := e.listDead(db, *adoptSpec, f)
 				if err != nil {
 					return e.schemaHint(db, "dead list", err)
 				}
@@ -156,7 +173,9 @@ func deadRequeueCommand() *command {
 		name: "requeue", past: "requeued",
 		summary: "move dead messages back to pending, attempts reset",
 		about: `Moves dead messages back to pending with their attempts reset; the relay
-delivers them again. Select them with --id (repeatable), --topic or --all.` + bulkAbout + `
+delivers them again. Select them with --id (repeatable), --topic or --all.
+
+` + topicAbout + bulkAbout + `
 
 ` + adoptAbout + ` Requeued rows get the table's
 pending status, their retry counter at 0 and no next-retry time; --id
@@ -171,7 +190,9 @@ func deadDiscardCommand() *command {
 		name: "discard", past: "discarded",
 		summary: "delete dead messages",
 		about: `Deletes dead messages for good. Select them with --id (repeatable),
---topic or --all.` + bulkAbout,
+--topic or --all.
+
+` + topicAbout + bulkAbout,
 		action: store.ActionDiscard,
 	}.command()
 }
@@ -188,7 +209,7 @@ func (a deadAction) command() *command {
 			df.register(fs)
 			var ids listFlag
 			fs.Var(&ids, "id", "the dead message with this message `ID` (repeatable)")
-			topic := fs.String("topic", "", "every dead message of `TOPIC`")
+			topic := fs.String("topic", "", "every dead message of `TOPIC` (or matching a route pattern: order.*, order.>)")
 			all := fs.Bool("all", false, "every dead message")
 			dryRun := fs.Bool("dry-run", false, "only print how many messages would change")
 			batch := fs.Int("batch-size", store.DefaultBulkBatch, "change at most `N` rows per statement (each its own transaction)")
@@ -213,10 +234,16 @@ func (a deadAction) command() *command {
 				if set["topic"] && *topic == "" {
 					return usagef("%s: --topic must not be empty", full)
 				}
+				if err := checkTopicFlag(full, *topic); err != nil {
+					return err
+				}
 				if *batch < 1 {
 					return usagef("%s: --batch-size must be at least 1", full)
 				}
 				if *adoptSpec != "" {
+					if err := noPatternWithAdopt(full, *topic); err != nil {
+						return err
+					}
 					return e.adoptedBulk(df, *adoptSpec, full, a.name, a.past, a.action, *topic, ids, *dryRun)
 				}
 				f := store.BulkFilter{Topic: *topic}
@@ -230,13 +257,19 @@ func (a deadAction) command() *command {
 				}
 				defer db.Close()
 				st := db.Backend().Store
+				if isTopicPattern(f.Topic) {
+					f.Topic = ""
+					if f.Topics, err = matchTopics(e.ctx, full, st, a.action, f, *topic); err != nil {
+						return e.schemaHint(db, full, err)
+					}
+				}
 				matched, err := st.CountBulk(e.ctx, a.action, f)
 				if err != nil {
 					return e.schemaHint(db, full, err)
 				}
 				n := matched
 				if !*dryRun && matched > 0 {
-					target := auditFilter{Status: store.StatusDead, Topic: f.Topic, IDs: f.MessageIDs, All: f.Topic == "" && len(f.MessageIDs) == 0}
+					target := auditFilter{Status: store.StatusDead, Topic: *topic, IDs: f.MessageIDs, All: *topic == "" && len(f.MessageIDs) == 0}
 					n, err = e.applyBulk(db.Backend(), bulkRun{full: full, past: a.past, action: a.action, f: f, target: target, matched: matched, batch: *batch})
 					if err != nil {
 						return e.schemaHint(db, full, err)

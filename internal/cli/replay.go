@@ -28,13 +28,15 @@ selects every delivered message. --status narrows to sent or consumed.
 outbox_messages_archive (they move back into outbox_messages); messages
 retention deleted are gone and cannot be replayed.
 
+` + topicAbout + `
+
 More than --max messages are refused unless --yes is given.` + bulkAbout,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
 			var ids listFlag
 			fs.Var(&ids, "id", "the message with this message `ID` (repeatable)")
-			topic := fs.String("topic", "", "messages of `TOPIC`")
+			topic := fs.String("topic", "", "messages of `TOPIC` (or matching a route pattern: order.*, order.>)")
 			key := fs.String("key", "", "messages with this business `KEY`")
 			since := fs.String("since", "", "messages created at or after `TIME`")
 			until := fs.String("until", "", "messages created before `TIME`")
@@ -73,6 +75,13 @@ More than --max messages are refused unless --yes is given.` + bulkAbout,
 					return err
 				}
 				defer db.Close()
+				if isTopicPattern(f.Topic) {
+					pattern := f.Topic
+					f.Topic = ""
+					if f.Topics, err = matchTopics(e.ctx, full, db.Backend().Store, store.ActionReplay, f, pattern); err != nil {
+						return e.schemaHint(db, full, err)
+					}
+				}
 				matched, err := db.Backend().Store.CountBulk(e.ctx, store.ActionReplay, f)
 				if err != nil {
 					return e.schemaHint(db, full, err)
@@ -100,6 +109,8 @@ func checkReplay(full string, set map[string]bool, f store.BulkFilter, all bool,
 	switch {
 	case set["topic"] && f.Topic == "", set["key"] && f.Key == "":
 		return usagef("%s: --topic and --key must not be empty", full)
+	case checkTopicFlag(full, f.Topic) != nil:
+		return checkTopicFlag(full, f.Topic)
 	case set["all"] && !all:
 		return usagef("%s: --all=false selects nothing; give a filter or --all", full)
 	case !scoped && !all:

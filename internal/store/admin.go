@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,8 +93,12 @@ const (
 // BulkFilter selects the messages of a bulk change. Empty fields match all;
 // Status defaults to the status the action applies to (see CheckBulk).
 type BulkFilter struct {
-	Status     string
-	Topic      string
+	Status string
+	Topic  string
+	// Topics, when not nil, selects only messages whose topic is one of
+	// them (none when it is empty), at most MaxTopics: the topics a route
+	// pattern matches (see TopicsLike).
+	Topics     []string
 	Key        string
 	MessageIDs []string
 	Since      time.Time
@@ -190,6 +195,24 @@ func (c *cond) addAll(pred string, args []any) { c.add(pred, args...) }
 func (c *cond) arg(a any) string {
 	c.args = append(c.args, a)
 	return c.dl.ph(len(c.args))
+}
+
+// MaxTopics is the most topics a Filter or BulkFilter lists: each is a
+// bound parameter of the statement.
+const MaxTopics = 1000
+
+// addTopics adds "topic is one of topics", each a bound parameter;
+// nothing matches when there are none.
+func (c *cond) addTopics(topics []string) {
+	if len(topics) == 0 {
+		c.add("1=0")
+		return
+	}
+	args := make([]any, len(topics))
+	for i, t := range topics {
+		args[i] = t
+	}
+	c.add("topic IN ("+strings.TrimSuffix(strings.Repeat("{}, ", len(topics)), ", ")+")", args...)
 }
 
 func (c *cond) sql() string {
@@ -433,6 +456,9 @@ func (st *Store) bulkCond(f BulkFilter) *cond {
 	if f.Topic != "" {
 		c.add("topic = {}", f.Topic)
 	}
+	if f.Topics != nil {
+		c.addTopics(f.Topics)
+	}
 	if f.Key != "" {
 		c.add("business_key = {}", f.Key)
 	}
@@ -626,6 +652,56 @@ func (st *Store) replayArchived(ctx context.Context, q Querier, ids []int64) (in
 		err = fmt.Errorf("replay: deleted %d of %d archived rows", n, len(moved))
 	}
 	return n, err
+}
+
+// likeEscaper escapes the LIKE wildcards of a literal, with '!' as the
+// escape character: every database takes it in an ESCAPE clause the same
+// way (a backslash is an escape in MySQL's string literals too).
+var likeEscaper = strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
+
+// TopicLike is a LIKE pattern (escape character '!') that every topic
+// the route pattern matches is like: its literal segments escaped, each
+// wildcard segment ("*", ">", or "*" alone) '%'. It may be like more
+// topics than the pattern matches ('%' spans dots; MySQL and SQLite
+// compare without case), so callers check what TopicsLike finds against
+// the pattern.
+func TopicLike(pattern string) string {
+	segs := strings.Split(pattern, ".")
+	for i, s := range segs {
+		if s == "*" || s == ">" {
+			segs[i] = "%"
+		} else {
+			segs[i] = likeEscaper.Replace(s)
+		}
+	}
+	return strings.Join(segs, ".")
+}
+
+// TopicsLike is the distinct topics, sorted, of the messages the bulk
+// action a would change now with f (f.Topic and f.Topics left out; with
+// f.Archive, in both tables) that are LIKE like (a TopicLike pattern,
+// bound as a parameter).
+func (st *Store) TopicsLike(ctx context.Context, a BulkAction, f BulkFilter, like string) ([]string, error) {
+	if err := CheckBulk(a, &f); err != nil {
+		return nil, err
+	}
+	f.Topic, f.Topics = "", nil
+	tables := []string{"outbox_messages"}
+	if f.Archive {
+		tables = append(tables, archiveTable)
+	}
+	var out []string
+	for _, table := range tables {
+		c := st.bulkCond(f)
+		c.add("topic LIKE {} ESCAPE '!'", like)
+		ts, err := queryColumn[string](ctx, st.db, "SELECT DISTINCT topic FROM "+table+" WHERE "+c.sql(), c.args...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // AuditEntry is one row of outbox_audit.

@@ -196,8 +196,11 @@ type Message struct {
 
 // Filter selects messages for operator commands. Empty fields match all.
 type Filter struct {
-	Status     string
-	Topic      string
+	Status string
+	Topic  string
+	// Topics, when not nil, selects only messages whose topic is one of
+	// them (none when it is empty), at most MaxTopics.
+	Topics     []string
 	MessageIDs []string
 	Limit      int
 }

@@ -594,6 +594,9 @@ func (st *Store) where(f Filter) *cond {
 	if f.Topic != "" {
 		c.add("topic = {}", f.Topic)
 	}
+	if f.Topics != nil {
+		c.addTopics(f.Topics)
+	}
 	if len(f.MessageIDs) > 0 {
 		c.addAll(st.dl.messageIDTextIn(f.MessageIDs))
 	}
