@@ -227,19 +227,13 @@ func (r *Relay) prepare(row *store.Row) *item {
 	return it
 }
 
-// defaultMaxAttempts is the attempts of a row whose max_attempts is not
-// a positive number: the column's default.
-const defaultMaxAttempts = 10
-
 // normalizeCounts makes a row's counters usable: a negative attempts is
-// 0, a max_attempts of 0 or less is the column's default (an ORM that
-// writes every field writes 0 for one it left unset). It may run twice on
-// a row.
+// 0, a max_attempts of 0 or less is 1 — one attempt, no retry, as the
+// relay always gave such a row and as schema version 17 rewrites one on
+// MySQL and SQLite. It may run twice on a row.
 func normalizeCounts(row *store.Row) {
 	row.Attempts = max(row.Attempts, 0)
-	if row.MaxAttempts <= 0 {
-		row.MaxAttempts = defaultMaxAttempts
-	}
+	row.MaxAttempts = max(row.MaxAttempts, 1)
 }
 
 // tooLarge is the reason a payload of n bytes is dead under limit.

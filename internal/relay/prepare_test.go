@@ -120,21 +120,24 @@ func TestPrepareRowsWrittenByPlainSQL(t *testing.T) {
 }
 
 // TestPrepareCounters: negative attempts count as 0 and a max_attempts
-// of 0 or less as the column's default, so the first failure is not the
-// last.
+// of 0 or less as 1: the message is published once, and its first failure
+// is its last.
 func TestPrepareCounters(t *testing.T) {
 	r := prepareRelay(t)
 	for _, c := range []struct{ attempts, max, wantAttempts, wantMax int }{
-		{-5, 0, 0, defaultMaxAttempts}, {0, -1, 0, defaultMaxAttempts}, {3, 5, 3, 5}, {-1 << 31, -1 << 31, 0, defaultMaxAttempts},
+		{-5, 0, 0, 1}, {0, -1, 0, 1}, {3, 5, 3, 5}, {-1 << 31, -1 << 31, 0, 1}, {-2, 4, 0, 4},
 	} {
 		row := oddRow(func(r *store.Row) { r.Attempts, r.MaxAttempts = c.attempts, c.max })
 		it := r.prepare(&row)
 		if it.decided || row.Attempts != c.wantAttempts || row.MaxAttempts != c.wantMax || it.env.Attempt != c.wantAttempts+1 {
 			t.Errorf("attempts %d, max %d: row %d/%d, envelope attempt %d, decided %v", c.attempts, c.max, row.Attempts, row.MaxAttempts, it.env.Attempt, it.decided)
 		}
-		out := r.failure(it.route, it, errors.New("down"))
-		if out.Status != store.StatusPending {
-			t.Errorf("attempts %d, max %d: a first failure is %+v, want a retry", c.attempts, c.max, out)
+		want := store.StatusPending
+		if c.wantAttempts+1 >= c.wantMax {
+			want = store.StatusDead
+		}
+		if out := r.failure(it.route, it, errors.New("down")); out.Status != want {
+			t.Errorf("attempts %d, max %d: a failure is %+v, want %s", c.attempts, c.max, out, want)
 		}
 	}
 }
