@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/brokertest"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testnats"
+)
+
+// scrape GETs url and returns the status and body ("" when the request
+// fails, as while the listener is not up yet).
+func scrape(url string) (int, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, ""
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	defer func() { _ = res.Body.Close() }()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// TestRelayNATSDownAtStart runs `outbox relay` with a NATS server of the
+// test's own stopped and a webhook route beside it: the relay starts, the
+// webhook's messages are delivered, the NATS route shows down in
+// outbox_circuit_open; once NATS is up its messages are delivered and the
+// route is up again.
+func TestRelayNATSDownAtStart(t *testing.T) {
+	t.Parallel()
+	srv := testnats.StartServer(t)
+	_, js := brokertest.JetStream(t, srv.URL())
+	stream := testdb.RandomName("natsdown_")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+
+	var hooks atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hooks.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+
+	db := testdb.New(t, store.Postgres)
+	e := relaytest.NewEnqueuer(t, db)
+	var msgs []outbox.Message
+	for i := range 5 {
+		msgs = append(msgs, outbox.Message{Topic: "hook.created", Payload: fmt.Appendf(nil, `{"n":%d}`, i)},
+			outbox.Message{Topic: stream + ".created", Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	if _, err := e.Enqueue(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+
+	metrics := "127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))
+	natsRoute := stream + ".>"
+	p := relaytest.StartRelay(t, db.URL, "--metrics", metrics,
+		"--route", "hook.*="+hook.URL+"/hooks",
+		"--route", natsRoute+"="+srv.URL()+"?reconnect_wait=100ms&probe_max=1s")
+	down := fmt.Sprintf("outbox_circuit_open{route=%q} 1", natsRoute)
+	up := fmt.Sprintf("outbox_circuit_open{route=%q} 0", natsRoute)
+	relaytest.WaitFor(t, time.Minute, "the webhook's 5 messages and the NATS route down", func() bool {
+		_, body := scrape("http://" + metrics + "/metrics")
+		return relaytest.Count(t, db, store.StatusSent) == 5 && strings.Contains(body, down)
+	})
+	if n := hooks.Load(); n != 5 {
+		t.Fatalf("the webhook got %d requests, want 5", n)
+	}
+	if !strings.Contains(p.Log(), "connecting in the background") || p.Logged("route down:") != 1 {
+		t.Errorf("the log does not say NATS is not there and the route is down:\n%s", p.Log())
+	}
+
+	srv.Start(t)
+	relaytest.WaitFor(t, time.Minute, "all 10 sent and the NATS route up", func() bool {
+		_, body := scrape("http://" + metrics + "/metrics")
+		return relaytest.Count(t, db, store.StatusSent) == 10 && strings.Contains(body, up)
+	})
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.Info(ctx); err != nil || info.State.Msgs != 5 {
+		t.Fatalf("the stream holds %v messages (%v), want 5", info.State.Msgs, err)
+	}
+	p.Stop(t)
+	if n := relaytest.Count(t, db, store.StatusDead); n != 0 {
+		t.Fatalf("%d dead, want none", n)
+	}
+}
+
+// TestRelayBadDestinationIsUsage: a destination that cannot be opened
+// for what its URL says, not for a server that is down, still stops the
+// relay at start with exit status 2 and one line.
+func TestRelayBadDestinationIsUsage(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.SQLite)
+	vars := dbVars(db)
+	dead := "127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))
+	for _, tc := range []struct{ to, want string }{
+		{"nats://" + dead + "?ca_file=/nonexistent/ca.pem", "ca_file"},
+		{"kafka://" + dead + "?bogus=1", "unknown parameter"},
+		{"nats://" + dead + "?max_pending=0", "max_pending"},
+		{"gopher://" + dead, "unknown scheme"},
+	} {
+		run(t, vars, "relay", "--to", tc.to).failed(t, ExitUsage, tc.want)
+	}
+}
