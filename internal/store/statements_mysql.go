@@ -50,9 +50,10 @@ VALUES (?, ?, ?, ?, ?, COALESCE(?, 10), COALESCE(FROM_UNIXTIME(? / 1000000), NOW
 	// A payload longer than the first argument's bytes is left out (NULL),
 	// its length in bytes comes last: the server still reads the value to
 	// measure it, the relay never receives it. A zero created_at (a zero
-	// date, where sql_mode lets one in) comes back NULL.
+	// date, where sql_mode lets one in) comes back NULL:
+	// unknown.
 	read := `SELECT m.id, m.message_id, m.topic, m.business_key, CASE WHEN LENGTH(m.payload) <= ? THEN m.payload END,
-       m.headers, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, UNIX_TIMESTAMP(m.created_at), LENGTH(m.payload)
+       m.headers, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, NULLIF(UNIX_TIMESTAMP(m.created_at), 0), LENGTH(m.payload)
 FROM outbox_messages AS m FORCE INDEX (outbox_messages_pending_idx)
 WHERE m.status = 'pending' AND m.available_at <= NOW(6) AND FIND_IN_SET(m.partition_no, TRIM(BOTH ']' FROM TRIM(BOTH '[' FROM ?)))
   AND (m.business_key IS NULL OR (

@@ -50,7 +50,7 @@ SELECT m.id, m.message_id, m.topic, m.business_key, CASE WHEN octet_length(m.pay
        ((julianday(m.created_at) - 2440587.5) * 86400.0), octet_length(m.payload)
 FROM outbox_messages AS m INDEXED BY outbox_messages_pending_idx
 WHERE m.status = 'pending'
-  AND (m.available_at <= (SELECT now FROM clock) OR NOT julianday(m.available_at) > julianday((SELECT now FROM clock)))
+  AND (m.available_at <= (SELECT now FROM clock) OR coalesce(julianday(m.available_at), 0) <= julianday((SELECT now FROM clock)))
   AND EXISTS (SELECT 1 FROM json_each(?) WHERE value = 0)
   AND (m.business_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM outbox_messages AS b INDEXED BY outbox_messages_waiting_idx
