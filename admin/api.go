@@ -253,6 +253,10 @@ type messageJSON struct {
 	PayloadPreview string          `json:"payload_preview"`
 	Payload        *string         `json:"payload,omitempty"`
 	Headers        json.RawMessage `json:"headers,omitempty"`
+	// DiedAt is when a dead message of outbox_messages died: the time of
+	// death the relay records in available_at (schema version 17; for
+	// one that died before, when its last attempt fell due).
+	DiedAt *time.Time `json:"died_at,omitempty"`
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -270,6 +274,13 @@ func toJSON(r store.Record, full bool) messageJSON {
 		CreatedAt: r.CreatedAt.UTC(), AvailableAt: r.AvailableAt.UTC(),
 		SentAt: utcPtr(r.SentAt), ConsumedAt: utcPtr(r.ConsumedAt), LastError: r.LastError,
 		PayloadPreview: preview(r.Payload),
+	}
+	if r.Status == store.StatusDead && r.TableStatus == "" {
+		died := r.AvailableAt.UTC()
+		if r.CreatedAt.After(r.AvailableAt) {
+			died = r.CreatedAt.UTC()
+		}
+		m.DiedAt = &died
 	}
 	if full {
 		p := r.Payload

@@ -29,8 +29,9 @@ type deadJSON struct {
 	Headers json.RawMessage `json:"headers,omitempty"`
 }
 
-// diedAt is when m died: when its last attempt fell due (available_at, or
-// created_at for a message that died before any attempt was due).
+// diedAt is when m died: available_at, which the relay's settle sets to
+// the time of death (schema version 17; for a message that died before,
+// when its last attempt fell due), or created_at when that is later.
 func diedAt(m store.Message) time.Time {
 	if m.AvailableAt.After(m.CreatedAt) {
 		return m.AvailableAt.UTC()
@@ -47,9 +48,9 @@ func deadListCommand() *command {
 		synopsis: "[--topic T] [--limit N] [--json [--with-payload]]",
 		summary:  "list dead messages with their last error",
 		about: `Lists dead messages, oldest first, with their last error, when they were
-created and when they died (when their last attempt fell due). --json
-prints an array of objects with "message_id", "topic", "business_key",
-"attempts", "max_attempts", "last_error", "created_at" and "died_at";
+created and when they died. --json prints an array of objects with
+"message_id", "topic", "business_key", "attempts", "max_attempts",
+"last_error", "created_at" and "died_at";
 --with-payload adds each message's "payload" (as stored) and "headers"
 (an object).
 

@@ -256,7 +256,10 @@ func (a *Adopted) statements() adoptedStatements {
 	s.retry = ad.bind(upd + set(append(append([]string{ad.ident(p.Status) + " = " + lit(p.Failed), att + " = " + a.attempts("m") + " + 1"}, errSet()...),
 		ad.ident(p.NextAttempt)+" = "+ad.later("?"))...) + where)
 	s.postpone = ad.bind(upd + set(append(errSet(), ad.ident(p.NextAttempt)+" = "+ad.later("?"))...) + where)
-	// Arguments: [error,] id, table, owner.
+	// Arguments: [error,] id, table, owner. The next-attempt column is
+	// the application's and keeps when the last attempt fell due; the
+	// updated-at column, where the profile names one, is the time of
+	// death.
 	for i, inc := range []string{"1", "0"} {
 		var parts []string
 		if p.DeadIsFailed() {
