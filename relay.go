@@ -54,6 +54,15 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 // ID is the relay's instance id.
 func (r *Relay) ID() string { return r.engine.ID() }
 
+// Ready reports whether the relay's work on its database goes through:
+// nil, or an error saying what keeps failing — its rounds (reading,
+// settling) or its lease renewals, three times in a row or more — and the
+// last failure. One success of the same kind makes it nil again. The
+// error may name the database, its host and user: give it to operators,
+// not to anonymous callers. Every failure also counts in the metric
+// outbox_database_errors_total{class}.
+func (r *Relay) Ready() error { return r.engine.Ready() }
+
 // Run relays until ctx is cancelled, then finishes or releases its
 // in-flight batch (within ShutdownTimeout), gives up its partitions so
 // other relays take them at once, and returns nil. It returns an error

@@ -87,8 +87,9 @@ type Config struct {
 	// Defaults to nil: /metrics answers 404.
 	Gatherer prometheus.Gatherer
 	// Ready, when set, is asked by /readyz after the database answered;
-	// an error makes /readyz answer 503 with its text. Defaults to nil:
-	// ready whenever the database answers.
+	// an error makes /readyz answer 503, with its text to a request that
+	// holds one of Tokens and "not ready" alone to any other. Defaults to
+	// nil: ready whenever the database answers.
 	Ready func(ctx context.Context) error
 	// Delivered, when set, returns a running total of messages delivered
 	// (e.g. the sum of outbox.BatchReport.Sent from RelayConfig.OnBatch);
@@ -318,21 +319,40 @@ func (s *Server) routes() {
 	m.Handle(staticPattern, s.static())
 }
 
-// readyz answers 200 when the database answers and Config.Ready agrees.
+// readyz answers 200 when the database answers and Config.Ready agrees,
+// else 503. Why it is not ready (which may name the database, its host
+// and user) is said only to a request with a valid token; others get
+// "not ready" alone.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	if _, err := s.st.Now(ctx); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "database: "+err.Error())
+	var err error
+	if _, err = s.st.Now(ctx); err != nil {
+		err = fmt.Errorf("database: %w", err)
+	} else if s.ready != nil {
+		err = s.ready(ctx)
+	}
+	if err == nil {
+		writeText(w, http.StatusOK, "ok\n")
 		return
 	}
-	if s.ready != nil {
-		if err := s.ready(ctx); err != nil {
-			writeError(w, http.StatusServiceUnavailable, err.Error())
-			return
-		}
+	if s.tokenHolder(r) {
+		writeError(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+		return
 	}
-	writeText(w, http.StatusOK, "ok\n")
+	writeError(w, http.StatusServiceUnavailable, "not ready")
+}
+
+// tokenHolder reports whether r carries one of the configured tokens
+// (Authorization: Bearer); always false with none configured.
+func (s *Server) tokenHolder(r *http.Request) bool {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if len(s.tokens) == 0 || !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return false
+	}
+	_, found := s.match(token)
+	return found
 }
 
 // Run samples the counts behind /api/v1/stats/history every

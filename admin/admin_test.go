@@ -706,7 +706,14 @@ func TestHealthReadyMetrics(t *testing.T) {
 	call(t, ts, "GET", "/readyz", "", nil).want(t, 200)
 	reason := "relay is not running"
 	notReady.Store(&reason)
-	call(t, ts, "GET", "/readyz", "", nil).wantError(t, 503, "relay is not running")
+	// Why is for token holders; anyone else learns "not ready" alone.
+	call(t, ts, "GET", "/readyz", opsToken, nil).wantError(t, 503, "not ready: relay is not running")
+	if a := call(t, ts, "GET", "/readyz", "", nil); a.status != 503 || strings.Contains(a.body, "running") {
+		t.Errorf("readyz without a token: %d %s", a.status, a.body)
+	}
+	if a := call(t, ts, "GET", "/readyz", "wrong-token", nil); a.status != 503 || strings.Contains(a.body, "running") {
+		t.Errorf("readyz with a wrong token: %d %s", a.status, a.body)
+	}
 	a := call(t, ts, "GET", "/metrics", "", nil).want(t, 200)
 	if !strings.Contains(a.body, "outbox_admin_test_total 7") || !strings.HasPrefix(a.header.Get("Content-Type"), "text/plain") {
 		t.Errorf("metrics (%s): %s", a.header.Get("Content-Type"), a.body)
@@ -715,7 +722,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	bare := newAdmin(t, db, &admin.Config{})
 	call(t, bare, "GET", "/metrics", "", nil).wantError(t, 404, "metrics are not configured")
 	_ = db.SQL.Close()
-	call(t, bare, "GET", "/readyz", "", nil).wantError(t, 503, "database")
+	call(t, bare, "GET", "/readyz", "", nil).wantError(t, 503, "not ready")
 }
 
 func TestStaticPage(t *testing.T) {

@@ -277,6 +277,9 @@ type relaySurfaces struct {
 	registry  *prometheus.Registry
 	delivered *atomic.Int64
 	running   *atomic.Bool // /readyz answers 503 while false
+	// ready, when set, is the relay's own readiness (outbox.Relay.Ready):
+	// /readyz answers 503 while it returns an error.
+	ready func() error
 	// adopt is the --adopt profile: the admin server shows its table.
 	adopt string
 }
@@ -286,6 +289,9 @@ func (e *env) listenSurfaces(db *dburl.DB, s *relaySurfaces, logger *slog.Logger
 	ready := func(context.Context) error {
 		if !s.running.Load() {
 			return errors.New("the relay is not running")
+		}
+		if s.ready != nil {
+			return s.ready()
 		}
 		return nil
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
+	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -127,4 +130,64 @@ func TestRelayBadDestinationIsUsage(t *testing.T) {
 	} {
 		run(t, vars, "relay", "--to", tc.to).failed(t, ExitUsage, tc.want)
 	}
+}
+
+// dbErrors sums outbox_database_errors_total over its classes in a
+// scrape.
+func dbErrors(body string) float64 {
+	total := 0.0
+	for _, m := range regexp.MustCompile(`(?m)^outbox_database_errors_total\{[^}]*\} (\S+)$`).FindAllStringSubmatch(body, -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		total += v
+	}
+	return total
+}
+
+// TestRelayReadyFollowsDatabase runs `outbox relay --metrics` over a
+// proxy in front of PostgreSQL, then cuts the proxy: /readyz turns 503,
+// saying nothing of the database's user, name or host, and
+// outbox_database_errors_total grows; once the proxy passes traffic again
+// /readyz is 200 again.
+func TestRelayReadyFollowsDatabase(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.Postgres)
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := faultproxy.Start(t, u.Host)
+	dbHost, dbName, dbUser := u.Hostname(), strings.TrimPrefix(u.Path, "/"), u.User.Username()
+	u.Host = proxy.Addr()
+	metrics := "127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))
+	p := relaytest.StartRelay(t, u.String(), "--to", "stdout://", "--metrics", metrics, "--max-poll", "200ms")
+	base := "http://" + metrics
+	relaytest.WaitFor(t, time.Minute, "/readyz 200", func() bool {
+		code, _ := scrape(base + "/readyz")
+		return code == http.StatusOK
+	})
+	_, body := scrape(base + "/metrics")
+	before := dbErrors(body)
+
+	proxy.SetMode(faultproxy.Refuse)
+	var code int
+	relaytest.WaitFor(t, time.Minute, "/readyz not 200 and database errors counted", func() bool {
+		code, body = scrape(base + "/readyz")
+		_, m := scrape(base + "/metrics")
+		return code != http.StatusOK && code != 0 && dbErrors(m) > before
+	})
+	for _, s := range []string{dbHost, proxy.Addr(), dbName, dbUser, "search_path"} {
+		if strings.Contains(body, s) {
+			t.Errorf("/readyz on the metrics listener says %q: %d %s", s, code, body)
+		}
+	}
+	if code, hz := scrape(base + "/healthz"); code != http.StatusOK || hz != "ok\n" {
+		t.Errorf("/healthz while the database is cut: %d %q", code, hz)
+	}
+
+	proxy.SetMode(faultproxy.Pass)
+	relaytest.WaitFor(t, time.Minute, "/readyz 200 again", func() bool {
+		code, _ := scrape(base + "/readyz")
+		return code == http.StatusOK
+	})
+	p.Stop(t)
 }

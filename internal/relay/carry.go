@@ -127,5 +127,5 @@ func (r *Relay) settleOnly(ctx context.Context, c *carried) error {
 
 // settleFailed is the error of a round whose outcomes were not written.
 func settleFailed(err error) error {
-	return fmt.Errorf("settle: %w (the batch will be delivered again)", err)
+	return dbFailed(dbSettle, fmt.Errorf("settle: %w (the batch will be delivered again)", err))
 }

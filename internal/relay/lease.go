@@ -103,6 +103,7 @@ func (r *Relay) leaseLoop(ctx context.Context, partitions int) {
 		readBack := !settled || sinceRead+1 >= readBackEvery
 		quiet, read, err := r.balance(bctx, partitions, tick%50 == 0, readBack)
 		cancel()
+		r.dbLeaseUpkeep(ctx, err)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			failing = true

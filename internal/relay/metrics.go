@@ -62,6 +62,7 @@ type relayMetrics struct {
 	settleDur  prometheus.Histogram
 	owned      prometheus.Gauge
 	circuit    *prometheus.GaugeVec
+	dbErrors   *prometheus.CounterVec
 
 	mu     sync.RWMutex
 	topics map[string]*topicMetrics // by topic
@@ -118,6 +119,11 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 		Name: "outbox_circuit_open",
 		Help: "Route health: 1 while the route is down (its destination fails every delivery; only probes are sent), 0 while it is up.",
 	}, []string{"route"}), &errs)
+	m.dbErrors = counterVec("outbox_database_errors_total",
+		"Failed statements of the relay on its database, by what they were for (class: read, settle, mark, lease, sample, other); /readyz fails while rounds or lease renewals keep failing.", "class")
+	for _, class := range []string{dbRead, dbSettle, dbMark, dbLease, dbSample} {
+		m.dbErrors.WithLabelValues(class).Add(0)
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("outbox: RelayConfig.Metrics: %w", errs[0])
 	}
@@ -236,6 +242,9 @@ func (r *Relay) sampleLoop(ctx context.Context) {
 	failing := false
 	for {
 		err := r.sample(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.dbCount(dbSample)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			failing = true

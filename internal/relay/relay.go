@@ -55,6 +55,9 @@ type Relay struct {
 	tracer  trace.Tracer
 	clock   dbClock
 	owned   int // partitions counted in outbox_owned_partitions
+
+	// db is what Ready reports (see dbhealth.go).
+	db dbHealth
 }
 
 // worker is one read-publish-settle loop over its share of the owned
@@ -124,6 +127,7 @@ func New(backend *store.Backend, cfg Config) (*Relay, error) {
 			return nil, err
 		}
 		r.metrics = m
+		r.db.errors = m.dbErrors
 		for _, rs := range r.router.routes {
 			m.route(rs)
 		}

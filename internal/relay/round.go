@@ -45,6 +45,7 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 		w.solo = solo
 		n, err := r.round(ctx, w)
 		r.giveShare()
+		r.dbRound(ctx, err)
 		if n > 0 || err != nil {
 			r.activity.Add(1)
 		}
@@ -107,6 +108,7 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 		}
 		if wait > carryFor {
 			if err := r.flushCarried(ctx); err != nil {
+				r.dbRound(ctx, err)
 				r.log.Error("outbox relay: round failed; retrying", "relay", r.id, "err", err)
 				failing = true
 			}
@@ -202,7 +204,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 		r.metrics.readDur.Observe(time.Since(readStart).Seconds())
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read: %w", err)
+		return 0, dbFailed(dbRead, fmt.Errorf("read: %w", err))
 	}
 	if len(rows) == 0 {
 		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
@@ -232,7 +234,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 	}
 	if isolating {
 		if err := r.markInflight(ctx, parts, rows); err != nil {
-			return 0, fmt.Errorf("mark in-flight: %w", err)
+			return 0, dbFailed(dbMark, fmt.Errorf("mark in-flight: %w", err))
 		}
 	}
 	items := make([]*item, len(rows))
@@ -242,7 +244,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
 		// does.
 		it, ok, err := r.charge(ctx, &rows[0])
 		if err != nil {
-			return 0, fmt.Errorf("charge suspect: %w", err)
+			return 0, dbFailed(dbMark, fmt.Errorf("charge suspect: %w", err))
 		}
 		if !ok {
 			return nread, nil
