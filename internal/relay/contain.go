@@ -1,12 +1,14 @@
 package relay
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/store"
@@ -29,6 +31,13 @@ import (
 //
 // Each panic is logged at Error in one record, with its stack the first
 // time the process sees a panic raised at that place.
+//
+// Any other panic in a round (in the relay's own code, or in a store
+// statement's handling of what it read) fails the round, as a failed
+// statement does: it is logged, its messages stay as they were, to be read
+// again, and the relay goes on — it does not end the process, which would
+// end the application embedding it, or make `outbox relay` exit with the
+// status a bad configuration has (2, Go's status for a panic).
 
 // panicSites are the places panics were raised at whose stack was logged.
 var panicSites struct {
@@ -109,4 +118,49 @@ func (r *Relay) prepareContained(row *store.Row) (it *item) {
 		}
 	}()
 	return r.prepare(row)
+}
+
+// roundPanic is a panic recovered on a goroutine of a round, raised again
+// on the round's own goroutine.
+type roundPanic struct{ text, stack string }
+
+// panicBox keeps the first panic of the goroutines of a round.
+type panicBox struct{ p atomic.Pointer[roundPanic] }
+
+// run calls fn, keeping a panic of it.
+func (b *panicBox) run(fn func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			if rp, ok := p.(*roundPanic); ok {
+				b.p.CompareAndSwap(nil, rp)
+				return
+			}
+			text, stack := recovered(p)
+			b.p.CompareAndSwap(nil, &roundPanic{text: text, stack: stack})
+		}
+	}()
+	fn()
+}
+
+// raise panics again with the panic kept, if any.
+func (b *panicBox) raise() {
+	if rp := b.p.Load(); rp != nil {
+		panic(rp)
+	}
+}
+
+// containRound turns a panic of a round into its error; call it deferred
+// at the round's start.
+func (r *Relay) containRound(n *int, err *error) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	rp, ok := p.(*roundPanic)
+	if !ok {
+		text, stack := recovered(p)
+		rp = &roundPanic{text: text, stack: stack}
+	}
+	r.logPanic("outbox relay: a round panicked; its messages will be read again", rp.text, rp.stack)
+	*n, *err = 0, errors.New("round panicked: "+rp.text)
 }

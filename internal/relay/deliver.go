@@ -112,15 +112,19 @@ func (r *Relay) deliver(ctx context.Context, items []*item, rep *BatchReport) []
 	}
 	// The last lane runs here: one lane (the usual case) hands over to
 	// no goroutine, whose stack would grow anew every round.
+	// A panic in a lane is raised again here once every lane is done, for
+	// round to recover.
+	var lanePanic panicBox
 	for _, lane := range ls[:len(ls)-1] {
 		rd.wg.Add(1)
 		go func() {
 			defer rd.wg.Done()
-			r.runLane(pubCtx, lane, start, rd)
+			lanePanic.run(func() { r.runLane(pubCtx, lane, start, rd) })
 		}()
 	}
-	r.runLane(pubCtx, ls[len(ls)-1], start, rd)
+	lanePanic.run(func() { r.runLane(pubCtx, ls[len(ls)-1], start, rd) })
 	rd.wg.Wait()
+	lanePanic.raise()
 
 	decided := items[:0]
 	for _, it := range items {
@@ -444,14 +448,16 @@ func (r *Relay) publishWave(ctx context.Context, todo []*item, rd *delivery) {
 		return
 	}
 	var wg sync.WaitGroup
+	var routePanic panicBox
 	for rs, group := range groups {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.publishRoute(ctx, rs, group, rd)
+			routePanic.run(func() { r.publishRoute(ctx, rs, group, rd) })
 		}()
 	}
 	wg.Wait()
+	routePanic.raise()
 }
 
 // publishRoute publishes one route's items as its health and limits

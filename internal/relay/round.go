@@ -150,8 +150,10 @@ func (r *Relay) giveShare() {
 }
 
 // round reads one batch of w's partitions, delivers it and settles it. It
-// returns how many messages it read, or -1 when w owns no partition.
-func (r *Relay) round(ctx context.Context, w *worker) (int, error) {
+// returns how many messages it read, or -1 when w owns no partition. A
+// panic in it is its error (see containRound).
+func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) {
+	defer r.containRound(&count, &failed)
 	r.own.round.RLock()
 	defer r.own.round.RUnlock()
 	all, ok := r.own.snapshot()
