@@ -50,7 +50,9 @@ func TestRelayRevalidatesPlainSQLRows(t *testing.T) {
 				badRow{"order.\xff\xfe", "", "{}", "invalid topic"},
 				badRow{"order.key", "k\xff", "{}", "invalid business key"})
 		case store.MySQL:
-			// MariaDB takes an empty string for a NOT NULL column.
+			// MariaDB takes an empty string for a NOT NULL column, in a
+			// table without schema version 17's checks.
+			h.DB.Exec(t, "ALTER TABLE outbox_messages DROP CONSTRAINT outbox_messages_topic_length")
 			cases = append(cases, badRow{"", "", "{}", "topic is required"})
 		}
 		insert := testdb.Placeholder(h.DB.Dialect, "INSERT INTO outbox_messages (topic, business_key, payload, headers) VALUES (?, ?, '{}', ?)")
