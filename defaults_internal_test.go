@@ -31,7 +31,6 @@ func TestDefaultsAreTheEngines(t *testing.T) {
 		{"DefaultRetentionInterval", DefaultRetentionInterval, relay.DefaultRetentionInterval},
 		{"DefaultAlertInterval", DefaultAlertInterval, relay.DefaultAlertInterval},
 		{"DefaultRouteDownAlert", DefaultRouteDownAlert, relay.DefaultRouteDownAlert},
-		{"DefaultRetryBase", DefaultRetryBase, relay.DefaultRetryBase},
 		{"DefaultRetryCap", DefaultRetryCap, relay.DefaultRetryCap},
 		{"DefaultProbeMin", DefaultProbeMin, relay.DefaultProbeMin},
 		{"DefaultProbeMax", DefaultProbeMax, relay.DefaultProbeMax},

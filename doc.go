@@ -72,7 +72,7 @@
 // # Errors
 //
 // Publishers classify failures with [Permanent], [RetryAfter], [Unavailable]
-// and [Unknown]; anything else is a transient failure that is retried with
-// exponential backoff and full jitter until the message's max attempts are
-// used up.
+// and [Unknown]; anything else is a transient failure that is retried
+// after a wait from the route's [RetryPolicy] (by default about a second,
+// growing to hours) until the message's max attempts are used up.
 package outbox

@@ -100,9 +100,9 @@ type RelayConfig struct {
 	// most LeaseTTL. Defaults to DefaultLeaseTTL (5 s).
 	LeaseTTL time.Duration
 	// Retry is the backoff between attempts, unless a route overrides it.
-	// Defaults to full-jitter exponential backoff from DefaultRetryBase
-	// (5 min) to DefaultRetryCap (24 h): 42.6 h over the default 10
-	// attempts.
+	// Defaults to the curve of the zero RetryPolicy: about 1 s after the
+	// first failure, then 32 s, 4 min, … up to 16.4 h, 25.2 h to 33.6 h
+	// over the default 10 attempts.
 	Retry RetryPolicy
 	// MaxPayloadBytes: a message with a larger payload (inserted by plain
 	// SQL) goes dead instead of being published. Defaults to

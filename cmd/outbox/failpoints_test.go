@@ -64,7 +64,7 @@ func TestFailpointsOnlyWithTheBuildTag(t *testing.T) {
 
 			cmd := exec.Command(bin, "relay", "--db", db.URL, "--to", srv.URL+"/hook",
 				"--max-poll", "50ms", "--log-level", "warn")
-			cmd.Env = append(os.Environ(), "OUTBOX_WEBHOOK_SECRET=failpoint-test",
+			cmd.Env = append(os.Environ(), "OUTBOX_WEBHOOK_SECRET=failpoint-test-secret",
 				"OUTBOX_FAILPOINTS=after_read_before_publish=kill")
 			cmd.Stderr = os.Stderr
 			relay := testserver.Spawn(t, cmd, "relay")

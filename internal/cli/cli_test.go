@@ -220,7 +220,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	t.Parallel()
 	const pw = "s3cr3tpw"
 	unreachable := "mysql://u:" + pw + "@127.0.0.1:1/x"
-	cfg := writeFile(t, "secret.yaml", "database: "+unreachable+"\nwebhook_secret: whsec_"+pw+"\nroutes:\n  - pattern: a.*\n    to: https://u:"+pw+"@example.com/\n    secret: "+pw+"x\n")
+	cfg := writeFile(t, "secret.yaml", "database: "+unreachable+"\nwebhook_secret: whsec_"+pw+"\nroutes:\n  - pattern: a.*\n    to: https://u:"+pw+"@example.com/\n    secret: "+pw+"x-of-the-route\n")
 	cases := []struct {
 		name string
 		vars map[string]string
@@ -231,7 +231,8 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{"migrate", nil, []string{"migrate", "--db", unreachable}, ExitFailure},
 		{"dead list", nil, []string{"dead", "list", "--db", unreachable}, ExitFailure},
 		{"enqueue", nil, []string{"enqueue", "--db", unreachable, "--topic", "a", "--payload", "{}"}, ExitFailure},
-		{"relay", map[string]string{"OUTBOX_WEBHOOK_SECRET": pw + "-hook"}, []string{"relay", "--db", unreachable, "--to", "http://user:" + pw + "@example.com/"}, ExitFailure},
+		{"relay", map[string]string{"OUTBOX_WEBHOOK_SECRET": pw + "-hook-secret"}, []string{"relay", "--db", unreachable, "--to", "http://user:" + pw + "@example.com/"}, ExitFailure},
+		{"short webhook secret", map[string]string{"OUTBOX_WEBHOOK_SECRET": pw + "-hook"}, []string{"relay", "--db", unreachable, "--to", "http://user:" + pw + "@example.com/"}, ExitUsage},
 		{"env url", map[string]string{"OUTBOX_DATABASE_URL": unreachable}, []string{"status"}, ExitFailure},
 		{"config url", nil, []string{"relay", "--config", cfg}, ExitFailure},
 		{"bad db scheme", nil, []string{"status", "--db", "oracle://u:" + pw + "@h/x"}, ExitUsage},

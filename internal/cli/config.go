@@ -43,6 +43,9 @@ type fileConfig struct {
 	Retention retentionConfig `yaml:"retention"`
 	Alerts    alertsConfig    `yaml:"alerts"`
 
+	// WebhookAllowShortSecret backs --webhook-allow-short-secret.
+	WebhookAllowShortSecret bool `yaml:"webhook_allow_short_secret"`
+
 	// path is the file's name, for messages; "" when there is no file.
 	path string
 }
@@ -65,6 +68,10 @@ type routeConfig struct {
 	// URL options of the same names (they win over the URL's).
 	Format   string `yaml:"format"`
 	CESource string `yaml:"ce_source"`
+
+	// AllowShortSecret accepts a Secret shorter than 16 bytes (see
+	// outboxwebhook.Config.AllowShortSecret).
+	AllowShortSecret bool `yaml:"allow_short_secret"`
 }
 
 // wire applies the route's format keys to its URL; at is the route's key

@@ -385,9 +385,9 @@ func TestRelaySettings(t *testing.T) {
 	t.Parallel()
 	cfg, err := parseConfig("c.yaml", []byte(`
 to: stdout://
-webhook_secret: from-config
+webhook_secret: from-config-secret
 routes:
-  - {pattern: "a.*", to: "https://example.com/a", secret: per-route, retry: {schedule: ["1s,2s", 3s]}}
+  - {pattern: "a.*", to: "https://example.com/a", secret: per-route-secret, retry: {schedule: ["1s,2s", 3s]}}
   - {pattern: "b.>", to: "https://example.com/b"}
 relay: {batch_size: 7, lease_ttl: 2s, publish_timeout: 3s}
 retry: {base: 4s}
@@ -400,7 +400,7 @@ retry: {base: 4s}
 	if err := fs.Parse([]string{"--lease-ttl", "9s", "--route", "c.*=stdout://", "--retry-cap", "1m"}); err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{"OUTBOX_BATCH_SIZE": "8", "OUTBOX_WEBHOOK_SECRET": "from-env", "OUTBOX_TO": "https://example.com/last"}
+	vars := map[string]string{"OUTBOX_BATCH_SIZE": "8", "OUTBOX_WEBHOOK_SECRET": "from-env-webhook-secret", "OUTBOX_TO": "https://example.com/last"}
 	r := &resolver{e: testEnv(t.Context(), vars, nil, nil, nil), set: setFlags(fs), cfg: cfg}
 	rc, err := resolveRelayConfig(r, f)
 	if err != nil {
@@ -419,10 +419,10 @@ retry: {base: 4s}
 		got = append(got, s.pattern+" "+s.url+" "+s.secret)
 	}
 	want := []string{
-		"c.* stdout:// from-env",
-		"a.* https://example.com/a per-route",
-		"b.> https://example.com/b from-env",
-		"* https://example.com/last from-env",
+		"c.* stdout:// from-env-webhook-secret",
+		"a.* https://example.com/a per-route-secret",
+		"b.> https://example.com/b from-env-webhook-secret",
+		"* https://example.com/last from-env-webhook-secret",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("routes:\n%q\nwant\n%q", got, want)

@@ -36,13 +36,15 @@
 //
 //	database: postgres://user@host:5432/app
 //	to: stdout://                   # route of last resort (pattern "*")
-//	webhook_secret: whsec_...       # default secret for http(s) routes
+//	webhook_secret: whsec_...       # default secret for http(s) routes; at least 16 bytes
+//	webhook_allow_short_secret: false # true: accept shorter ones on every route
 //	routes:                         # tried in order after --route flags
 //	  - pattern: "order.*"
 //	    to: https://example.com/hooks/orders
 //	    destination: orders         # optional; default the topic
 //	    name: orders                # optional; label in logs; default the pattern
 //	    secret: whsec_...           # optional per-route webhook secret
+//	    allow_short_secret: false   # optional; true: accept one under 16 bytes
 //	    retry: {base: 1s, cap: 1h, schedule: [10s, 30s, 1m, 5m]}
 //	relay:
 //	  id: ""                        # default host-pid-random
@@ -60,5 +62,9 @@
 // Routes are matched in this order: --route flags, then the file's routes,
 // then the route of last resort (--to, else OUTBOX_TO, else "to"). A
 // route's webhook secret is its own "secret", else OUTBOX_WEBHOOK_SECRET,
-// else "webhook_secret". docs/configuration.md says the same for users.
+// else "webhook_secret"; one shorter than 16 bytes (after whsec_ decoding)
+// is refused (exit 2) unless allowed (allow_short_secret,
+// webhook_allow_short_secret, --webhook-allow-short-secret), and a webhook
+// route with none logs a warning at start. docs/configuration.md says the
+// same for users.
 package cli

@@ -48,7 +48,11 @@ with ce_source=URI as the source attribute (docs/cloudevents.md).
 
 Destinations: ` + strings.Join(outboxurl.Supported, ", ") + `. Webhooks are signed with
 the route's "secret" from the config file, else OUTBOX_WEBHOOK_SECRET, else
-the config's "webhook_secret".
+the config's "webhook_secret"; a route with none sends unsigned requests,
+with a warning at start. A secret shorter than 16 bytes (after whsec_
+decoding) is refused unless --webhook-allow-short-secret, the config's
+"webhook_allow_short_secret: true" or the route's "allow_short_secret:
+true" allows it.
 
 --admin ADDR (or OUTBOX_ADMIN_ADDR, or the config's "admin") also serves the
 admin HTTP API, /metrics, /healthz, /readyz and the web page (docs/admin.md);
@@ -103,6 +107,7 @@ type relayFlags struct {
 	retention       retentionFlags
 	adopt           string
 	fleet           fleetFlags
+	webhook         webhookFlags
 }
 
 func relaySetup(fs *flag.FlagSet) func(*env, []string) error {
@@ -142,6 +147,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	f.observe.register(fs)
 	f.retention.register(fs)
 	fs.StringVar(&f.adopt, "adopt", "", adoptUsage)
+	f.webhook.register(fs)
 	return f
 }
 
@@ -210,6 +216,7 @@ type routeSpec struct {
 	destination string
 	name        string
 	secret      string
+	allowShort  bool // the secret may be shorter than outboxwebhook.MinSecretBytes
 	retry       *outbox.RetryPolicy
 	limits      outboxurl.RouteOptions
 }
@@ -273,6 +280,7 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err != nil {
 		return err
 	}
+	warnUnsignedWebhooks(specs, logger)
 	rc.Logger = logger
 	if f.fleet.active(&f.db) {
 		return e.relayFleet(r, f, rc, relaySurfaces{admin: adminCfg, metrics: metricsAddr}, specs)
@@ -427,6 +435,7 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 		s := routeSpec{
 			source:  fmt.Sprintf("--route %q", pattern+"="+outboxurl.Redact(u)),
 			pattern: pattern, url: strings.TrimSpace(u), secret: defaultSecret,
+			allowShort: f.webhook.allowShortSecret || r.cfg.WebhookAllowShortSecret,
 		}
 		if err := s.splitLimits(); err != nil {
 			return nil, err
@@ -438,6 +447,7 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 		s := routeSpec{
 			source:  r.cfg.field(at),
 			pattern: rc.Pattern, url: rc.To, destination: rc.Destination, name: rc.Name, secret: rc.Secret,
+			allowShort: rc.AllowShortSecret || f.webhook.allowShortSecret || r.cfg.WebhookAllowShortSecret,
 		}
 		if s.secret == "" {
 			s.secret = defaultSecret
@@ -475,7 +485,8 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 			source = r.cfg.field("to")
 		}
 		r.e.addSecret(passwordOf(to))
-		s := routeSpec{source: source, pattern: "*", url: to, secret: defaultSecret}
+		s := routeSpec{source: source, pattern: "*", url: to, secret: defaultSecret,
+			allowShort: f.webhook.allowShortSecret || r.cfg.WebhookAllowShortSecret}
 		if err := s.splitLimits(); err != nil {
 			return nil, err
 		}
@@ -489,6 +500,9 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 		if err := outbox.ValidatePattern(s.pattern); err != nil {
 			return nil, usagef("relay: %s: %v", s.source, err)
 		}
+	}
+	if err := checkWebhookSecrets(specs); err != nil {
+		return nil, err
 	}
 	return specs, nil
 }
@@ -581,7 +595,7 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig, logger *slog
 		p, ok := pubs[key]
 		if !ok {
 			var err error
-			p, err = outboxurl.Open(s.url, &outboxurl.Options{WebhookSecret: s.secret, Timeout: rc.PublishTimeout, Stdout: e.stdout, Logger: logger})
+			p, err = outboxurl.Open(s.url, &outboxurl.Options{WebhookSecret: s.secret, WebhookAllowShortSecret: s.allowShort, Timeout: rc.PublishTimeout, Stdout: e.stdout, Logger: logger})
 			if err != nil {
 				// A destination that does not answer is no error here:
 				// its publisher connects in the background and the route

@@ -20,7 +20,7 @@ import (
 // else OUTBOX_WEBHOOK_SECRET; the message id travels as webhook-id.
 func TestRelayWebhook(t *testing.T) {
 	t.Parallel()
-	const routeSecret, envSecret = "whsec_cm91dGUtc2VjcmV0LWtleQ==", "env-secret-key"
+	const routeSecret, envSecret = "whsec_cm91dGUtc2VjcmV0LWtleQ==", "env-secret-key-of-the-test"
 	type hit struct {
 		path string
 		id   string

@@ -31,6 +31,10 @@ type Options struct {
 	// OUTBOX_WEBHOOK_SECRET; Open reads no environment. Defaults to "",
 	// unsigned.
 	WebhookSecret string
+	// WebhookAllowShortSecret accepts a WebhookSecret shorter than
+	// outboxwebhook.MinSecretBytes (see
+	// outboxwebhook.Config.AllowShortSecret). Defaults to false.
+	WebhookAllowShortSecret bool
 	// Timeout bounds each HTTP request. Defaults to
 	// outboxwebhook.DefaultTimeout (10 s).
 	Timeout time.Duration
@@ -140,7 +144,7 @@ func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := outboxwebhook.New(endpoint, &outboxwebhook.Config{Secret: opts.WebhookSecret, Timeout: opts.Timeout, CheckURL: check, CloudEvents: opts.cloudEvents()})
+		p, err := outboxwebhook.New(endpoint, &outboxwebhook.Config{Secret: opts.WebhookSecret, AllowShortSecret: opts.WebhookAllowShortSecret, Timeout: opts.Timeout, CheckURL: check, CloudEvents: opts.cloudEvents()})
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}

@@ -36,14 +36,14 @@ func TestOpenWebhook(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		gotPath = r.URL.RequestURI()
-		if err := webhooksig.Verify("route-secret", r.Header, body, 0, time.Now()); err != nil {
+		if err := webhooksig.Verify("route-secret-of-the-test", r.Header, body, 0, time.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 		gotSig = r.Header.Get("webhook-signature")
 	}))
 	t.Cleanup(srv.Close)
-	p := openAs[*outboxwebhook.Publisher](t, srv.URL+"/hooks/orders?tenant=7", &outboxurl.Options{WebhookSecret: "route-secret"})
+	p := openAs[*outboxwebhook.Publisher](t, srv.URL+"/hooks/orders?tenant=7", &outboxurl.Options{WebhookSecret: "route-secret-of-the-test"})
 	errs := p.Publish(t.Context(), []*outbox.Envelope{{ID: "m1", Topic: "a.b", Payload: []byte(`{}`)}})
 	if errs[0] != nil {
 		t.Fatalf("Publish: %v", errs[0])

@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = proxy.Close() })
-		p, err := outboxwebhook.New("http://"+proxy.Addr(), &outboxwebhook.Config{Secret: "conformance"})
+		p, err := outboxwebhook.New("http://"+proxy.Addr(), &outboxwebhook.Config{Secret: "conformance-secret"})
 		if err != nil {
 			t.Fatal(err)
 		}

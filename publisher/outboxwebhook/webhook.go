@@ -11,7 +11,9 @@
 //	webhook-timestamp: <unix seconds>   fresh on every attempt
 //	webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">
 //
-// The signature is sent only when Config.Secret is set. Receivers check it
+// The signature is sent only when Config.Secret is set; New refuses a
+// secret whose key is shorter than MinSecretBytes (16 bytes) unless
+// Config.AllowShortSecret says otherwise. Receivers check it
 // with package webhooksig (or take inbox.WebhookHandler, which does) and
 // dedupe on webhook-id.
 //
@@ -72,7 +74,16 @@ const (
 	SecretPrefix = webhooksig.SecretPrefix
 	// UserAgent is sent unless Config.Headers names another.
 	UserAgent = "outbox-relay"
+	// MinSecretBytes is the shortest HMAC key New accepts without
+	// Config.AllowShortSecret: 128 bits, counted after the base64 decoding
+	// of a "whsec_" secret (the Standard Webhooks form carries 24 to 64).
+	MinSecretBytes = 16
 )
+
+// ErrShortSecret is returned by New for a Config.Secret whose key is
+// shorter than MinSecretBytes, without Config.AllowShortSecret. Its
+// message never contains the secret.
+var ErrShortSecret = errors.New("the secret is shorter than 16 bytes")
 
 // Header names of the Standard Webhooks scheme (webhooksig's).
 const (
@@ -92,9 +103,14 @@ const maxDrain = 64 << 10
 type Config struct {
 	// Secret signs every request. A value starting with "whsec_" is a
 	// Standard Webhooks secret: the rest is base64 and the decoded bytes
-	// are the HMAC key; any other value is used as raw bytes. Defaults to
-	// "", no signature.
+	// are the HMAC key; any other value is used as raw bytes. A key
+	// shorter than MinSecretBytes is refused (ErrShortSecret) unless
+	// AllowShortSecret is set. Defaults to "", no signature.
 	Secret string
+	// AllowShortSecret accepts a Secret whose key is shorter than
+	// MinSecretBytes, for a receiver whose secret cannot change yet: such
+	// a key can be guessed far more easily. Defaults to false.
+	AllowShortSecret bool
 	// Client sends the requests. It is copied and the copy never follows
 	// redirects. Defaults to a client with its own connection pool.
 	Client *http.Client
@@ -169,6 +185,9 @@ func New(endpoint string, cfg *Config) (*Publisher, error) {
 		k, err := webhooksig.ParseSecret(cfg.Secret)
 		if err != nil {
 			return nil, fmt.Errorf("outboxwebhook: Secret: %w", err)
+		}
+		if len(k) < MinSecretBytes && !cfg.AllowShortSecret {
+			return nil, fmt.Errorf("outboxwebhook: Secret: %w (after whsec_ decoding); use a longer one or set AllowShortSecret", ErrShortSecret)
 		}
 		key = k
 	}

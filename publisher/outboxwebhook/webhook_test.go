@@ -109,19 +109,21 @@ func hmacSign(key []byte, id, ts string, body []byte) string {
 
 func TestSignature(t *testing.T) {
 	t.Parallel()
-	rawKey := []byte{0x00, 0xff, 0x10, 'k', 'e', 'y', 0x80, 0x7f}
+	rawKey := []byte{0x00, 0xff, 0x10, 'k', 'e', 'y', 0x80, 0x7f, 0x01, 0xfe, 0x20, 's', 'i', 'g', 0x90, 0x6f}
 	for _, tc := range []struct {
 		name   string
 		secret string
 		key    []byte
+		short  bool // AllowShortSecret
 	}{
-		{"raw secret", "my-plain-secret", []byte("my-plain-secret")},
-		{"whsec secret", "whsec_" + base64.StdEncoding.EncodeToString(rawKey), rawKey},
+		{"raw secret", "my-plain-secret-key", []byte("my-plain-secret-key"), false},
+		{"whsec secret", "whsec_" + base64.StdEncoding.EncodeToString(rawKey), rawKey, false},
+		{"short secret allowed", "abc", []byte("abc"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rec := newRecorder(t, http.StatusOK)
-			p := newPublisher(t, rec.srv.URL, &outboxwebhook.Config{Secret: tc.secret})
+			p := newPublisher(t, rec.srv.URL, &outboxwebhook.Config{Secret: tc.secret, AllowShortSecret: tc.short})
 			before := time.Now().Unix()
 			env := envelope("0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e", `{"order_id":42}`)
 			if err := publishOne(t, p, env); err != nil {
@@ -172,7 +174,7 @@ func TestNoSecretNoSignature(t *testing.T) {
 func TestIDStableTimestampFresh(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, http.StatusOK)
-	p := newPublisher(t, rec.srv.URL, &outboxwebhook.Config{Secret: "s3cret"})
+	p := newPublisher(t, rec.srv.URL, &outboxwebhook.Config{Secret: "s3cret-s3cret-s3cret"})
 	var clock atomic.Int64
 	clock.Store(1_700_000_000)
 	outboxwebhook.SetClock(p, func() time.Time { return time.Unix(clock.Load(), 0) })
@@ -202,7 +204,7 @@ func TestIDStableTimestampFresh(t *testing.T) {
 	}
 	for i, r := range reqs {
 		ts, _ := strconv.ParseInt(r.header.Get("webhook-timestamp"), 10, 64)
-		if err := outboxwebhook.Verify("s3cret", r.header, r.body, time.Minute, time.Unix(ts, 0)); err != nil {
+		if err := outboxwebhook.Verify("s3cret-s3cret-s3cret", r.header, r.body, time.Minute, time.Unix(ts, 0)); err != nil {
 			t.Errorf("request %d: Verify: %v", i, err)
 		}
 	}
@@ -379,7 +381,7 @@ func closedPort(t *testing.T) string {
 
 func TestConnectionRefusedIsUnavailable(t *testing.T) {
 	t.Parallel()
-	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("do-not-print-me"))
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("do-not-print-me-ever"))
 	endpoint := "http://alice:hunter2hunter2@" + closedPort(t) + "/hook?token=tok3n-value&x=1"
 	p := newPublisher(t, endpoint, &outboxwebhook.Config{Secret: secret})
 	err := publishOne(t, p, envelope("id", `{}`))
@@ -387,7 +389,7 @@ func TestConnectionRefusedIsUnavailable(t *testing.T) {
 		t.Fatalf("Publish = %v (class %v), want unavailable", err, c)
 	}
 	msg := err.Error()
-	for _, secretPart := range []string{"hunter2hunter2", "tok3n-value", secret, "do-not-print-me"} {
+	for _, secretPart := range []string{"hunter2hunter2", "tok3n-value", secret, "do-not-print-me-ever"} {
 		if strings.Contains(msg, secretPart) {
 			t.Errorf("error %q leaks %q", msg, secretPart)
 		}
@@ -704,6 +706,8 @@ func TestNewValidates(t *testing.T) {
 		{"negative concurrency", "http://example.com", &outboxwebhook.Config{MaxConcurrency: -1}, "MaxConcurrency"},
 		{"bad whsec", "http://example.com", &outboxwebhook.Config{Secret: "whsec_not*base64!"}, "Secret"},
 		{"empty whsec", "http://example.com", &outboxwebhook.Config{Secret: "whsec_"}, "Secret"},
+		{"short secret", "http://example.com", &outboxwebhook.Config{Secret: "topsecretpw"}, "shorter than 16 bytes"},
+		{"short whsec", "http://example.com", &outboxwebhook.Config{Secret: "whsec_" + base64.StdEncoding.EncodeToString([]byte("topsecretpw-15b"))}, "shorter than 16 bytes"},
 		{"bad header", "http://example.com", &outboxwebhook.Config{Headers: map[string]string{"x-a": "b\nc"}}, "Headers"},
 		{"password in URL", "http://u:topsecretpw@bad host/", nil, "u:xxxxx@"},
 	} {
@@ -718,7 +722,7 @@ func TestNewValidates(t *testing.T) {
 			if !strings.Contains(msg, tc.want) {
 				t.Errorf("error %q does not contain %q", msg, tc.want)
 			}
-			if strings.Contains(msg, "topsecretpw") || strings.Contains(msg, "not*base64") {
+			if strings.Contains(msg, "topsecretpw") || strings.Contains(msg, "not*base64") || strings.Contains(msg, "dG9wc2VjcmV0") {
 				t.Errorf("error %q leaks a secret", msg)
 			}
 		})
@@ -730,6 +734,42 @@ func TestRetryable(t *testing.T) {
 	for status, want := range map[int]bool{200: false, 301: false, 400: false, 404: false, 408: true, 409: false, 429: true, 500: true, 503: true, 599: true} {
 		if got := outboxwebhook.Retryable(status); got != want {
 			t.Errorf("Retryable(%d) = %v, want %v", status, got, want)
+		}
+	}
+}
+
+// TestShortSecret: a key shorter than MinSecretBytes, counted after the
+// whsec_ decoding, is refused with ErrShortSecret unless AllowShortSecret
+// is set; 16 bytes are enough.
+func TestShortSecret(t *testing.T) {
+	t.Parallel()
+	whsec := func(key string) string { return "whsec_" + base64.StdEncoding.EncodeToString([]byte(key)) }
+	for _, tc := range []struct {
+		secret string
+		allow  bool
+		ok     bool
+	}{
+		{"abc", false, false},
+		{"fifteen-bytes!!", false, false},
+		{"sixteen-bytes!!!", false, true},
+		{whsec("fifteen-bytes!!"), false, false}, // 26 characters, a 15-byte key
+		{whsec("sixteen-bytes!!!"), false, true},
+		{"abc", true, true},
+		{whsec("x"), true, true},
+	} {
+		p, err := outboxwebhook.New("http://example.com/hook", &outboxwebhook.Config{Secret: tc.secret, AllowShortSecret: tc.allow})
+		if tc.ok {
+			if err != nil {
+				t.Errorf("New with a %d-character secret (allow %v): %v", len(tc.secret), tc.allow, err)
+				continue
+			}
+			_ = p.Close()
+			continue
+		}
+		if !errors.Is(err, outboxwebhook.ErrShortSecret) {
+			t.Errorf("New with a %d-character secret: %v, want ErrShortSecret", len(tc.secret), err)
+		} else if strings.Contains(err.Error(), tc.secret) {
+			t.Errorf("error %q contains the secret", err)
 		}
 	}
 }
