@@ -101,6 +101,7 @@ type FleetConfig struct {
 // members from publishing for one database at once. See docs/fleet.md.
 type Fleet struct {
 	sup    *fleet.Supervisor
+	relays *fleet.Relays
 	member string
 
 	mu  sync.Mutex
@@ -161,6 +162,7 @@ func NewFleet[TTx any](coord Driver[TTx], cfg *FleetConfig) (*Fleet, error) {
 	}
 	f := &Fleet{member: c.Member, dbs: map[string]FleetDatabase{}}
 	rs := &fleet.Relays{Relay: rc, Share: make(chan struct{}, c.Workers), Open: f.open}
+	f.relays = rs
 	f.sup = fleet.NewSupervisor(m, fleet.Config{Heartbeat: c.Heartbeat, Serve: rs.Serve, Logger: rc.Logger})
 	return f, nil
 }
@@ -198,6 +200,12 @@ func (f *Fleet) SetDatabases(dbs []FleetDatabase) error {
 
 // Serving lists the names of the databases this member serves now.
 func (f *Fleet) Serving() []string { return f.sup.Serving() }
+
+// Ready reports whether the relay of every database this member serves
+// is ready (Relay.Ready): nil, or the first one's error, naming the
+// database. The error may name a database's host and user: give it to
+// operators, not to anonymous callers.
+func (f *Fleet) Ready() error { return f.relays.Ready() }
 
 // Run serves this member's share until ctx is cancelled, then stops every
 // database's relay (each finishes or releases its in-flight batch), leaves

@@ -198,6 +198,7 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	if err := fl.SetDatabases(opener.databases(list)); err != nil {
 		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
 	}
+	surfaces.ready = fl.Ready
 	adminAt := surfaces.admin
 	surfaces.admin.addr = ""
 	lns, err := e.listenSurfaces(coord, &surfaces, rc.Logger)
@@ -244,6 +245,9 @@ func (e *env) fleetAdmin(coord *dburl.DB, at adminSettings, s *relaySurfaces, lo
 	ready := func(context.Context) error {
 		if !s.running.Load() {
 			return errors.New("the relay is not running")
+		}
+		if s.ready != nil {
+			return s.ready()
 		}
 		return nil
 	}

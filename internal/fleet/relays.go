@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +29,9 @@ type Relays struct {
 	// nothing to close). ok is false when the database has left the list
 	// since: there is nothing to serve.
 	Open func(ctx context.Context, name string) (b *store.Backend, closeFn func(), ok bool, err error)
+
+	mu      sync.Mutex
+	serving map[string]*relay.Relay // the relays running, by database
 }
 
 // Serve runs a relay over db until ctx ends.
@@ -57,7 +62,36 @@ func (r *Relays) Serve(ctx context.Context, db Database) error {
 	if err != nil {
 		return err
 	}
+	r.mu.Lock()
+	if r.serving == nil {
+		r.serving = map[string]*relay.Relay{}
+	}
+	r.serving[db.Name] = rl
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.serving, db.Name)
+		r.mu.Unlock()
+	}()
 	return rl.Run(ctx)
+}
+
+// Ready is nil while every database's relay is ready (relay.Relay.Ready),
+// else the first one's error, naming the database, in name order.
+func (r *Relays) Ready() error {
+	r.mu.Lock()
+	names := slices.Sorted(maps.Keys(r.serving))
+	rels := make([]*relay.Relay, len(names))
+	for i, n := range names {
+		rels[i] = r.serving[n]
+	}
+	r.mu.Unlock()
+	for i, rl := range rels {
+		if err := rl.Ready(); err != nil {
+			return fmt.Errorf("database %s: %w", names[i], err)
+		}
+	}
+	return nil
 }
 
 // unregisterer remembers what it registers, so that a database's series
