@@ -34,6 +34,7 @@ func TestDefaultsAreTheEngines(t *testing.T) {
 		{"DefaultRetryCap", DefaultRetryCap, relay.DefaultRetryCap},
 		{"DefaultProbeMin", DefaultProbeMin, relay.DefaultProbeMin},
 		{"DefaultProbeMax", DefaultProbeMax, relay.DefaultProbeMax},
+		{"DefaultMaxRetryAfter", DefaultMaxRetryAfter, relay.DefaultMaxRetryAfter},
 	} {
 		if c.api != c.used {
 			t.Errorf("%s is %d here, %d in the engine", c.name, c.api, c.used)

@@ -189,14 +189,15 @@ func (c *RelayConfig) engine() relay.Config {
 	}
 	for _, rt := range c.Routes {
 		er := relay.Route{
-			Pattern:     rt.Pattern,
-			Destination: rt.Destination,
-			Name:        rt.Name,
-			Retry:       (*relay.RetryPolicy)(rt.Retry),
-			MaxInFlight: rt.MaxInFlight,
-			Rate:        rt.Rate,
-			ProbeMin:    rt.ProbeMin,
-			ProbeMax:    rt.ProbeMax,
+			Pattern:       rt.Pattern,
+			Destination:   rt.Destination,
+			Name:          rt.Name,
+			Retry:         (*relay.RetryPolicy)(rt.Retry),
+			MaxInFlight:   rt.MaxInFlight,
+			Rate:          rt.Rate,
+			ProbeMin:      rt.ProbeMin,
+			ProbeMax:      rt.ProbeMax,
+			MaxRetryAfter: rt.MaxRetryAfter,
 		}
 		if rt.Publisher != nil {
 			er.Publisher = publisherOf{rt.Publisher}

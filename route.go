@@ -13,8 +13,12 @@ import (
 // probe now and then (one message, not charged an attempt), charges no
 // attempt to the messages it holds back, and resumes when a probe goes
 // through, ramping up from one message in flight (slow start). A failure
-// only some messages meet is theirs and is charged as usual. The exact
-// rule is in docs/design.md ("Route health").
+// only some messages meet is theirs and is charged as usual. A failure
+// that asks for a wait (RetryAfter: HTTP 429 or 503 with Retry-After)
+// holds the whole route for that long, charging nothing; when the hold
+// ends the route gets one message, and ramps up again only once that one
+// is answered without another wait. The exact rule is in docs/design.md
+// ("Route health").
 //
 // Patterns are dot-separated like topics: "*" in a segment matches exactly
 // one segment, ">" as the last segment matches one or more, and "*" alone
@@ -45,6 +49,11 @@ type Route struct {
 	// down; it doubles after every failed probe up to ProbeMax. Defaults
 	// to DefaultProbeMin (1 s) and DefaultProbeMax (30 s).
 	ProbeMin, ProbeMax time.Duration
+	// MaxRetryAfter bounds the wait a failure may ask for (RetryAfter, an
+	// HTTP Retry-After): a longer one holds the route this long, so that
+	// a hostile or mistaken value cannot park it for a year. Defaults to
+	// DefaultMaxRetryAfter (1 h).
+	MaxRetryAfter time.Duration
 }
 
 // Route health defaults: the probe interval of a route that is down.
@@ -52,6 +61,10 @@ const (
 	DefaultProbeMin = time.Second
 	DefaultProbeMax = 30 * time.Second
 )
+
+// DefaultMaxRetryAfter is the longest a failure asking for a wait holds a
+// route unless Route.MaxRetryAfter says otherwise.
+const DefaultMaxRetryAfter = time.Hour
 
 // ValidatePattern reports whether p is a well-formed route pattern.
 func ValidatePattern(p string) error { return relay.ValidatePattern(p) }

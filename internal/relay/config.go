@@ -133,6 +133,8 @@ func (r *Route) check(field string) error {
 		return fmt.Errorf("outbox: %s: probe intervals must not be negative", field)
 	case r.ProbeMax > 0 && r.ProbeMin > r.ProbeMax:
 		return fmt.Errorf("outbox: %s: ProbeMin %s is more than ProbeMax %s", field, r.ProbeMin, r.ProbeMax)
+	case r.MaxRetryAfter < 0:
+		return fmt.Errorf("outbox: %s.MaxRetryAfter must not be negative", field)
 	}
 	if r.Retry != nil {
 		return r.Retry.check(field + ".Retry")

@@ -591,6 +591,7 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 		case !charge || retryAfter(err) > 0:
 			it.decided = true
 			cls, after := ClassOf(err)
+			after = rs.health.holdWait(after)
 			if probe {
 				// A failed probe comes due a little after the messages
 				// held back, so that the next probe is another message:

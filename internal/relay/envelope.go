@@ -55,6 +55,9 @@ type Route struct {
 	// ProbeMin and ProbeMax bound the interval between probes of a route
 	// that is down; 0: DefaultProbeMin, DefaultProbeMax.
 	ProbeMin, ProbeMax time.Duration
+	// MaxRetryAfter bounds the wait a failure may ask for (a hold of the
+	// route); 0: DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration
 }
 
 // The wire headers the relay sets. outbox.Header* are the same names.

@@ -58,9 +58,15 @@ import (
 // after each call that fully succeeds (slow start), to MaxInFlight or
 // without limit.
 //
-// A failure that asks for a wait (HTTP 429 or 503 with Retry-After) holds
-// the whole route for that long without taking it down, and charges
-// nothing.
+// A failure that asks for a wait (HTTP 429 or 503 with Retry-After, a
+// broker's throttling with a delay) holds the whole route for that long,
+// at most MaxRetryAfter, without taking it down, and charges nothing.
+// When the hold ends the route gets one message, a probe, and nothing
+// else until it is answered: another wait holds the route again, any
+// other answer ends the hold and the route ramps up from one message in
+// flight (slow start). A destination asking every request to wait N
+// seconds thus gets about one request per N seconds from a relay,
+// however many messages or keys are pending.
 const (
 	downCount  = 20
 	downAfter  = 3
@@ -77,10 +83,15 @@ const (
 	DefaultProbeMax = 30 * time.Second
 )
 
+// DefaultMaxRetryAfter bounds the wait a failure may ask for
+// (outbox.DefaultMaxRetryAfter).
+const DefaultMaxRetryAfter = time.Hour
+
 // health is a route's health and its limits, shared by the relay's
 // workers.
 type health struct {
 	probeMin, probeMax time.Duration
+	maxRetryAfter      time.Duration // bound on a hold
 	maxInFlight        int           // 0: no limit
 	limiter            *rate.Limiter // nil: no rate limit
 
@@ -92,6 +103,7 @@ type health struct {
 	nextProbe  time.Time
 	probing    bool               // a probe is in flight
 	holdUntil  time.Time          // a Retry-After holds the route
+	held       bool               // a hold was asked for and no probe since answered without one
 	fresh      int                // failed new messages since the last success
 	freshAt    time.Time          // when the last of them failed
 	freshFirst time.Time          // when the first of them failed
@@ -113,6 +125,10 @@ func newHealth(rt Route) *health {
 		h.probeMax = max(DefaultProbeMax, h.probeMin)
 	}
 	h.probeMax = max(h.probeMax, h.probeMin)
+	h.maxRetryAfter = rt.MaxRetryAfter
+	if h.maxRetryAfter <= 0 {
+		h.maxRetryAfter = DefaultMaxRetryAfter
+	}
 	if rt.Rate > 0 {
 		h.limiter = rate.NewLimiter(rate.Limit(rt.Rate), rateBurst(rt.Rate))
 	}
@@ -142,6 +158,11 @@ func (h *health) admit(now time.Time) (admission, time.Duration, string) {
 	switch {
 	case now.Before(h.holdUntil):
 		return admitWait, h.holdUntil.Sub(now), "the destination asked to wait: " + h.reason
+	case h.held && !h.down && h.probing:
+		return admitWait, h.probeMin, "the destination asked to wait, probing"
+	case h.held && !h.down:
+		// The hold is over: one message first (counted with the probes,
+		// which an outage starts afresh).
 	case !h.down:
 		return admitSend, 0, ""
 	case h.probing:
@@ -164,6 +185,10 @@ func (h *health) unprobe(probe bool) {
 	h.probes--
 	h.mu.Unlock()
 }
+
+// holdWait bounds a wait a failure asked for by the route's
+// MaxRetryAfter.
+func (h *health) holdWait(d time.Duration) time.Duration { return min(d, h.maxRetryAfter) }
 
 // paused is how long the route publishes nothing (0: it may publish, or
 // a probe is due).
@@ -225,7 +250,7 @@ func (h *health) observe(now time.Time, results []result, c callInfo) (charge bo
 		}
 		cls, after := ClassOf(res.err)
 		if after > 0 {
-			retryAfter = max(retryAfter, after)
+			retryAfter = max(retryAfter, min(after, h.maxRetryAfter))
 			continue
 		}
 		if first == nil {
@@ -258,6 +283,12 @@ func (h *health) observe(now time.Time, results []result, c callInfo) (charge bo
 	}
 	if retryAfter > 0 {
 		h.holdUntil = maxTime(h.holdUntil, now.Add(retryAfter))
+		h.held = true
+	} else if probe && h.held {
+		// The first message after the hold was answered without another
+		// wait: the hold is over, and the route ramps up from one message.
+		h.held = false
+		h.window = 1
 	}
 	if first == nil {
 		return true, retryAfter, tr

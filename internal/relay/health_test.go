@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,7 +259,8 @@ func errResults(n int) []result {
 }
 
 // TestHealthRetryAfterHolds: a Retry-After holds the whole route for that
-// long; no publish is admitted meanwhile.
+// long; no publish is admitted meanwhile, and when it ends one message
+// goes first.
 func TestHealthRetryAfterHolds(t *testing.T) {
 	h := newHealth(Route{})
 	now := time.Unix(1000, 0)
@@ -266,8 +268,176 @@ func TestHealthRetryAfterHolds(t *testing.T) {
 	if m, wait, _ := h.admit(now.Add(time.Second)); m != admitWait || wait != 2*time.Second {
 		t.Fatalf("admit: %v %v, want a 2s wait", m, wait)
 	}
-	if m, _, _ := h.admit(now.Add(3 * time.Second)); m != admitSend {
-		t.Fatal("still held after the Retry-After")
+	if m, _, _ := h.admit(now.Add(3 * time.Second)); m != admitProbe {
+		t.Fatal("the first publish after the Retry-After is not a probe")
+	}
+}
+
+// TestHealthRetryAfterProbeRamp: when a hold ends the route gets one
+// message and nothing else until it is answered; another wait holds it
+// again (one request per hold, however much is pending), a success ends
+// the hold and the route ramps up from one message in flight. Nothing is
+// charged meanwhile.
+func TestHealthRetryAfterProbeRamp(t *testing.T) {
+	h := newHealth(Route{MaxInFlight: 64})
+	now := time.Unix(1000, 0)
+	limited := func(n int) []result {
+		res := make([]result, n)
+		for i := range res {
+			res[i] = result{err: Mark(errBusy, ClassTransient, 3*time.Second), fresh: true, id: int64(i)}
+		}
+		return res
+	}
+	if charge, wait, _ := h.observe(now, limited(40), callInfo{slots: 40}); wait != 3*time.Second {
+		t.Fatalf("40 messages asked to wait 3s: charge %v wait %v", charge, wait)
+	}
+	probes := 0
+	for range 5 {
+		for step := 0; step < 30; step++ { // 100 ms steps over the hold
+			now = now.Add(100 * time.Millisecond)
+			mode, _, _ := h.admit(now)
+			if mode == admitSend {
+				t.Fatalf("a full publish admitted %v after a Retry-After", now.Sub(time.Unix(1000, 0)))
+			}
+			if mode != admitProbe {
+				continue
+			}
+			probes++
+			if m, _, _ := h.admit(now); m != admitWait {
+				t.Fatal("a second message admitted while the probe is out")
+			}
+			h.observe(now, limited(1), callInfo{probe: true, slots: 1})
+			break
+		}
+	}
+	if probes != 5 {
+		t.Fatalf("%d probes over 5 holds, want 5 (one per hold)", probes)
+	}
+	now = now.Add(3 * time.Second)
+	if m, _, _ := h.admit(now); m != admitProbe {
+		t.Fatal("no probe after the last hold")
+	}
+	if charge, wait, _ := h.observe(now, []result{{}}, callInfo{probe: true, slots: 1}); !charge || wait != 0 {
+		t.Fatalf("a probe that went through: charge %v wait %v", charge, wait)
+	}
+	var windows []int
+	for range 8 {
+		if m, _, _ := h.admit(now); m != admitSend {
+			t.Fatalf("admit %v after the probe went through, want send", m)
+		}
+		n := h.acquire(context.Background(), 100)
+		windows = append(windows, n)
+		h.release(n)
+		h.observe(now, make([]result, n), callInfo{slots: n})
+	}
+	if fmt.Sprint(windows) != "[1 2 4 8 16 32 64 64]" {
+		t.Fatalf("ramp after the hold %v, want slow start from 1 to MaxInFlight", windows)
+	}
+}
+
+// TestHealthRetryAfterProbeOtherFailure: a probe after a hold answered
+// with a failure that asks no wait ends the hold (the destination is
+// answering); the route ramps up from one message and the failure is
+// the message's.
+func TestHealthRetryAfterProbeOtherFailure(t *testing.T) {
+	h := newHealth(Route{})
+	now := time.Unix(1000, 0)
+	h.observe(now, []result{{err: Mark(errBusy, ClassTransient, time.Second), fresh: true}, {}}, callInfo{})
+	now = now.Add(time.Second)
+	if m, _, _ := h.admit(now); m != admitProbe {
+		t.Fatal("no probe after the hold")
+	}
+	if charge, _, _ := h.observe(now, []result{{err: errBusy}}, callInfo{probe: true}); !charge {
+		t.Fatal("a plain failure of a message that failed before, after the hold, not charged")
+	}
+	if m, _, _ := h.admit(now); m != admitSend {
+		t.Fatalf("admit %v, want send: the hold is over", m)
+	}
+	if n := h.acquire(context.Background(), 100); n != 1 {
+		t.Fatalf("%d in flight after the hold, want 1 (slow start)", n)
+	}
+}
+
+// TestHealthMaxRetryAfter: a wait longer than the route's MaxRetryAfter
+// holds it for MaxRetryAfter; the default is an hour.
+func TestHealthMaxRetryAfter(t *testing.T) {
+	now := time.Unix(1000, 0)
+	year := Mark(errBusy, ClassTransient, 365*24*time.Hour)
+	for _, c := range []struct {
+		rt   Route
+		want time.Duration
+	}{
+		{Route{}, DefaultMaxRetryAfter},
+		{Route{MaxRetryAfter: 5 * time.Second}, 5 * time.Second},
+		{Route{MaxRetryAfter: 48 * time.Hour}, 48 * time.Hour},
+	} {
+		h := newHealth(c.rt)
+		if _, wait, _ := h.observe(now, []result{{err: year, fresh: true}}, callInfo{}); wait != c.want {
+			t.Errorf("MaxRetryAfter %v: wait %v, want %v", c.rt.MaxRetryAfter, wait, c.want)
+		}
+		if _, wait, _ := h.admit(now); wait != c.want {
+			t.Errorf("MaxRetryAfter %v: held %v, want %v", c.rt.MaxRetryAfter, wait, c.want)
+		}
+		if d := h.holdWait(365 * 24 * time.Hour); d != c.want {
+			t.Errorf("MaxRetryAfter %v: holdWait %v", c.rt.MaxRetryAfter, d)
+		}
+	}
+}
+
+// TestRoundRetryAfterOneRequest: rounds over 40 keys meeting a
+// destination that asks every request to wait publish one message per
+// hold after the first, charge nothing and put every message back for the
+// hold (at most MaxRetryAfter); once the destination takes them, the rest
+// flow.
+func TestRoundRetryAfterOneRequest(t *testing.T) {
+	var rows []store.Row
+	for i := range 40 {
+		r := row(int64(i+1), "order.created", fmt.Sprintf("k%d", i), "")
+		r.MessageID = fmt.Sprintf("m%d", i+1)
+		rows = append(rows, r)
+	}
+	st := &fakeStore{}
+	limited := true
+	published := 0
+	r := newRouteRelay(t, st, Route{Pattern: "order.*", MaxRetryAfter: 20 * time.Millisecond, Publisher: publishFunc(func(*Envelope) error {
+		published++
+		if limited {
+			return Mark(errBusy, ClassTransient, time.Hour) // capped at 20ms
+		}
+		return nil
+	})})
+	w := &worker{batchSize: 100, wake: make(chan struct{}, 1)}
+	round := func() {
+		t.Helper()
+		st.rows, st.settled, published = slices.Clone(rows), nil, 0
+		if _, err := r.round(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range st.settled {
+			if o.CountAttempt && o.Status != store.StatusSent {
+				t.Fatalf("message %d charged while the destination asks to wait: %+v", o.ID, o)
+			}
+			if o.Status == store.StatusPending && (o.Delay <= 0 || o.Delay > time.Second+20*time.Millisecond) {
+				t.Fatalf("message %d put back for %v, want within the 20ms hold (plus a probe interval)", o.ID, o.Delay)
+			}
+		}
+	}
+	round()
+	if published != 40 {
+		t.Fatalf("first round published %d, want 40", published)
+	}
+	for range 3 {
+		time.Sleep(30 * time.Millisecond)
+		round()
+		if published != 1 {
+			t.Fatalf("a round after the hold published %d, want 1", published)
+		}
+	}
+	limited = false
+	time.Sleep(30 * time.Millisecond)
+	round()
+	if published != 40 {
+		t.Fatalf("the round after the destination took the probe published %d, want 40 (probe, then slow start)", published)
 	}
 }
 
