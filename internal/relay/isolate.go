@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -77,6 +78,9 @@ func (r *Relay) charge(ctx context.Context, row *store.Row) (*item, bool, error)
 	it := &item{row: row, charged: true}
 	if row.Attempts >= row.MaxAttempts {
 		it.decided = true
+		if msgcheck.Topic(row.Topic) {
+			it.route = r.router.lookup(row.Topic) // for its metrics and log
+		}
 		it.out = store.Outcome{ID: row.ID, Status: store.StatusDead,
 			Error: "max attempts (" + strconv.Itoa(row.MaxAttempts) + ") reached: " + errRelayStopped}
 		return it, true, nil
