@@ -114,6 +114,56 @@ func TestRelayNATSDownAtStart(t *testing.T) {
 	}
 }
 
+// TestRelayEveryKindDownAtStart runs `outbox relay` with a route of each
+// destination kind to a refused port (a listener opened and closed) and
+// a webhook that answers: the relay starts, delivers the webhook's
+// messages, and takes each of the other routes down at its first
+// message, charging nothing.
+func TestRelayEveryKindDownAtStart(t *testing.T) {
+	t.Parallel()
+	var hooks atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hooks.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	dead := "127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))
+	kinds := map[string]string{
+		"nats":    "nats://" + dead,
+		"kafka":   "kafka://" + dead,
+		"redis":   "redis://" + dead + "/0",
+		"mqtt":    "mqtt://" + dead,
+		"amqp":    "amqp://guest:guest@" + dead + "/",
+		"webhook": "http://" + dead + "/hooks",
+	}
+	db := testdb.New(t, store.Postgres)
+	e := relaytest.NewEnqueuer(t, db)
+	args := []string{"--route", "live.*=" + hook.URL + "/hooks"}
+	msgs := []outbox.Message{{Topic: "live.a", Payload: []byte(`{}`)}, {Topic: "live.b", Payload: []byte(`{}`)}}
+	for kind, to := range kinds {
+		args = append(args, "--route", kind+".*="+to)
+		msgs = append(msgs, outbox.Message{Topic: kind + ".created", Payload: []byte(`{}`)})
+	}
+	if _, err := e.Enqueue(t.Context(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	metrics := "127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))
+	p := relaytest.StartRelay(t, db.URL, append(args, "--metrics", metrics)...)
+	relaytest.WaitFor(t, 2*time.Minute, "the webhook's messages sent and every other route down", func() bool {
+		_, body := scrape("http://" + metrics + "/metrics")
+		for kind := range kinds {
+			if !strings.Contains(body, fmt.Sprintf("outbox_circuit_open{route=%q} 1", kind+".*")) {
+				return false
+			}
+		}
+		return relaytest.Count(t, db, store.StatusSent) == 2
+	})
+	p.Stop(t)
+	if n, dead := hooks.Load(), relaytest.Count(t, db, store.StatusDead); n != 2 || dead != 0 {
+		t.Fatalf("webhook requests %d (want 2), dead %d (want 0)", n, dead)
+	}
+}
+
 // TestRelayBadDestinationIsUsage: a destination that cannot be opened
 // for what its URL says, not for a server that is down, still stops the
 // relay at start with exit status 2 and one line.
