@@ -351,3 +351,27 @@ func TestOversizeRowIsDead(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayProcessHeadersNull: the reported case as an operator meets it,
+// `outbox relay` over MariaDB and SQLite tables without version 17's
+// checks holding a row written by PHP with headers 'null': the row is
+// delivered, and the process keeps running until it is stopped, then
+// exits 0.
+func TestRelayProcessHeadersNull(t *testing.T) {
+	relaytest.KeepBinary(t)
+	for _, d := range []store.Dialect{store.MySQL, store.SQLite} {
+		t.Run(string(d), func(t *testing.T) {
+			db := testdb.New(t, d)
+			dropChecks(t, db)
+			db.Exec(t, "INSERT INTO outbox_messages (topic,business_key,payload,headers) VALUES ('php.created','p1','{}','null')")
+			db.Exec(t, "INSERT INTO outbox_messages (topic,business_key,payload) VALUES ('php.created','p1','{}')")
+			h, url := newHooks(t, false, nil)
+			p := relaytest.StartRelay(t, db.URL, "--to", url, "--max-poll", "50ms")
+			relaytest.WaitFor(t, 30*time.Second, "both rows sent", func() bool { return relaytest.Count(t, db, "sent") == 2 })
+			if got := h.distinct(); got != 2 {
+				t.Errorf("%d distinct messages arrived, want 2", got)
+			}
+			p.Stop(t)
+		})
+	}
+}
