@@ -284,13 +284,13 @@ func decodeHeaders(raw string) (map[string]string, string) {
 	if !utf8.ValidString(raw) {
 		return nil, "headers are not UTF-8 text"
 	}
-	if err := json.Unmarshal([]byte(raw), &headers); err == nil {
-		if headers == nil { // JSON null
-			headers = map[string]string{}
-		}
+	// A null value decodes as "" into a map of strings: a row whose text
+	// holds null anywhere takes the path below, which leaves it out.
+	if err := json.Unmarshal([]byte(raw), &headers); err == nil && !strings.Contains(raw, "null") {
 		return headers, ""
 	}
-	// Off the common path: blank text, or values that are not strings.
+	// Off the common path: blank text, JSON null, null values, or values
+	// that are not strings.
 	trimmed := strings.TrimSpace(raw)
 	if trimmed == "" || trimmed == "null" {
 		return map[string]string{}, ""
@@ -314,8 +314,10 @@ func decodeHeaders(raw string) (map[string]string, string) {
 			}
 			headers[k] = s
 		case string(v) == "null":
-		case v[0] == '{' || v[0] == '[':
-			return nil, "headers are not a JSON object of strings: the value of " + msgcheck.Quote(k) + " is a JSON " + map[byte]string{'{': "object", '[': "array"}[v[0]]
+		case v[0] == '{':
+			return nil, "headers are not a JSON object of strings: the value of " + msgcheck.Quote(k) + " is a JSON object"
+		case v[0] == '[':
+			return nil, "headers are not a JSON object of strings: the value of " + msgcheck.Quote(k) + " is a JSON array"
 		default: // a number, true or false: its JSON text
 			headers[k] = string(v)
 		}

@@ -59,6 +59,8 @@ func TestPrepareRowsWrittenByPlainSQL(t *testing.T) {
 		{"headers object", headers(`{"x-tenant":"t1"}`), "", map[string]string{"x-tenant": "t1"}},
 		{"header values number, bool, null", headers(`{"n":42,"f":1.5e3,"b":true,"z":null,"s":"v"}`), "",
 			map[string]string{"n": "42", "f": "1.5e3", "b": "true", "s": "v"}},
+		{"header value null", headers(`{"z":null,"s":"v"}`), "", map[string]string{"s": "v"}},
+		{"header value holding null", headers(`{"s":"nullable"}`), "", map[string]string{"s": "nullable"}},
 		{"headers array", headers(`["a"]`), "headers are not a JSON object of strings: a JSON array", nil},
 		{"headers number", headers(`42`), "headers are not a JSON object of strings: a JSON number", nil},
 		{"headers string", headers(`"x"`), "headers are not a JSON object of strings: a JSON string", nil},
