@@ -63,6 +63,9 @@ type routeConfig struct {
 	Rate        string `yaml:"rate"`
 	ProbeMin    string `yaml:"probe_min"`
 	ProbeMax    string `yaml:"probe_max"`
+	// MaxRetryAfter is the longest a Retry-After holds the route, as
+	// the URL option max_retry_after.
+	MaxRetryAfter string `yaml:"max_retry_after"`
 	// Format and CESource are the route's wire format (plain,
 	// cloudevents, cloudevents-structured) and CloudEvents source, as the
 	// URL options of the same names (they win over the URL's).
@@ -99,6 +102,7 @@ func (r *routeConfig) wire(cfg *fileConfig, at, rawURL string) (string, error) {
 func (r *routeConfig) limits(cfg *fileConfig, at string, o *outboxurl.RouteOptions) error {
 	for _, kv := range []struct{ key, val string }{
 		{"max_in_flight", r.MaxInFlight}, {"rate", r.Rate}, {"probe_min", r.ProbeMin}, {"probe_max", r.ProbeMax},
+		{"max_retry_after", r.MaxRetryAfter},
 	} {
 		if kv.val == "" {
 			continue

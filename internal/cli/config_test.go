@@ -73,18 +73,19 @@ func TestRouteLimits(t *testing.T) {
     to: https://example.com/hooks?max_in_flight=8&rate=10/s&a=1
     rate: 200/s
     probe_max: 1m
+    max_retry_after: 10m
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := testEnv(t.Context(), nil, nil, io.Discard, io.Discard)
 	r := &resolver{e: e, set: map[string]bool{}, cfg: cfg}
-	specs, err := routeSpecs(r, &relayFlags{routes: listFlag{"billing.>=nats://h:4222?probe_min=2s"}})
+	specs, err := routeSpecs(r, &relayFlags{routes: listFlag{"billing.>=nats://h:4222?probe_min=2s&max_retry_after=30s"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := fmt.Sprintf("%s %+v | %s %+v", specs[0].url, specs[0].limits, specs[1].url, specs[1].limits)
-	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s}"
+	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s MaxRetryAfter:30s} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s MaxRetryAfter:10m0s}"
 	if got != want {
 		t.Fatalf("specs\n%s\nwant\n%s", got, want)
 	}

@@ -41,7 +41,10 @@ Any destination URL also takes the route's own options, which the relay
 takes out of the URL: max_in_flight=N, rate=N/s (or N/m, N/h),
 probe_min=1s and probe_max=30s (the probes of a route that is down: one
 whose destination fails every delivery, new messages included; it is
-sent nothing else and charged nothing until a probe goes through).
+sent nothing else and charged nothing until a probe goes through), and
+max_retry_after=1h (the longest a Retry-After, or a broker's throttling
+delay, holds the route; when a hold ends the route gets one message, and
+the rest once that one is answered without another wait).
 format=cloudevents sends CloudEvents 1.0 in binary mode (http, https,
 kafka, amqp, nats, mqtt; webhooks also take format=cloudevents-structured),
 with ce_source=URI as the source attribute (docs/cloudevents.md).
@@ -137,8 +140,8 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, fmt.Sprintf("time to finish the in-flight batch on shutdown (default %s)", outbox.DefaultShutdownTimeout))
 	fs.DurationVar(&f.minPoll, "min-poll", 0, fmt.Sprintf("first wait after an empty read (default %s)", outbox.DefaultMinPollInterval))
 	fs.DurationVar(&f.maxPoll, "max-poll", 0, fmt.Sprintf("longest wait between reads when idle (default %s)", outbox.DefaultMaxPollInterval))
-	fs.DurationVar(&f.retryBase, "retry-base", 0, fmt.Sprintf("first backoff ceiling; doubles per failure (default %s)", outbox.DefaultRetryBase))
-	fs.DurationVar(&f.retryCap, "retry-cap", 0, fmt.Sprintf("largest backoff (default %s)", outbox.DefaultRetryCap))
+	fs.DurationVar(&f.retryBase, "retry-base", 0, "exponential backoff instead of the default curve: first ceiling, doubling per failure up to --retry-cap, full jitter (default: the curve, at most 1s, 32s, 4m3s, … n⁵ s after failure n)")
+	fs.DurationVar(&f.retryCap, "retry-cap", 0, fmt.Sprintf("largest backoff, of the default curve or of --retry-base's (default %s)", outbox.DefaultRetryCap))
 	fs.StringVar(&f.retrySchedule, "retry-schedule", "", "fixed backoff `LIST` instead of exponential, e.g. 10s,30s,1m (the last repeats)")
 	fs.StringVar(&f.logLevel, "log-level", "", "`LEVEL`: debug, info, warn or error (default $OUTBOX_LOG_LEVEL, else info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "`FORMAT`: text or json (default $OUTBOX_LOG_FORMAT, else text)")
@@ -508,7 +511,7 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 }
 
 // splitLimits takes the route options (max_in_flight, rate, probe_min,
-// probe_max) out of the spec's URL.
+// probe_max, max_retry_after) out of the spec's URL.
 func (s *routeSpec) splitLimits() error {
 	u, o, err := outboxurl.SplitRouteOptions(s.url)
 	if err != nil {
@@ -591,11 +594,11 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig, logger *slog
 		}
 	}
 	for _, s := range specs {
-		key := s.url + "\x00" + s.secret
+		key := s.url + "\x00" + s.secret + "\x00" + s.limits.MaxRetryAfter.String()
 		p, ok := pubs[key]
 		if !ok {
 			var err error
-			p, err = outboxurl.Open(s.url, &outboxurl.Options{WebhookSecret: s.secret, WebhookAllowShortSecret: s.allowShort, Timeout: rc.PublishTimeout, Stdout: e.stdout, Logger: logger})
+			p, err = outboxurl.Open(s.url, &outboxurl.Options{WebhookSecret: s.secret, WebhookAllowShortSecret: s.allowShort, WebhookMaxRetryAfter: s.limits.MaxRetryAfter, Timeout: rc.PublishTimeout, Stdout: e.stdout, Logger: logger})
 			if err != nil {
 				// A destination that does not answer is no error here:
 				// its publisher connects in the background and the route
@@ -609,6 +612,7 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig, logger *slog
 		rc.Routes = append(rc.Routes, outbox.Route{
 			Pattern: s.pattern, Publisher: p, Destination: s.destination, Name: s.name, Retry: s.retry,
 			MaxInFlight: s.limits.MaxInFlight, Rate: s.limits.Rate, ProbeMin: s.limits.ProbeMin, ProbeMax: s.limits.ProbeMax,
+			MaxRetryAfter: s.limits.MaxRetryAfter,
 		})
 	}
 	return closeAll, nil

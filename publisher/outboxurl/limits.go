@@ -10,7 +10,7 @@ import (
 
 // RouteOptions are the per-route settings any destination URL may carry
 // in its query, whatever its scheme: ?max_in_flight=16&rate=200/s&
-// probe_min=1s&probe_max=30s. They are the relay's, not the
+// probe_min=1s&probe_max=30s&max_retry_after=10m. They are the relay's, not the
 // destination's: SplitRouteOptions takes them out of the URL before it is
 // opened.
 type RouteOptions struct {
@@ -23,10 +23,14 @@ type RouteOptions struct {
 	// ProbeMin and ProbeMax are probe_min and probe_max, the interval
 	// between probes of a route that is down (outbox.Route.ProbeMin).
 	ProbeMin, ProbeMax time.Duration
+	// MaxRetryAfter is max_retry_after, the longest a failure asking for
+	// a wait (HTTP Retry-After) holds the route
+	// (outbox.Route.MaxRetryAfter, outboxwebhook.Config.MaxRetryAfter).
+	MaxRetryAfter time.Duration
 }
 
 // routeOptionNames are the query parameters SplitRouteOptions takes.
-var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max"}
+var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max", "max_retry_after"}
 
 // SplitRouteOptions returns rawURL without its route options, and the
 // options. The rest of the URL is kept byte for byte. Errors are one line
@@ -89,7 +93,7 @@ func isRouteOption(name string) bool {
 }
 
 // Set applies one route option by its name (max_in_flight, rate,
-// probe_min, probe_max), as the URL or the configuration file writes it.
+// probe_min, probe_max, max_retry_after), as the URL or the configuration file writes it.
 func (o *RouteOptions) Set(name, value string) error {
 	if !isRouteOption(name) {
 		return fmt.Errorf("unknown route option %q (want one of %s)", name, strings.Join(routeOptionNames, ", "))
@@ -117,10 +121,13 @@ func (o *RouteOptions) set(name, v string) error {
 		if err != nil || d <= 0 {
 			return fmt.Errorf("want a positive duration, e.g. 1s or 30s")
 		}
-		if name == "probe_min" {
+		switch name {
+		case "probe_min":
 			o.ProbeMin = d
-		} else {
+		case "probe_max":
 			o.ProbeMax = d
+		default:
+			o.MaxRetryAfter = d
 		}
 	}
 	return nil

@@ -22,6 +22,8 @@ func TestSplitRouteOptions(t *testing.T) {
 		{in: "https://h?max_in_flight=0", err: "max_in_flight=\"0\": want a whole number"},
 		{in: "https://h?probe_min=5s&probe_max=1s", err: "probe_min 5s is more than probe_max 1s"},
 		{in: "https://h?probe_max=-1s", err: "want a positive duration"},
+		{in: "https://h/p?max_retry_after=10m&a=1", out: "https://h/p?a=1", want: RouteOptions{MaxRetryAfter: 10 * time.Minute}},
+		{in: "https://h?max_retry_after=0s", err: "want a positive duration"},
 	}
 	for _, c := range cases {
 		out, o, err := SplitRouteOptions(c.in)

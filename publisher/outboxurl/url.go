@@ -35,6 +35,10 @@ type Options struct {
 	// outboxwebhook.MinSecretBytes (see
 	// outboxwebhook.Config.AllowShortSecret). Defaults to false.
 	WebhookAllowShortSecret bool
+	// WebhookMaxRetryAfter caps the wait a webhook's Retry-After can ask
+	// for (outboxwebhook.Config.MaxRetryAfter). Defaults to
+	// outboxwebhook.MaxRetryAfter (1 h).
+	WebhookMaxRetryAfter time.Duration
 	// Timeout bounds each HTTP request. Defaults to
 	// outboxwebhook.DefaultTimeout (10 s).
 	Timeout time.Duration
@@ -144,7 +148,7 @@ func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := outboxwebhook.New(endpoint, &outboxwebhook.Config{Secret: opts.WebhookSecret, AllowShortSecret: opts.WebhookAllowShortSecret, Timeout: opts.Timeout, CheckURL: check, CloudEvents: opts.cloudEvents()})
+		p, err := outboxwebhook.New(endpoint, &outboxwebhook.Config{Secret: opts.WebhookSecret, AllowShortSecret: opts.WebhookAllowShortSecret, MaxRetryAfter: opts.WebhookMaxRetryAfter, Timeout: opts.Timeout, CheckURL: check, CloudEvents: opts.cloudEvents()})
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}

@@ -29,7 +29,9 @@
 // # Results
 //
 // A 2xx response means delivered. 408, 429 and 5xx are retried, no sooner
-// than the response's Retry-After (capped at MaxRetryAfter). Every other
+// than the response's Retry-After, delay-seconds or an HTTP date (capped
+// at Config.MaxRetryAfter, 1 h by default); the relay holds the whole
+// route for that wait and then sends one request before the others. Every other
 // status, redirects included, is permanent: redirects are never followed,
 // since a moved endpoint is a configuration error, not something to chase
 // with signed payloads. A connection that cannot be made (refused, no such
@@ -67,7 +69,8 @@ const (
 	// DefaultMaxConcurrency is how many requests of one batch are in
 	// flight at once.
 	DefaultMaxConcurrency = 32
-	// MaxRetryAfter caps the wait a Retry-After header can ask for.
+	// MaxRetryAfter is the default of Config.MaxRetryAfter, the cap on
+	// the wait a Retry-After header can ask for.
 	MaxRetryAfter = time.Hour
 	// SecretPrefix marks a Standard Webhooks secret: the rest is base64 and
 	// its decoded bytes are the HMAC key (webhooksig.SecretPrefix).
@@ -120,6 +123,11 @@ type Config struct {
 	// MaxConcurrency is how many requests of one batch are in flight at
 	// once. Defaults to DefaultMaxConcurrency (32).
 	MaxConcurrency int
+	// MaxRetryAfter caps the wait a response's Retry-After can ask for,
+	// so that a hostile or mistaken value cannot park the route for a
+	// year (the relay caps it again with outbox.Route.MaxRetryAfter).
+	// Defaults to MaxRetryAfter (1 h).
+	MaxRetryAfter time.Duration
 	// Headers are added to every request; they win over the message's own
 	// headers but not over the webhook-* headers. Defaults to none.
 	Headers map[string]string
@@ -147,6 +155,7 @@ type Publisher struct {
 	client      *http.Client
 	timeout     time.Duration
 	concurrency int
+	maxWait     time.Duration // Config.MaxRetryAfter
 	headers     http.Header
 	ownClient   bool   // Close may close its idle connections
 	check       string // CheckURL; "" when none
@@ -180,6 +189,9 @@ func New(endpoint string, cfg *Config) (*Publisher, error) {
 	if cfg.MaxConcurrency < 0 {
 		return nil, errors.New("outboxwebhook: MaxConcurrency must not be negative")
 	}
+	if cfg.MaxRetryAfter < 0 {
+		return nil, errors.New("outboxwebhook: MaxRetryAfter must not be negative")
+	}
 	var key []byte // nil: requests go unsigned
 	if cfg.Secret != "" {
 		k, err := webhooksig.ParseSecret(cfg.Secret)
@@ -197,6 +209,7 @@ func New(endpoint string, cfg *Config) (*Publisher, error) {
 		key:         key,
 		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
 		concurrency: orDefault(cfg.MaxConcurrency, DefaultMaxConcurrency),
+		maxWait:     orDefault(cfg.MaxRetryAfter, MaxRetryAfter),
 		headers:     http.Header{},
 		now:         time.Now,
 	}
@@ -345,7 +358,7 @@ func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
 	if !Retryable(resp.StatusCode) {
 		return outbox.Permanent(herr)
 	}
-	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), p.now()); ok {
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), p.now(), p.maxWait); ok {
 		herr.RetryAfter = d
 		return outbox.RetryAfter(herr, d)
 	}
@@ -417,7 +430,8 @@ type HTTPError struct {
 	// Location is a redirect's target, redacted; redirects are not
 	// followed.
 	Location string
-	// RetryAfter is the response's Retry-After, capped at MaxRetryAfter;
+	// RetryAfter is the response's Retry-After, capped at
+	// Config.MaxRetryAfter;
 	// 0 when there was none.
 	RetryAfter time.Duration
 }
@@ -447,8 +461,8 @@ func Retryable(status int) bool {
 }
 
 // parseRetryAfter reads a Retry-After value, delay-seconds or an HTTP
-// date, capped at MaxRetryAfter.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+// date, capped at limit.
+func parseRetryAfter(v string, now time.Time, limit time.Duration) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
@@ -458,8 +472,8 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		if n < 0 {
 			return 0, false
 		}
-		if n > int64(MaxRetryAfter/time.Second) {
-			return MaxRetryAfter, true
+		if n > int64(limit/time.Second) {
+			return limit, true
 		}
 		d = time.Duration(n) * time.Second
 	} else if t, err := http.ParseTime(v); err == nil {
@@ -467,7 +481,7 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	} else {
 		return 0, false
 	}
-	return min(d, MaxRetryAfter), true
+	return min(d, limit), true
 }
 
 // snippet renders the start of a body as one printable line.

@@ -239,6 +239,36 @@ func respond(t *testing.T, status int, header map[string]string, body string) *h
 	return srv
 }
 
+// TestMaxRetryAfter: Config.MaxRetryAfter caps a Retry-After, in seconds
+// or as an HTTP date, below or above the default hour.
+func TestMaxRetryAfter(t *testing.T) {
+	t.Parallel()
+	inADay := time.Now().Add(24 * time.Hour).UTC().Format(http.TimeFormat)
+	for _, tc := range []struct {
+		name, header string
+		limit, want  time.Duration
+	}{
+		{"seconds below the default", "7200", 0, time.Hour},
+		{"seconds, limit lowered", "7200", 10 * time.Second, 10 * time.Second},
+		{"seconds, limit raised", "7200", 3 * time.Hour, 2 * time.Hour},
+		{"date, limit lowered", inADay, time.Minute, time.Minute},
+		{"date, limit raised", inADay, 48 * time.Hour, 24 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := respond(t, 429, map[string]string{"Retry-After": tc.header}, "")
+			p := newPublisher(t, srv.URL, &outboxwebhook.Config{MaxRetryAfter: tc.limit})
+			got := outbox.RetryAfterOf(publishOne(t, p, envelope("id", `{}`)))
+			if got > tc.want || got < tc.want-2*time.Second {
+				t.Errorf("Retry-After %s with MaxRetryAfter %v: wait %v, want %v", tc.header, tc.limit, got, tc.want)
+			}
+		})
+	}
+	if _, err := outboxwebhook.New("https://h", &outboxwebhook.Config{MaxRetryAfter: -time.Second}); err == nil || !strings.Contains(err.Error(), "MaxRetryAfter") {
+		t.Errorf("a negative MaxRetryAfter: %v, want an error naming it", err)
+	}
+}
+
 func TestStatusClasses(t *testing.T) {
 	t.Parallel()
 	httpDate := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
