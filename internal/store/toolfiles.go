@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -73,7 +74,7 @@ func ToolFiles(d Dialect, o MigrateOptions, format ToolFormat, from, start int) 
 				ToolFile{base + ".up.sql", header + "\n" + strings.Join(up, ";\n\n") + ";\n"},
 				ToolFile{base + ".down.sql", header + "\n" + strings.Join(down, ";\n\n") + ";\n"})
 		case Atlas:
-			files = append(files, ToolFile{base + ".sql", header + "\n" + strings.Join(up, ";\n\n") + ";\n"})
+			files = append(files, ToolFile{base + ".sql", atlasFile(header, up)})
 		}
 	}
 	if format == Atlas && len(files) > 0 {
@@ -126,6 +127,24 @@ func gooseStatements(stmts []string) string {
 		fmt.Fprintf(&b, "-- +goose StatementBegin\n%s;\n-- +goose StatementEnd\n", s)
 	}
 	return b.String()
+}
+
+// atlasDelimiter ends the statements of an atlas file that names it in
+// an atlas:delimiter directive.
+const atlasDelimiter = "-- end"
+
+// atlasFile is an atlas migration file of stmts under header. Atlas
+// splits a file at every semicolon outside quotes and dollar-quoted
+// bodies, so a file with a SQLite trigger, whose body holds semicolons of
+// its own, begins with an atlas:delimiter directive and ends each
+// statement with atlasDelimiter instead. Every other file keeps the
+// semicolons (and the checksums it always had).
+func atlasFile(header string, stmts []string) string {
+	if !slices.ContainsFunc(stmts, func(s string) bool { return strings.Contains(strings.ToUpper(s), "CREATE TRIGGER") }) {
+		return header + "\n" + strings.Join(stmts, ";\n\n") + ";\n"
+	}
+	return "-- atlas:delimiter " + atlasDelimiter + "\n" + header + "\n" +
+		strings.Join(stmts, "\n"+atlasDelimiter+"\n\n") + "\n" + atlasDelimiter + "\n"
 }
 
 // atlasSum is the atlas.sum of files: each file's hash is a running

@@ -45,40 +45,39 @@ WHERE typeof(max_attempts) <> 'integer' OR max_attempts < 1;
 UPDATE outbox_messages SET partition_no = 0 WHERE partition_no IS NOT 0;
 UPDATE outbox_messages SET available_at = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE julianday(available_at) IS NULL;
 UPDATE outbox_messages SET created_at = available_at WHERE julianday(created_at) IS NULL;
+-- Each statement of a trigger body begins its line with the ';' that ends
+-- the one before: migration files are split at lines that end in ';'.
 CREATE TRIGGER outbox_messages_insert_check BEFORE INSERT ON outbox_messages
 BEGIN
-    SELECT CASE
-        WHEN CASE WHEN json_valid(NEW.headers) THEN json_type(NEW.headers) <> 'object' ELSE 1 END
-            THEN RAISE(ABORT, 'outbox_messages.headers must be a JSON object, {} for none')
-        WHEN typeof(NEW.attempts) <> 'integer' OR NEW.attempts < 0
-            THEN RAISE(ABORT, 'outbox_messages.attempts must be an integer of 0 or more')
-        WHEN typeof(NEW.max_attempts) <> 'integer' OR NEW.max_attempts < 1
-            THEN RAISE(ABORT, 'outbox_messages.max_attempts must be an integer of 1 or more')
-        WHEN NEW.partition_no IS NOT 0
-            THEN RAISE(ABORT, 'outbox_messages.partition_no must be 0 on SQLite: leave it out')
-        WHEN julianday(NEW.available_at) IS NULL
-            THEN RAISE(ABORT, 'outbox_messages.available_at must be a time, such as 2025-01-31 12:00:00.000 (UTC)')
-        WHEN julianday(NEW.created_at) IS NULL
-            THEN RAISE(ABORT, 'outbox_messages.created_at must be a time, such as 2025-01-31 12:00:00.000 (UTC)')
-    END; END;
+    SELECT RAISE(ABORT, 'outbox_messages.headers must be a JSON object, {} for none')
+        WHERE iif(json_valid(NEW.headers), json_type(NEW.headers), '') <> 'object'
+    ; SELECT RAISE(ABORT, 'outbox_messages.attempts must be an integer of 0 or more')
+        WHERE typeof(NEW.attempts) <> 'integer' OR NEW.attempts < 0
+    ; SELECT RAISE(ABORT, 'outbox_messages.max_attempts must be an integer of 1 or more')
+        WHERE typeof(NEW.max_attempts) <> 'integer' OR NEW.max_attempts < 1
+    ; SELECT RAISE(ABORT, 'outbox_messages.partition_no must be 0 on SQLite: leave it out')
+        WHERE NEW.partition_no IS NOT 0
+    ; SELECT RAISE(ABORT, 'outbox_messages.available_at must be a time, such as 2025-01-31 12:00:00.000 (UTC)')
+        WHERE julianday(NEW.available_at) IS NULL
+    ; SELECT RAISE(ABORT, 'outbox_messages.created_at must be a time, such as 2025-01-31 12:00:00.000 (UTC)')
+        WHERE julianday(NEW.created_at) IS NULL
+    ; END;
 CREATE TRIGGER outbox_messages_update_check
 BEFORE UPDATE OF headers, attempts, max_attempts, partition_no, available_at, created_at ON outbox_messages
 WHEN typeof(NEW.attempts) <> 'integer' OR NEW.attempts < 0 OR typeof(NEW.max_attempts) <> 'integer' OR NEW.max_attempts < 1
   OR NEW.partition_no IS NOT 0 OR NEW.headers IS NOT OLD.headers
   OR NEW.available_at IS NOT OLD.available_at OR NEW.created_at IS NOT OLD.created_at
 BEGIN
-    SELECT CASE
-        WHEN NEW.headers IS NOT OLD.headers
-             AND CASE WHEN json_valid(NEW.headers) THEN json_type(NEW.headers) <> 'object' ELSE 1 END
-            THEN RAISE(ABORT, 'outbox_messages.headers must be a JSON object, {} for none')
-        WHEN typeof(NEW.attempts) <> 'integer' OR NEW.attempts < 0
-            THEN RAISE(ABORT, 'outbox_messages.attempts must be an integer of 0 or more')
-        WHEN typeof(NEW.max_attempts) <> 'integer' OR NEW.max_attempts < 1
-            THEN RAISE(ABORT, 'outbox_messages.max_attempts must be an integer of 1 or more')
-        WHEN NEW.partition_no IS NOT 0
-            THEN RAISE(ABORT, 'outbox_messages.partition_no must be 0 on SQLite: leave it out')
-        WHEN NEW.available_at IS NOT OLD.available_at AND julianday(NEW.available_at) IS NULL
-            THEN RAISE(ABORT, 'outbox_messages.available_at must be a time, such as 2025-01-31 12:00:00.000 (UTC)')
-        WHEN NEW.created_at IS NOT OLD.created_at AND julianday(NEW.created_at) IS NULL
-            THEN RAISE(ABORT, 'outbox_messages.created_at must be a time, such as 2025-01-31 12:00:00.000 (UTC)')
-    END; END;
+    SELECT RAISE(ABORT, 'outbox_messages.headers must be a JSON object, {} for none')
+        WHERE NEW.headers IS NOT OLD.headers AND iif(json_valid(NEW.headers), json_type(NEW.headers), '') <> 'object'
+    ; SELECT RAISE(ABORT, 'outbox_messages.attempts must be an integer of 0 or more')
+        WHERE typeof(NEW.attempts) <> 'integer' OR NEW.attempts < 0
+    ; SELECT RAISE(ABORT, 'outbox_messages.max_attempts must be an integer of 1 or more')
+        WHERE typeof(NEW.max_attempts) <> 'integer' OR NEW.max_attempts < 1
+    ; SELECT RAISE(ABORT, 'outbox_messages.partition_no must be 0 on SQLite: leave it out')
+        WHERE NEW.partition_no IS NOT 0
+    ; SELECT RAISE(ABORT, 'outbox_messages.available_at must be a time, such as 2025-01-31 12:00:00.000 (UTC)')
+        WHERE NEW.available_at IS NOT OLD.available_at AND julianday(NEW.available_at) IS NULL
+    ; SELECT RAISE(ABORT, 'outbox_messages.created_at must be a time, such as 2025-01-31 12:00:00.000 (UTC)')
+        WHERE NEW.created_at IS NOT OLD.created_at AND julianday(NEW.created_at) IS NULL
+    ; END;
