@@ -2,7 +2,9 @@ package relay
 
 import (
 	"context"
+	"strings"
 
+	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -42,10 +44,11 @@ func (r *Relay) recorded(items []*item) {
 		if it.route != nil {
 			route = it.route.name
 		}
-		r.log.Warn("outbox relay: message dead", "relay", r.id, "route", route, "topic", it.row.Topic,
-			"message_id", it.row.MessageID, "attempts", it.row.Attempts+btoi(it.out.CountAttempt), "error", it.out.Error)
+		topic, id := bounded(it.row.Topic), bounded(it.row.MessageID)
+		r.log.Warn("outbox relay: message dead", "relay", r.id, "route", route, "topic", topic,
+			"message_id", id, "attempts", it.row.Attempts+btoi(it.out.CountAttempt), "error", it.out.Error)
 		if len(examples) < maxAlertExamples {
-			examples = append(examples, AlertExample{MessageID: it.row.MessageID, Topic: it.row.Topic, Error: it.out.Error})
+			examples = append(examples, AlertExample{MessageID: id, Topic: topic, Error: it.out.Error})
 		}
 	}
 	if dead > 0 && r.alerts != nil {
@@ -61,4 +64,14 @@ func (r *Relay) reportOwned(n int) {
 	}
 	r.metrics.owned.Add(float64(n - r.owned))
 	r.owned = n
+}
+
+// bounded is a topic or message id fit for a log line or an alert: a row
+// written with plain SQL may hold thousands of characters there (it is
+// dead for it), of which the first 255 bytes say enough.
+func bounded(s string) string {
+	if len(s) <= msgcheck.MaxFieldLen {
+		return s
+	}
+	return strings.ToValidUTF8(s[:msgcheck.MaxFieldLen], "") + "…"
 }

@@ -240,3 +240,15 @@ func FuzzPrepare(f *testing.F) {
 		}
 	})
 }
+
+// TestBounded: a dead row's topic or message id of thousands of
+// characters is cut for logs and alerts, on a character boundary.
+func TestBounded(t *testing.T) {
+	if got := bounded("order.created"); got != "order.created" {
+		t.Errorf("bounded = %q", got)
+	}
+	got := bounded(strings.Repeat("é", 5000))
+	if !utf8.ValidString(got) || len(got) > 255+len("…") || !strings.HasSuffix(got, "…") {
+		t.Errorf("bounded(5,000 × é) = %q", got)
+	}
+}
