@@ -353,6 +353,9 @@ func (a *Adopted) headerValues(raw *string, cols []*string) string {
 		if err := json.Unmarshal([]byte(*raw), &h); err != nil {
 			return *raw
 		}
+		if h == nil { // JSON null: no headers
+			h = map[string]string{}
+		}
 	}
 	for i, name := range names {
 		if cols[i] != nil && *cols[i] != "" {
