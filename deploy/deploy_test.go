@@ -267,7 +267,7 @@ func TestSystemdUnit(t *testing.T) {
 	unit := string(b)
 	for _, want := range []string{
 		"ExecStart=/usr/local/bin/outbox relay ", "EnvironmentFile=/etc/outbox/relay.env",
-		"Restart=on-failure", "RestartPreventExitStatus=2", "KillSignal=SIGTERM",
+		"Restart=on-failure", "RestartPreventExitStatus=2", "Environment=GOTRACEBACK=crash", "KillSignal=SIGTERM",
 		"NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes", "DynamicUser=yes", "CapabilityBoundingSet=\n",
 	} {
 		if !strings.Contains(unit, want) {
