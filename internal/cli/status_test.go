@@ -139,8 +139,11 @@ func TestStatusDueAge(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t, store.SQLite)
 	vars := dbVars(db)
-	enqueueOK(t, vars, "--topic", "report.daily", "--payload", "{}", "--delay", "1h")
-	if st := status(t, vars); st.Pending != 1 || st.OldestDueAgeSeconds != 0 || st.OldestPendingAgeSeconds <= 0 {
+	delayed := enqueueOK(t, vars, "--topic", "report.daily", "--payload", "{}", "--delay", "1h")
+	// Created 30 s ago: an age read in the millisecond of the insert would
+	// be 0 (SQLite keeps milliseconds).
+	db.Exec(t, "UPDATE outbox_messages SET created_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '-30 seconds') WHERE message_id = ?", delayed)
+	if st := status(t, vars); st.Pending != 1 || st.OldestDueAgeSeconds != 0 || st.OldestPendingAgeSeconds < 29 {
 		t.Errorf("a delayed message only: %+v", st)
 	}
 	id := enqueueOK(t, vars, "--topic", "order.created", "--payload", "{}")
