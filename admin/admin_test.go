@@ -657,8 +657,8 @@ func TestReplayDelivers(t *testing.T) {
 	if res != (bulkJSON{Matched: 2, Changed: 2}) {
 		t.Fatalf("replay: %+v", res)
 	}
-	relaytest.WaitFor(t, 20*time.Second, "the replayed messages delivered again", func() bool {
-		return pub.delivered(ids[1]) == 2 && pub.delivered(ids[2]) == 2
+	relaytest.WaitFor(t, 20*time.Second, "the replayed messages delivered again and settled", func() bool {
+		return pub.delivered(ids[1]) == 2 && pub.delivered(ids[2]) == 2 && relaytest.Count(t, db, "sent") == 3
 	})
 	if n := pub.delivered(ids[0]); n != 1 {
 		t.Errorf("message not replayed delivered %d times, want 1", n)
