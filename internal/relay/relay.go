@@ -58,6 +58,9 @@ type Relay struct {
 
 	// db is what Ready reports (see dbhealth.go).
 	db dbHealth
+
+	// probe is the change probe's state (see probe.go).
+	probe probeState
 }
 
 // worker is one read-publish-settle loop over its share of the owned
@@ -112,9 +115,9 @@ func New(backend *store.Backend, cfg Config) (*Relay, error) {
 		r.id = defaultRelayID()
 	}
 	r.router.cache = map[string]*routeState{}
+	r.routes = routePatterns(cfg.Routes)
 	for _, rt := range cfg.Routes {
 		rs := &routeState{Route: rt, name: rt.Name, health: newHealth(rt)}
-	r.routes = routePatterns(cfg.Routes)
 		if rs.name == "" {
 			rs.name = rt.Pattern
 		}
@@ -212,6 +215,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.listenLoop(loopCtx)
 		}()
 	}
+	r.startProbe(loopCtx)
 	r.startObserving(loopCtx)
 
 	var workers sync.WaitGroup
@@ -256,6 +260,7 @@ func (r *Relay) listenLoop(ctx context.Context) {
 		wait := delay
 		switch {
 		case errors.Is(err, driver.ErrNoSignals):
+			r.setNoSignals(true)
 			if !warned {
 				r.log.Warn("outbox relay: LISTEN cannot work over this database connection: "+err.Error()+
 					"; the relay polls instead (at most max_poll_interval apart); for wake-ups, give it a LISTEN connection straight to the server (outbox relay --listen-db URL, RelayConfig.Listener)",
@@ -264,6 +269,7 @@ func (r *Relay) listenLoop(ctx context.Context) {
 			}
 			wait = noSignalsRetry
 		default:
+			r.setNoSignals(false)
 			if time.Since(start) > time.Minute {
 				delay = 100 * time.Millisecond
 			}
