@@ -18,6 +18,7 @@ func TestDefaultsAreTheEngines(t *testing.T) {
 		{"DefaultMinBatchSize", DefaultMinBatchSize, relay.DefaultMinBatchSize},
 		{"DefaultMinPollInterval", DefaultMinPollInterval, relay.DefaultMinPollInterval},
 		{"DefaultMaxPollInterval", DefaultMaxPollInterval, relay.DefaultMaxPollInterval},
+		{"DefaultProbeInterval", DefaultProbeInterval, relay.DefaultProbeInterval},
 		{"DefaultPublishTimeout", DefaultPublishTimeout, relay.DefaultPublishTimeout},
 		{"DefaultShutdownTimeout", DefaultShutdownTimeout, relay.DefaultShutdownTimeout},
 		{"DefaultWorkers", DefaultWorkers, relay.DefaultWorkers},

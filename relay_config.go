@@ -24,6 +24,9 @@ const (
 	DefaultMinPollInterval = 5 * time.Millisecond
 	// DefaultMaxPollInterval is the longest wait between reads when idle.
 	DefaultMaxPollInterval = time.Second
+	// DefaultProbeInterval is how often an idle relay asks the database
+	// whether a row was added (see RelayConfig.ProbeInterval).
+	DefaultProbeInterval = 10 * time.Millisecond
 	// DefaultPublishTimeout bounds one publish of a batch.
 	DefaultPublishTimeout = 15 * time.Second
 	// DefaultShutdownTimeout bounds the finishing of the in-flight batch
@@ -87,6 +90,14 @@ type RelayConfig struct {
 	// MaxPollInterval is the longest idle wait. Defaults to
 	// DefaultMaxPollInterval (1 s).
 	MaxPollInterval time.Duration
+	// ProbeInterval is how often the relay asks the database for the
+	// table's highest id (one primary-key lookup) and reads as soon as it
+	// moved: a row from any producer (plain SQL, another language, an
+	// adopted table's application; PostgreSQL, MySQL/MariaDB, SQLite) is
+	// found within about this long, where the reads alone back off to
+	// MaxPollInterval. Negative: no probe, new rows wait for a poll or a
+	// Go producer's signal. Defaults to DefaultProbeInterval (10 ms).
+	ProbeInterval time.Duration
 	// PublishTimeout bounds one publish call; results not confirmed by
 	// then are unknown outcomes. Defaults to DefaultPublishTimeout (15 s).
 	PublishTimeout time.Duration
@@ -172,6 +183,7 @@ func (c *RelayConfig) engine() relay.Config {
 		MinBatchSize:    c.MinBatchSize,
 		MinPollInterval: c.MinPollInterval,
 		MaxPollInterval: c.MaxPollInterval,
+		ProbeInterval:   c.ProbeInterval,
 		PublishTimeout:  c.PublishTimeout,
 		ShutdownTimeout: c.ShutdownTimeout,
 		LeaseTTL:        c.LeaseTTL,

@@ -132,6 +132,7 @@ type relayConfig struct {
 	ShutdownTimeout string `yaml:"shutdown_timeout"`
 	MinPoll         string `yaml:"min_poll"`
 	MaxPoll         string `yaml:"max_poll"`
+	ProbeInterval   string `yaml:"probe_interval"`
 	MaxPayloadBytes string `yaml:"max_payload_bytes"`
 	MetricsInterval string `yaml:"metrics_interval"`
 	// The fleet's keys, as the relay flags of the same names (--db

@@ -99,6 +99,8 @@ type relayFlags struct {
 	shutdownTimeout time.Duration
 	minPoll         time.Duration
 	maxPoll         time.Duration
+	probeInterval   time.Duration
+	noProbe         bool
 	retryBase       time.Duration
 	retryCap        time.Duration
 	retrySchedule   string
@@ -140,6 +142,8 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, fmt.Sprintf("time to finish the in-flight batch on shutdown (default %s)", outbox.DefaultShutdownTimeout))
 	fs.DurationVar(&f.minPoll, "min-poll", 0, fmt.Sprintf("first wait after an empty read (default %s)", outbox.DefaultMinPollInterval))
 	fs.DurationVar(&f.maxPoll, "max-poll", 0, fmt.Sprintf("longest wait between reads when idle (default %s)", outbox.DefaultMaxPollInterval))
+	fs.DurationVar(&f.probeInterval, "probe-interval", 0, fmt.Sprintf("how often an idle relay asks the database whether a row was added (its highest id) and reads at once when one was: the wait of a message from any producer between polls (default %s)", outbox.DefaultProbeInterval))
+	fs.BoolVar(&f.noProbe, "no-probe", false, "no change probe: rows from producers that send no signal wait for a poll (at most --max-poll)")
 	fs.DurationVar(&f.retryBase, "retry-base", 0, "exponential backoff instead of the default curve: first ceiling, doubling per failure up to --retry-cap, full jitter (default: the curve, at most 1s, 32s, 4m3s, … n⁵ s after failure n)")
 	fs.DurationVar(&f.retryCap, "retry-cap", 0, fmt.Sprintf("largest backoff, of the default curve or of --retry-base's (default %s)", outbox.DefaultRetryCap))
 	fs.StringVar(&f.retrySchedule, "retry-schedule", "", "fixed backoff `LIST` instead of exponential, e.g. 10s,30s,1m (the last repeats)")
@@ -390,11 +394,15 @@ func resolveRelayConfig(r *resolver, f *relayFlags) (*outbox.RelayConfig, error)
 		{"shutdown-timeout", f.shutdownTimeout, "relay.shutdown_timeout", c.ShutdownTimeout, &rc.ShutdownTimeout},
 		{"min-poll", f.minPoll, "relay.min_poll", c.MinPoll, &rc.MinPollInterval},
 		{"max-poll", f.maxPoll, "relay.max_poll", c.MaxPoll, &rc.MaxPollInterval},
+		{"probe-interval", f.probeInterval, "relay.probe_interval", c.ProbeInterval, &rc.ProbeInterval},
 	}
 	for _, d := range durations {
 		if *d.dst, err = r.duration(d.flag, d.val, "", d.key, d.cfgVal); err != nil {
 			return nil, err
 		}
+	}
+	if f.noProbe {
+		rc.ProbeInterval = -1
 	}
 	if rc.LeaseTTL > 0 && rc.LeaseTTL < 500*time.Millisecond {
 		return nil, usagef("relay: lease TTL %s is too short (at least 500ms)", rc.LeaseTTL)

@@ -21,6 +21,7 @@ const (
 	DefaultMinBatchSize    = 50
 	DefaultMinPollInterval = 5 * time.Millisecond
 	DefaultMaxPollInterval = time.Second
+	DefaultProbeInterval   = 10 * time.Millisecond
 	DefaultPublishTimeout  = 15 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultWorkers         = 4
@@ -42,6 +43,7 @@ type Config struct {
 	MinBatchSize    int
 	MinPollInterval time.Duration
 	MaxPollInterval time.Duration
+	ProbeInterval   time.Duration // negative: no change probe
 	PublishTimeout  time.Duration
 	ShutdownTimeout time.Duration
 	LeaseTTL        time.Duration
@@ -152,6 +154,7 @@ func (c *Config) SetDefaults() {
 	c.MinBatchSize = min(c.MinBatchSize, c.BatchSize)
 	orDefault(&c.MinPollInterval, DefaultMinPollInterval)
 	orDefault(&c.MaxPollInterval, DefaultMaxPollInterval)
+	orDefault(&c.ProbeInterval, DefaultProbeInterval)
 	c.MaxPollInterval = max(c.MaxPollInterval, c.MinPollInterval)
 	orDefault(&c.PublishTimeout, DefaultPublishTimeout)
 	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)

@@ -23,6 +23,11 @@ type Relay struct {
 	// SeenAgo is how long ago the relay last renewed its registration, by
 	// database time (only in the listing of Relays).
 	SeenAgo time.Duration
+	// Wake is how the relay learns of new messages between its polls, as
+	// it recorded it ("notify + probe 10ms", "probe 10ms", "poll"); "" for
+	// a relay of a version that records none (only in the listing of
+	// Relays).
+	Wake string
 }
 
 // EncodeRoutes is the form in which a relay records its route patterns
@@ -68,6 +73,13 @@ func (st *Store) Relays(ctx context.Context) ([]Relay, error) {
 			return nil, nil // a schema from before the routes were recorded
 		}
 		return nil, err
+	}
+	wakes, err := st.relayWakes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Wake = wakes[out[i].ID]
 	}
 	return out, nil
 }

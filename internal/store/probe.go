@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+)
+
+// Change probes.
+//
+// A relay that is idle learns of new rows by probing the table's highest
+// id every few milliseconds and reading only when it changed: the
+// primary key's last entry, one index lookup, where a full read runs the
+// ready-rows query over every partition. Every producer moves it, whatever
+// it writes with (plain SQL, another language, an application whose table
+// the relay adopted), and no trigger or schema change is needed. A row
+// committed out of id order (a transaction that took its id before
+// another's and committed after it) does not move the highest id; the
+// reads that follow any round that found rows, MinPollInterval apart and
+// doubling, find it.
+
+const (
+	probeSQL = "SELECT COALESCE(MAX(id), 0) FROM outbox_messages"
+	// wakeVersion is the migration that adds outbox_relays.wake.
+	wakeVersion = 18
+)
+
+// Probe returns a value that changes whenever a row was added to the
+// table (its highest id).
+func (st *Store) Probe(ctx context.Context) (int64, error) {
+	return queryInt64(ctx, st.db, probeSQL)
+}
+
+// Probe returns a value that changes whenever the application added a row
+// to the adopted table (its highest id, over the integer primary key the
+// profile names).
+func (a *Adopted) Probe(ctx context.Context) (int64, error) {
+	return queryInt64(ctx, a.base.db, "SELECT COALESCE(MAX("+a.ad.ident(a.p.ID)+"), 0) FROM "+a.table())
+}
+
+// RecordWake records how relay id learns of new messages between its
+// polls (e.g. "notify + probe 10ms", "poll") beside its heartbeat, for
+// `outbox status`. It reports whether the relay's row was there to hold
+// it (its first heartbeat makes it). A schema from before version 18 has
+// no place for it: nothing is recorded, and it reports true.
+func (st *Store) RecordWake(ctx context.Context, id, wake string) (bool, error) {
+	n, err := st.db.Exec(ctx, "UPDATE outbox_relays SET wake = "+st.dl.ph(1)+" WHERE relay_id = "+st.dl.ph(2), wake, id)
+	if err != nil {
+		if v, verr := SchemaVersion(ctx, st.db); verr == nil && v < wakeVersion {
+			return true, nil
+		}
+		return false, err
+	}
+	return n > 0, nil
+}
+
+// RecordWake does nothing: an adopted table's relays keep no registry.
+func (a *Adopted) RecordWake(context.Context, string, string) (bool, error) { return true, nil }
+
+// relayWakes returns the wake-up each registered relay recorded, by id.
+func (st *Store) relayWakes(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	_, err := appendRows(ctx, st.db, nil, func(scan func(...any) error) (struct{}, error) {
+		var id, wake string
+		err := scan(&id, &wake)
+		out[id] = wake
+		return struct{}{}, err
+	}, "SELECT relay_id, wake FROM outbox_relays WHERE wake IS NOT NULL")
+	if err != nil {
+		if v, verr := SchemaVersion(ctx, st.db); verr == nil && v < wakeVersion {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+func queryInt64(ctx context.Context, q Querier, sql string, args ...any) (int64, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	if rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+	}
+	return n, rows.Err()
+}
