@@ -18,14 +18,16 @@ import (
 )
 
 // idleRelay starts a relay that, once idle, would not poll again for a
-// minute: a delivery within seconds proves it was woken. Producers in
-// these tests signal 300 ms after Enqueue, well after their commit.
+// minute, and has no change probe: a delivery within seconds proves the
+// signal under test woke it. Producers in these tests signal 300 ms after
+// Enqueue, well after their commit.
 func idleRelay(t *testing.T, newRelay func(*outbox.RelayConfig) (*outbox.Relay, error)) *sink {
 	t.Helper()
 	s := newSink()
 	cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(s.publish)})
 	cfg.MinPollInterval = time.Minute
 	cfg.MaxPollInterval = time.Minute
+	cfg.ProbeInterval = -1
 	r, err := newRelay(cfg)
 	if err != nil {
 		t.Fatal(err)

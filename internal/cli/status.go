@@ -45,6 +45,11 @@ type relayJSON struct {
 	// them; both absent for a relay of a version that records none.
 	Routes            []string `json:"routes,omitempty"`
 	RoutesFingerprint string   `json:"routes_fingerprint,omitempty"`
+	// Wake is how the relay learns of new messages between its polls:
+	// "notify" (PostgreSQL LISTEN, for Go producers), "probe 10ms" (the
+	// change probe and its interval), both joined by " + ", or "poll";
+	// absent for a relay of a version that records none.
+	Wake string `json:"wake,omitempty"`
 }
 
 // routeJSON is one route's health in 'outbox status --json'.
@@ -289,7 +294,7 @@ func newStatusJSON(st statusView) *statusJSON {
 	}
 	out.Relays = []relayJSON{}
 	for _, r := range st.Relays {
-		out.Relays = append(out.Relays, relayJSON{ID: r.ID, SeenSecondsAgo: r.SeenAgo.Seconds(), Routes: r.Routes, RoutesFingerprint: r.Fingerprint})
+		out.Relays = append(out.Relays, relayJSON{ID: r.ID, SeenSecondsAgo: r.SeenAgo.Seconds(), Routes: r.Routes, RoutesFingerprint: r.Fingerprint, Wake: r.Wake})
 	}
 	out.RoutesAgree = routesAgree(st.Relays)
 	return out
@@ -332,13 +337,17 @@ func printRelays(w io.Writer, st statusView) {
 		return
 	}
 	fmt.Fprintln(w)
-	t := newTable(w, "RELAY", "SEEN", "ROUTES")
+	t := newTable(w, "RELAY", "SEEN", "WAKE", "ROUTES")
 	for _, r := range st.Relays {
 		routes := "unknown (a version that does not record them)"
 		if r.RoutesKnown {
 			routes = r.Fingerprint + "  " + truncate(strings.Join(r.Routes, " "), 100)
 		}
-		t.row(r.ID, roundAge(r.SeenAgo).String()+" ago", routes)
+		wake := r.Wake
+		if wake == "" {
+			wake = "-"
+		}
+		t.row(r.ID, roundAge(r.SeenAgo).String()+" ago", wake, routes)
 	}
 	t.flush()
 	if len(st.Relays) > 1 {

@@ -1,0 +1,93 @@
+package relaytest_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/adopt/adopttest"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testpgbouncer"
+)
+
+// idleArgs keep a relay from reading again for ten minutes once it is
+// idle: a delivery within the tests' timeouts proves something woke it.
+var idleArgs = []string{"--min-poll", "10m", "--max-poll", "10m", "--lease-ttl", "2s"}
+
+// wakesOnPlainInsert starts a relay on dbURL delivering to a webhook,
+// lets it deliver a first row (insert writes row seq) and go idle, then
+// writes a second row the way a producer in another language does, with
+// no signal of any kind: the relay's change probe must find it long
+// before its next poll.
+func wakesOnPlainInsert(t *testing.T, dbURL string, insert func(seq int), args ...string) *relaytest.Process {
+	t.Helper()
+	h, url := newHooks(t, false, nil)
+	insert(0)
+	p := relaytest.StartRelay(t, dbURL, append(append([]string{"--to", url}, idleArgs...), args...)...)
+	relaytest.WaitFor(t, 30*time.Second, "the first row delivered", func() bool { return h.distinct() == 1 })
+	// After a round that found rows the relay reads once more a few
+	// milliseconds later, then waits for --min-poll: let that read pass.
+	time.Sleep(200 * time.Millisecond)
+	insert(1)
+	relaytest.WaitFor(t, 60*time.Second, "the plain-SQL row delivered with the relay idle", func() bool { return h.distinct() == 2 })
+	return p
+}
+
+// plainInsert writes row seq to outbox_messages in the contract's
+// minimal form.
+func plainInsert(t *testing.T, db *testdb.DB) func(int) {
+	return func(seq int) {
+		db.Exec(t, testdb.Placeholder(db.Dialect, "INSERT INTO outbox_messages (topic, business_key, payload) VALUES ('order.created', ?, ?)"),
+			"order-42", fmt.Sprintf(`{"seq":%d}`, seq))
+	}
+}
+
+// TestProbeWakesIdleRelay: on every database a row written by plain SQL,
+// and one written to each adopted table, reach an idle relay in another
+// process before its next poll, ten minutes away.
+func TestProbeWakesIdleRelay(t *testing.T) {
+	relaytest.KeepBinary(t)
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			db := testdb.New(t, d)
+			p := wakesOnPlainInsert(t, db.URL, plainInsert(t, db))
+			var st struct {
+				Relays []struct {
+					Wake string `json:"wake"`
+				} `json:"relays"`
+			}
+			p.Status(t, &st)
+			want := "probe 10ms"
+			if d == store.Postgres {
+				want = "notify + probe 10ms"
+			}
+			if len(st.Relays) != 1 || st.Relays[0].Wake != want {
+				t.Errorf("outbox status --json relays: %+v, want one relay with wake %q", st.Relays, want)
+			}
+			p.Stop(t)
+		})
+		t.Run(string(d)+"/adopt-laravel", func(t *testing.T) {
+			db := testdb.New(t, d)
+			adopttest.Create(t, db, "laravel")
+			p := wakesOnPlainInsert(t, db.URL, func(seq int) { adopttest.Insert(t, db, "laravel", seq, 1, "order.created") }, "--adopt", "laravel")
+			p.Stop(t)
+		})
+	}
+}
+
+// TestProbeWakesIdleRelayThroughPgBouncer: behind PgBouncer in
+// transaction mode, where LISTEN cannot work and the relay says so, the
+// probe still wakes it for a plain-SQL row written straight to the
+// server.
+func TestProbeWakesIdleRelayThroughPgBouncer(t *testing.T) {
+	relaytest.KeepBinary(t)
+	name := testdb.PostgresDatabase(t)
+	direct := testdb.WithDatabase(testdb.PostgresURL, name)
+	db := testdb.PostgresAt(t, direct)
+	testdb.Migrate(t, db)
+	b := testpgbouncer.Start(t, "127.0.0.1:5432")
+	p := wakesOnPlainInsert(t, b.URL(name), plainInsert(t, db))
+	p.Stop(t)
+}
