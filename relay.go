@@ -63,6 +63,14 @@ func (r *Relay) ID() string { return r.engine.ID() }
 // outbox_database_errors_total{class}.
 func (r *Relay) Ready() error { return r.engine.Ready() }
 
+// Wake says how the relay learns of new messages between its polls:
+// "notify" (PostgreSQL LISTEN, for the signals of Go producers), "probe
+// 10ms" (the change probe of RelayConfig.ProbeInterval, for every
+// producer), both joined by " + ", or "poll" when it only polls, at most
+// MaxPollInterval apart (a probe that fails, a LISTEN that cannot work
+// through a pooler).
+func (r *Relay) Wake() string { return r.engine.Wake() }
+
 // Run relays until ctx is cancelled, then finishes or releases its
 // in-flight batch (within ShutdownTimeout), gives up its partitions so
 // other relays take them at once, and returns nil. It returns an error

@@ -150,6 +150,10 @@ type relayJSON struct {
 	// that does not record its routes.
 	Routes            []string `json:"routes,omitempty"`
 	RoutesFingerprint string   `json:"routes_fingerprint,omitempty"`
+	// Wake is how the relay learns of new messages between its polls
+	// ("notify", "probe 10ms", both joined by " + ", or "poll"); absent
+	// for a relay of a version that does not record it.
+	Wake string `json:"wake,omitempty"`
 }
 
 // relaysWithin is how recent a relay's heartbeat must be for the stats to
@@ -222,7 +226,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 				out.RoutesAgree = false
 			}
 			fp = rl.Fingerprint
-			out.Relays = append(out.Relays, relayJSON{ID: rl.ID, SeenSecondsAgo: rl.SeenAgo.Seconds(), Routes: rl.Routes, RoutesFingerprint: rl.Fingerprint})
+			out.Relays = append(out.Relays, relayJSON{ID: rl.ID, SeenSecondsAgo: rl.SeenAgo.Seconds(), Routes: rl.Routes, RoutesFingerprint: rl.Fingerprint, Wake: rl.Wake})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -313,6 +313,7 @@
       body.appendChild(el('tr', { 'data-relay': r.id },
         el('td', { className: 'mono', text: r.id }),
         el('td', { text: fmtAge(r.seen_seconds_ago) + ' ago' }),
+        el('td', { 'data-wake': '', text: r.wake || '-' }),
         el('td', { className: 'wrap', text: r.routes_fingerprint
           ? r.routes_fingerprint + '  ' + r.routes.join(' ')
           : 'unknown (a version that does not record them)' })));
