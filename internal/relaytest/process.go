@@ -2,8 +2,10 @@ package relaytest
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -84,6 +86,27 @@ func (p *Process) Status(t *testing.T, v any) {
 	if err := json.Unmarshal(out, v); err != nil {
 		t.Fatalf("outbox status --json: %v\n%s", err, out)
 	}
+}
+
+// PeakRSS is the most resident memory the relay process has used so far,
+// in bytes (VmHWM in /proc; Linux only).
+func (p *Process) PeakRSS(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.p.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM %q: %v", rest, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", p.p.Pid())
+	return 0
 }
 
 // Kill ends the relay with SIGKILL, as a crash would, and waits for it.
