@@ -87,6 +87,10 @@ const (
 // (outbox.DefaultMaxRetryAfter).
 const DefaultMaxRetryAfter = time.Hour
 
+// minHoldProbeWait is the shortest a message is put back while the first
+// message after a hold is out.
+const minHoldProbeWait = 10 * time.Millisecond
+
 // health is a route's health and its limits, shared by the relay's
 // workers.
 type health struct {
@@ -104,6 +108,7 @@ type health struct {
 	probing    bool               // a probe is in flight
 	holdUntil  time.Time          // a Retry-After holds the route
 	held       bool               // a hold was asked for and no probe since answered without one
+	holdLen    time.Duration      // the last hold's length
 	fresh      int                // failed new messages since the last success
 	freshAt    time.Time          // when the last of them failed
 	freshFirst time.Time          // when the first of them failed
@@ -159,7 +164,9 @@ func (h *health) admit(now time.Time) (admission, time.Duration, string) {
 	case now.Before(h.holdUntil):
 		return admitWait, h.holdUntil.Sub(now), "the destination asked to wait: " + h.reason
 	case h.held && !h.down && h.probing:
-		return admitWait, h.probeMin, "the destination asked to wait, probing"
+		// Back after the last hold's length (a client's short
+		// backpressure), at most a probe interval.
+		return admitWait, min(h.probeMin, max(h.holdLen, minHoldProbeWait)), "the destination asked to wait, probing"
 	case h.held && !h.down:
 		// The hold is over: one message first (counted with the probes,
 		// which an outage starts afresh).
@@ -283,8 +290,8 @@ func (h *health) observe(now time.Time, results []result, c callInfo) (charge bo
 	}
 	if retryAfter > 0 {
 		h.holdUntil = maxTime(h.holdUntil, now.Add(retryAfter))
-		h.held = true
-	} else if probe && h.held {
+		h.held, h.holdLen = true, retryAfter
+	} else if probe && h.held && len(results) > 0 {
 		// The first message after the hold was answered without another
 		// wait: the hold is over, and the route ramps up from one message.
 		h.held = false

@@ -358,6 +358,27 @@ func TestHealthRetryAfterProbeOtherFailure(t *testing.T) {
 	}
 }
 
+// TestHealthShortHoldProbe: while the first message after a short hold (a
+// client's backpressure, 100 ms) is out, the others are put back for the
+// hold's length, not a whole probe interval; a probe call that reports
+// nothing (cut short by a shutdown) does not end the hold.
+func TestHealthShortHoldProbe(t *testing.T) {
+	h := newHealth(Route{})
+	now := time.Unix(1000, 0)
+	h.observe(now, []result{{err: Mark(errBusy, ClassTransient, 100*time.Millisecond), fresh: true}}, callInfo{})
+	now = now.Add(100 * time.Millisecond)
+	if m, _, _ := h.admit(now); m != admitProbe {
+		t.Fatal("no probe after the hold")
+	}
+	if m, wait, _ := h.admit(now); m != admitWait || wait != 100*time.Millisecond {
+		t.Fatalf("admit while the probe is out: %v %v, want a 100ms wait", m, wait)
+	}
+	h.observe(now, nil, callInfo{probe: true})
+	if m, _, _ := h.admit(now); m != admitProbe {
+		t.Fatalf("admit %v after a probe that reported nothing, want another probe", m)
+	}
+}
+
 // TestHealthMaxRetryAfter: a wait longer than the route's MaxRetryAfter
 // holds it for MaxRetryAfter; the default is an hour.
 func TestHealthMaxRetryAfter(t *testing.T) {
