@@ -58,6 +58,13 @@ type Message struct {
 	// MaxAttempts bounds publish attempts before the message goes dead.
 	// Defaults to 10.
 	MaxAttempts int
+	// SealSubject names the data subject (e.g. "customer:42") whose own
+	// key seals the payload, created on first use by the producer's
+	// seal.SubjectKeyProvider: erasing that key makes every stored
+	// message of the subject unreadable. Needs Config.Seal; the message
+	// is sealed whatever its topic. Defaults to "": the current key
+	// seals the payloads Config.Seal selects.
+	SealSubject string
 }
 
 // isJSONType reports whether a content type denotes JSON.

@@ -34,6 +34,10 @@ type Config struct {
 	// DisableNotify stops the producer from signalling relays in other
 	// processes; they find new messages by polling.
 	DisableNotify bool
+	// Seal, when set, encrypts payloads before they are written (see
+	// SealConfig and package seal). Defaults to nil: payloads are stored
+	// as they are.
+	Seal *SealConfig
 }
 
 func (c *Config) validate() error {
@@ -42,6 +46,9 @@ func (c *Config) validate() error {
 	}
 	if c.NotifyInterval < 0 {
 		return errors.New("outbox: Config.NotifyInterval must not be negative")
+	}
+	if c.Seal != nil {
+		return c.Seal.validate()
 	}
 	return nil
 }
@@ -108,6 +115,9 @@ func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message)
 	for i := range msgs {
 		r, err := msgs[i].prepare(i, p.cfg.MaxPayloadBytes, trace)
 		if err != nil {
+			return nil, err
+		}
+		if err := p.sealRow(ctx, i, &r, &msgs[i]); err != nil {
 			return nil, err
 		}
 		rows[i], ids[i] = r, r.MessageID

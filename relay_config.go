@@ -10,6 +10,7 @@ import (
 	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/seal"
 )
 
 // Relay defaults.
@@ -26,7 +27,7 @@ const (
 	DefaultMaxPollInterval = time.Second
 	// DefaultProbeInterval is how often an idle relay asks the database
 	// whether a row was added (see RelayConfig.ProbeInterval).
-	DefaultProbeInterval = 10 * time.Millisecond
+	DefaultProbeInterval = 25 * time.Millisecond
 	// DefaultPublishTimeout bounds one publish of a batch.
 	DefaultPublishTimeout = 15 * time.Second
 	// DefaultShutdownTimeout bounds the finishing of the in-flight batch
@@ -96,7 +97,7 @@ type RelayConfig struct {
 	// adopted table's application; PostgreSQL, MySQL/MariaDB, SQLite) is
 	// found within about this long, where the reads alone back off to
 	// MaxPollInterval. Negative: no probe, new rows wait for a poll or a
-	// Go producer's signal. Defaults to DefaultProbeInterval (10 ms).
+	// Go producer's signal. Defaults to DefaultProbeInterval (25 ms).
 	ProbeInterval time.Duration
 	// PublishTimeout bounds one publish call; results not confirmed by
 	// then are unknown outcomes. Defaults to DefaultPublishTimeout (15 s).
@@ -166,6 +167,14 @@ type RelayConfig struct {
 	// Alerts, when set, sends alerts about new dead letters and a growing
 	// backlog to a webhook and the log. Defaults to nil: no alerts.
 	Alerts *AlertConfig
+	// Keys open payloads sealed at enqueue (package seal) on routes that
+	// open them (Route.Sealed). A message whose key the provider reports
+	// erased is dead "erased: key K no longer exists", its attempts
+	// uncharged; one it does not know, or that fails to open, is dead
+	// "cannot open sealed payload: …". Defaults to nil: routes passing
+	// sealed payloads on (SealedPass) deliver them; on any other route a
+	// sealed message is dead.
+	Keys seal.KeyProvider
 
 	// wrapStore, set through relay.WrapStore by the command, replaces the
 	// relay's store (relay --adopt).
@@ -195,6 +204,7 @@ func (c *RelayConfig) engine() relay.Config {
 		MetricsInterval: c.MetricsInterval,
 		TracerProvider:  c.TracerProvider,
 		Alerts:          (*relay.AlertConfig)(c.Alerts),
+		Keys:            c.Keys,
 	}
 	if f := c.OnBatch; f != nil {
 		e.OnBatch = func(b relay.BatchReport) { f(BatchReport(b)) }
@@ -210,6 +220,7 @@ func (c *RelayConfig) engine() relay.Config {
 			ProbeMin:      rt.ProbeMin,
 			ProbeMax:      rt.ProbeMax,
 			MaxRetryAfter: rt.MaxRetryAfter,
+			Sealed:        rt.Sealed,
 		}
 		if rt.Publisher != nil {
 			er.Publisher = publisherOf{rt.Publisher}

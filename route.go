@@ -54,7 +54,22 @@ type Route struct {
 	// a hostile or mistaken value cannot park it for a year. Defaults to
 	// DefaultMaxRetryAfter (1 h).
 	MaxRetryAfter time.Duration
+	// Sealed is what the route does with a payload sealed at enqueue
+	// (package seal): SealedOpen opens it with RelayConfig.Keys and
+	// publishes the plain payload (the table is protected, the broker
+	// sees plain text); SealedPass publishes it sealed, with its
+	// algorithm and key id headers, for consumers to open (end to end).
+	// SealedOpen needs RelayConfig.Keys. Defaults to "": open, and a
+	// sealed message is dead "cannot open sealed payload" when the relay
+	// has no keys.
+	Sealed string
 }
+
+// Route modes of a sealed payload (Route.Sealed).
+const (
+	SealedOpen = relay.SealedOpen
+	SealedPass = relay.SealedPass
+)
 
 // Route health defaults: the probe interval of a route that is down.
 const (

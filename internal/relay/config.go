@@ -12,6 +12,7 @@ import (
 
 	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/seal"
 )
 
 // Relay defaults. outbox.DefaultBatchSize and the others have the same
@@ -21,7 +22,7 @@ const (
 	DefaultMinBatchSize    = 50
 	DefaultMinPollInterval = 5 * time.Millisecond
 	DefaultMaxPollInterval = time.Second
-	DefaultProbeInterval   = 10 * time.Millisecond
+	DefaultProbeInterval   = 25 * time.Millisecond
 	DefaultPublishTimeout  = 15 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultWorkers         = 4
@@ -63,6 +64,8 @@ type Config struct {
 	// Database names the database in alerts when the relay serves one of
 	// a fleet's; "" otherwise.
 	Database string
+	// Keys open sealed payloads (routes in SealedOpen mode); nil: none.
+	Keys seal.KeyProvider
 
 	// Store replaces the backend's store (tests run rounds on a fake).
 	// Defaults to the backend's.
@@ -79,6 +82,9 @@ func (c *Config) Check() error {
 	for i, r := range c.Routes {
 		if err := r.check(fmt.Sprintf("RelayConfig.Routes[%d]", i)); err != nil {
 			return err
+		}
+		if r.Sealed == SealedOpen && c.Keys == nil {
+			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): Sealed %q opens sealed payloads and RelayConfig.Keys is nil", i, r.Pattern, SealedOpen)
 		}
 	}
 	switch {
@@ -137,6 +143,8 @@ func (r *Route) check(field string) error {
 		return fmt.Errorf("outbox: %s: ProbeMin %s is more than ProbeMax %s", field, r.ProbeMin, r.ProbeMax)
 	case r.MaxRetryAfter < 0:
 		return fmt.Errorf("outbox: %s.MaxRetryAfter must not be negative", field)
+	case r.Sealed != "" && r.Sealed != SealedOpen && r.Sealed != SealedPass:
+		return fmt.Errorf("outbox: %s.Sealed %q: want %q or %q", field, r.Sealed, SealedOpen, SealedPass)
 	}
 	if r.Retry != nil {
 		return r.Retry.check(field + ".Retry")

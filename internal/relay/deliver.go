@@ -191,11 +191,21 @@ func (r *Relay) prepare(row *store.Row) *item {
 	if why != "" {
 		return dead(why)
 	}
+	sealAlg, sealKey, sealed := sealHeaders(headers)
 	if why := headerError(headers); why != "" {
 		return dead(why)
 	}
 	payload := []byte(row.Payload)
-	if headers[HeaderTransferEncode] == "base64" {
+	if sealed {
+		// The sealed text is the whole payload, binary or not.
+		delete(headers, HeaderTransferEncode)
+		p, out := r.unseal(it, headers, sealAlg, sealKey)
+		if out != nil {
+			it.decided, it.out = true, *out
+			return it
+		}
+		payload = p
+	} else if headers[HeaderTransferEncode] == "base64" {
 		b, err := base64.StdEncoding.DecodeString(row.Payload)
 		if err != nil {
 			return dead("payload is not valid base64: " + oneLine(err.Error()))

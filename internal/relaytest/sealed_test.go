@@ -1,0 +1,254 @@
+package relaytest_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/seal"
+)
+
+// keyFile makes a key file with one key, k1, and opens it.
+func keyFile(t *testing.T) *seal.FileKeys {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if _, err := seal.CreateKey(path, "", true); err != nil {
+		t.Fatal(err)
+	}
+	fk, err := seal.OpenFileKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fk
+}
+
+// produce commits msgs through a Producer with cfg over db, whatever its
+// dialect, and returns their ids.
+func produce(t *testing.T, db *testdb.DB, cfg *outbox.Config, msgs ...outbox.Message) []string {
+	t.Helper()
+	ctx := context.Background()
+	if db.PGX != nil {
+		p, err := outbox.NewProducer(db.PGX, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := p.EnqueueMany(ctx, tx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	p, err := outbox.NewProducer(db.Std, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.SQL.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	ids, err := p.EnqueueMany(ctx, tx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// lastError is the status and last_error of the message id.
+func lastError(t *testing.T, db *testdb.DB, id string) (status, lastErr string, attempts int) {
+	t.Helper()
+	var le sql.NullString
+	q := testdb.Placeholder(db.Dialect, "SELECT status, last_error, attempts FROM outbox_messages WHERE message_id = ?")
+	if err := db.SQL.QueryRowContext(context.Background(), q, id).Scan(&status, &le, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	return status, le.String, attempts
+}
+
+// TestSealedRoundTrip: payloads sealed at enqueue are stored without
+// their plain text on every database; a route that opens them publishes
+// the plain payload byte for byte, one that passes them publishes them
+// sealed with their key id and the consumer opens them; a sealed payload
+// tampered with by plain SQL, one under a key the relay does not know and
+// one copied to another row go dead with the reason, the others flow.
+func TestSealedRoundTrip(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := testdb.New(t, d)
+			keys := keyFile(t)
+			cfg := &outbox.Config{Seal: &outbox.SealConfig{Keys: keys, Topics: []string{"secret.>", "e2e.>"}}}
+			openJSON := []byte(`{"email":"alice@example.com","token":"s3cr3t"}`)
+			binary := []byte("\x00\xffbinary bob@example.com")
+			ids := produce(t, db, cfg,
+				outbox.Message{Topic: "secret.open", Key: "a", Payload: openJSON},
+				outbox.Message{Topic: "e2e.pass", Key: "b", Payload: binary, ContentType: "application/octet-stream"},
+				outbox.Message{Topic: "plain.x", Payload: []byte(`{"plain":true}`)},
+				outbox.Message{Topic: "secret.subject", Payload: []byte(`{"who":"carol@example.com"}`), SealSubject: "customer:1"},
+				outbox.Message{Topic: "secret.tampered", Payload: []byte(`{"n":1}`)},
+				outbox.Message{Topic: "secret.unknown", Payload: []byte(`{"n":2}`)},
+				outbox.Message{Topic: "secret.moved", Payload: []byte(`{"n":3}`)},
+			)
+			for _, p := range db.Strings(t, "SELECT payload FROM outbox_messages") {
+				if strings.Contains(p, "example.com") || strings.Contains(p, "s3cr3t") {
+					t.Fatalf("the table holds a plain payload: %q", p)
+				}
+			}
+			var h map[string]string
+			hs := db.Strings(t, testdb.Placeholder(d, "SELECT headers FROM outbox_messages WHERE message_id = ?"), ids[0])
+			if err := json.Unmarshal([]byte(hs[0]), &h); err != nil || h[seal.HeaderAlgorithm] != "aes-256-gcm" || h[seal.HeaderKeyID] != "k1" {
+				t.Fatalf("headers %s", hs[0])
+			}
+			// Plain SQL: flip a character of one payload, name an unknown
+			// key in another, copy a third's payload over a fourth's.
+			db.Exec(t, testdb.Placeholder(d, "UPDATE outbox_messages SET payload = ? WHERE message_id = ?"),
+				flip(db.Strings(t, testdb.Placeholder(d, "SELECT payload FROM outbox_messages WHERE message_id = ?"), ids[4])[0]), ids[4])
+			db.Exec(t, testdb.Placeholder(d, "UPDATE outbox_messages SET headers = ? WHERE message_id = ?"),
+				`{"content-type":"application/json","outbox-seal":"aes-256-gcm","outbox-seal-key":"k9"}`, ids[5])
+			db.Exec(t, testdb.Placeholder(d, "UPDATE outbox_messages SET payload = ? WHERE message_id = ?"),
+				db.Strings(t, testdb.Placeholder(d, "SELECT payload FROM outbox_messages WHERE message_id = ?"), ids[0])[0], ids[6])
+
+			rec := newRecorder()
+			rc := relaytest.Config(rec)
+			rc.Keys = keys
+			rc.Routes = []outbox.Route{{Pattern: "e2e.>", Publisher: rec, Sealed: outbox.SealedPass}, {Pattern: "*", Publisher: rec, Sealed: outbox.SealedOpen}}
+			relaytest.Start(t, db, rc)
+			relaytest.WaitFor(t, 20*time.Second, "every message settled", func() bool { return relaytest.Count(t, db, "pending") == 0 })
+
+			e, ok := rec.envelope(ids[0])
+			if !ok || !bytes.Equal(e.Payload, openJSON) {
+				t.Errorf("opened payload %q, want %q", e.Payload, openJSON)
+			}
+			if _, sealed := e.Headers[seal.HeaderAlgorithm]; sealed || e.Headers[outbox.HeaderContentType] != "application/json" {
+				t.Errorf("opened message headers %v", e.Headers)
+			}
+			if e, _ := rec.envelope(ids[3]); string(e.Payload) != `{"who":"carol@example.com"}` {
+				t.Errorf("subject-sealed payload %q", e.Payload)
+			}
+			if e, _ := rec.envelope(ids[2]); string(e.Payload) != `{"plain":true}` {
+				t.Errorf("plain payload %q", e.Payload)
+			}
+			// End to end: sealed on the wire, opened by the consumer.
+			e, ok = rec.envelope(ids[1])
+			if !ok || bytes.Contains(e.Payload, []byte("bob@")) || e.Headers[seal.HeaderKeyID] != "k1" || e.Headers[seal.HeaderAlgorithm] != "aes-256-gcm" {
+				t.Fatalf("passed message: %q %v", e.Payload, e.Headers)
+			}
+			m := &inbox.Message{ID: e.ID, Topic: e.Topic, Headers: e.Headers, Payload: e.Payload}
+			if err := m.Open(ctx, keys); err != nil || !bytes.Equal(m.Payload, binary) {
+				t.Errorf("inbox Open: %q, %v", m.Payload, err)
+			}
+			if _, sealed := m.Headers[seal.HeaderAlgorithm]; sealed {
+				t.Error("the opened message still says it is sealed")
+			}
+			for id, want := range map[string]string{
+				ids[4]: "cannot open sealed payload: message authentication failed",
+				ids[5]: "cannot open sealed payload: unknown key k9",
+				ids[6]: "cannot open sealed payload: message authentication failed",
+			} {
+				if st, le, _ := lastError(t, db, id); st != store.StatusDead || le != want {
+					t.Errorf("%s: %s %q, want dead %q", id, st, le, want)
+				}
+				if _, ok := rec.envelope(id); ok {
+					t.Errorf("%s was published", id)
+				}
+			}
+			if n := relaytest.Count(t, db, "sent"); n != 4 {
+				t.Errorf("%d sent, want 4", n)
+			}
+		})
+	}
+}
+
+// flip changes one character of a base64 text in the middle.
+func flip(s string) string {
+	b := []byte(s)
+	i := len(b) / 2
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
+}
+
+// TestSealedRotationAndErasure: keys rotated while messages flow leave
+// nothing dead; erasing a data subject's key makes that subject's pending
+// messages dead as erased, uncharged, while other subjects' are sent.
+func TestSealedRotationAndErasure(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.Postgres)
+	keys := keyFile(t)
+	cfg := &outbox.Config{Seal: &outbox.SealConfig{Keys: keys}}
+	rec := newRecorder()
+	rc := relaytest.Config(rec)
+	rc.Keys = keys
+	relaytest.Start(t, db, rc)
+
+	var ids []string
+	for i := range 40 {
+		if i == 20 {
+			if _, err := seal.CreateKey(keys.Path(), "", true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids = append(ids, produce(t, db, cfg, outbox.Message{Topic: "rotate.x", Key: "k", Payload: []byte(`{"i":1}`)})...)
+	}
+	relaytest.WaitFor(t, 20*time.Second, "40 sent", func() bool { return relaytest.Count(t, db, "sent") == 40 })
+	if n := relaytest.Count(t, db, "dead"); n != 0 {
+		t.Fatalf("%d dead after a rotation", n)
+	}
+	if e, _ := rec.envelope(ids[39]); string(e.Payload) != `{"i":1}` {
+		t.Errorf("after rotation: %q", e.Payload)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE headers::jsonb->>'outbox-seal-key' = 'k2'`); n != 20 {
+		t.Errorf("%d messages under k2, want 20", n)
+	}
+
+	// Erasure: customer:1 has one message sent and two pending (held by a
+	// delay), customer:2 one pending.
+	sent := produce(t, db, cfg, outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":1}`), SealSubject: "customer:1"})[0]
+	relaytest.WaitFor(t, 10*time.Second, "the first sent", func() bool { st, _, _ := lastError(t, db, sent); return st == "sent" })
+	later := time.Now().Add(1500 * time.Millisecond)
+	pending := produce(t, db, cfg,
+		outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":1}`), SealSubject: "customer:1", NotBefore: later},
+		outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":1}`), SealSubject: "customer:1", NotBefore: later},
+		outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":2}`), SealSubject: "customer:2", NotBefore: later})
+	if err := seal.EraseKey(keys.Path(), "customer:1"); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.WaitFor(t, 20*time.Second, "the delayed messages settled", func() bool { return relaytest.Count(t, db, "pending") == 0 })
+	for _, id := range pending[:2] {
+		st, le, attempts := lastError(t, db, id)
+		if st != "dead" || le != "erased: key customer:1 no longer exists" || attempts != 0 {
+			t.Errorf("%s: %s %q attempts %d, want dead erased uncharged", id, st, le, attempts)
+		}
+	}
+	if st, _, _ := lastError(t, db, pending[2]); st != "sent" {
+		t.Errorf("customer:2's message is %s", st)
+	}
+	if st, _, _ := lastError(t, db, sent); st != "sent" {
+		t.Errorf("customer:1's sent message is %s", st)
+	}
+}
