@@ -11,8 +11,9 @@
 //     that publishes everything twice and a consumer that loses acks,
 //     every message applied exactly once.
 //   - RunRelay: a row inserted with plain SQL arrives with the wire
-//     format of the contract, and destinations that cannot take a message
-//     send it dead at the first attempt with the reason.
+//     format of the contract, destinations that cannot take a message
+//     send it dead at the first attempt with the reason, and sealed
+//     payloads arrive opened or sealed as their route says.
 //   - RunCrash: an `outbox relay` process killed mid-stream, again and
 //     again, while a consumer applies every delivery through an inbox.
 //   - RunOutage: the broker goes away for 10 s under a steady flow and

@@ -22,6 +22,7 @@ func RunRelay(t *testing.T, newTarget func(t *testing.T) *Target) {
 	runParallel(t, newTarget, []suiteCase{
 		{"SQLInsertArrivesIntact", sqlInsertArrives},
 		{"BadDestinationGoesDead", badDestinationGoesDead},
+		{"SealedArrives", sealedArrives},
 	})
 }
 

@@ -144,6 +144,7 @@ var (
 	groups   = map[string]string{
 		"dead":  "list, requeue or discard dead messages",
 		"adopt": "check an existing local message table, print the indexes it wants",
+		"keys":  "manage the key file that seals payloads: new, rotate, list, erase",
 	}
 )
 
@@ -155,6 +156,7 @@ func init() {
 		statusCommand(),
 		deadListCommand(), deadRequeueCommand(), deadDiscardCommand(),
 		replayCommand(),
+		keysNewCommand(), keysRotateCommand(), keysListCommand(), keysEraseCommand(),
 		adoptCheckCommand(), adoptSQLCommand(),
 		versionCommand(), completionCommand(),
 	}

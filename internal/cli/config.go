@@ -38,6 +38,8 @@ type fileConfig struct {
 	AdminAllowedHosts []string `yaml:"admin_allowed_hosts"`
 	// Metrics is the metrics-only HTTP address (--metrics).
 	Metrics string `yaml:"metrics"`
+	// KeysFile backs --keys: the key file that opens sealed payloads.
+	KeysFile string `yaml:"keys_file"`
 	// Retention and Alerts back the relay's --retention-* and --alert-*
 	// flags.
 	Retention retentionConfig `yaml:"retention"`
@@ -66,6 +68,9 @@ type routeConfig struct {
 	// MaxRetryAfter is the longest a Retry-After holds the route, as
 	// the URL option max_retry_after.
 	MaxRetryAfter string `yaml:"max_retry_after"`
+	// Sealed is what the route does with sealed payloads (open or pass),
+	// as the URL option sealed.
+	Sealed string `yaml:"sealed"`
 	// Format and CESource are the route's wire format (plain,
 	// cloudevents, cloudevents-structured) and CloudEvents source, as the
 	// URL options of the same names (they win over the URL's).
@@ -102,7 +107,7 @@ func (r *routeConfig) wire(cfg *fileConfig, at, rawURL string) (string, error) {
 func (r *routeConfig) limits(cfg *fileConfig, at string, o *outboxurl.RouteOptions) error {
 	for _, kv := range []struct{ key, val string }{
 		{"max_in_flight", r.MaxInFlight}, {"rate", r.Rate}, {"probe_min", r.ProbeMin}, {"probe_max", r.ProbeMax},
-		{"max_retry_after", r.MaxRetryAfter},
+		{"max_retry_after", r.MaxRetryAfter}, {"sealed", r.Sealed},
 	} {
 		if kv.val == "" {
 			continue

@@ -45,6 +45,9 @@ sent nothing else and charged nothing until a probe goes through), and
 max_retry_after=1h (the longest a Retry-After, or a broker's throttling
 delay, holds the route; when a hold ends the route gets one message, and
 the rest once that one is answered without another wait).
+sealed=open (the relay opens payloads sealed at enqueue with the keys of
+--keys FILE and publishes them plain: the default) or sealed=pass (it
+publishes them sealed, for consumers to open; docs/security.md).
 format=cloudevents sends CloudEvents 1.0 in binary mode (http, https,
 kafka, amqp, nats, mqtt; webhooks also take format=cloudevents-structured),
 with ce_source=URI as the source attribute (docs/cloudevents.md).
@@ -88,6 +91,7 @@ page show the table; of its changes they take requeue of one dead row.`,
 type relayFlags struct {
 	db              dbFlags
 	listenDB        string
+	keys            string
 	to              string
 	routes          listFlag
 	id              string
@@ -132,6 +136,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	f.fleet.register(fs)
 	fs.StringVar(&f.to, "to", "", "route of last resort: destination `URL` for topics no other route matches (default $OUTBOX_TO)")
 	fs.Var(&f.routes, "route", "route `PATTERN=URL`, e.g. 'order.*=https://example.com/hooks' (repeatable; first match wins)")
+	fs.StringVar(&f.keys, "keys", "", "key `FILE` that opens sealed payloads (default $OUTBOX_KEYS_FILE, else the config's keys_file; see outbox keys)")
 	fs.StringVar(&f.listenDB, "listen-db", "", "PostgreSQL `URL` of the server itself for the relay's LISTEN connection, when --db leads to a pooler in transaction mode (default $OUTBOX_LISTEN_DATABASE_URL)")
 	fs.StringVar(&f.id, "id", "", "relay instance `ID` in logs and the lease table (default host-pid-random)")
 	fs.IntVar(&f.batchSize, "batch-size", 0, fmt.Sprintf("most messages read per round (default $OUTBOX_BATCH_SIZE, else %d)", outbox.DefaultBatchSize))
@@ -288,6 +293,9 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 		return err
 	}
 	warnUnsignedWebhooks(specs, logger)
+	if err := e.relayKeys(r, f.keys, rc); err != nil {
+		return err
+	}
 	rc.Logger = logger
 	if f.fleet.active(&f.db) {
 		return e.relayFleet(r, f, rc, relaySurfaces{admin: adminCfg, metrics: metricsAddr}, specs)
@@ -620,7 +628,7 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig, logger *slog
 		rc.Routes = append(rc.Routes, outbox.Route{
 			Pattern: s.pattern, Publisher: p, Destination: s.destination, Name: s.name, Retry: s.retry,
 			MaxInFlight: s.limits.MaxInFlight, Rate: s.limits.Rate, ProbeMin: s.limits.ProbeMin, ProbeMax: s.limits.ProbeMax,
-			MaxRetryAfter: s.limits.MaxRetryAfter,
+			MaxRetryAfter: s.limits.MaxRetryAfter, Sealed: s.limits.Sealed,
 		})
 	}
 	return closeAll, nil

@@ -6,8 +6,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -250,5 +256,86 @@ func TestSealedRotationAndErasure(t *testing.T) {
 	}
 	if st, _, _ := lastError(t, db, sent); st != "sent" {
 		t.Errorf("customer:1's sent message is %s", st)
+	}
+}
+
+// hookRecorder is a webhook receiver keeping each delivery, decoded as
+// the inbox decodes it.
+type hookRecorder struct {
+	mu  sync.Mutex
+	got map[string]*inbox.Message
+}
+
+func (h *hookRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	m, err := inbox.DecodeHTTP(r.Header, body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	h.got[m.ID] = m
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (h *hookRecorder) message(id string) *inbox.Message {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got[id]
+}
+
+// TestSealedWebhookCLI: `outbox relay --keys FILE` with a route that
+// passes sealed payloads (the URL option sealed=pass) and one that opens
+// them: the webhook receives the sealed payload and opens it with the
+// consumer's keys, and the plain one byte for byte; `outbox keys`
+// rotates and lists without printing key material; a route that opens
+// sealed payloads without keys is refused at start with exit 2.
+func TestSealedWebhookCLI(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.New(t, store.Postgres)
+	keys := keyFile(t)
+	h := &hookRecorder{got: map[string]*inbox.Message{}}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	p := relaytest.StartRelay(t, db.URL, "--keys", keys.Path(), "--route", "e2e.>="+srv.URL+"/e2e?sealed=pass", "--to", srv.URL+"/open", "--max-poll", "50ms")
+	out, err := exec.Command(p.Bin(), "keys", "rotate", "--keys", keys.Path()).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "k2" {
+		t.Fatalf("keys rotate: %s %v", out, err)
+	}
+	cfg := &outbox.Config{Seal: &outbox.SealConfig{Keys: keys}}
+	plain := []byte(`{"email":"dave@example.com"}`)
+	ids := produce(t, db, cfg, outbox.Message{Topic: "e2e.x", Payload: plain}, outbox.Message{Topic: "open.x", Payload: plain})
+	relaytest.WaitFor(t, 20*time.Second, "both delivered", func() bool { return h.message(ids[0]) != nil && h.message(ids[1]) != nil })
+	m := h.message(ids[0])
+	if bytes.Contains(m.Payload, []byte("dave")) || m.Headers[seal.HeaderKeyID] != "k2" {
+		t.Fatalf("passed on: %q %v", m.Payload, m.Headers)
+	}
+	if err := m.Open(ctx, keys); err != nil || !bytes.Equal(m.Payload, plain) {
+		t.Errorf("consumer opened %q, %v", m.Payload, err)
+	}
+	if m := h.message(ids[1]); !bytes.Equal(m.Payload, plain) || m.ContentType != "application/json" {
+		t.Errorf("opened: %q %s", m.Payload, m.ContentType)
+	}
+	b, _ := os.ReadFile(keys.Path())
+	var doc struct {
+		Keys []struct{ Secret string }
+	}
+	_ = json.Unmarshal(b, &doc)
+	out, err = exec.Command(p.Bin(), "keys", "list", "--keys", keys.Path()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "k2") {
+		t.Fatalf("keys list: %s %v", out, err)
+	}
+	for _, k := range doc.Keys {
+		if strings.Contains(string(out), k.Secret) || strings.Contains(p.Log(), k.Secret) {
+			t.Error("key material printed or logged")
+		}
+	}
+	cmd := exec.Command(p.Bin(), "relay", "--db", db.URL, "--to", srv.URL+"?sealed=open")
+	cmd.Env = append(os.Environ(), "OUTBOX_KEYS_FILE=")
+	out, err = cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "sealed=open") {
+		t.Errorf("sealed=open without keys: %v %s", err, out)
 	}
 }

@@ -27,10 +27,13 @@ type RouteOptions struct {
 	// a wait (HTTP Retry-After) holds the route
 	// (outbox.Route.MaxRetryAfter, outboxwebhook.Config.MaxRetryAfter).
 	MaxRetryAfter time.Duration
+	// Sealed is sealed, what the route does with payloads sealed at
+	// enqueue: "open" or "pass" (outbox.Route.Sealed).
+	Sealed string
 }
 
 // routeOptionNames are the query parameters SplitRouteOptions takes.
-var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max", "max_retry_after"}
+var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max", "max_retry_after", "sealed"}
 
 // SplitRouteOptions returns rawURL without its route options, and the
 // options. The rest of the URL is kept byte for byte. Errors are one line
@@ -93,7 +96,7 @@ func isRouteOption(name string) bool {
 }
 
 // Set applies one route option by its name (max_in_flight, rate,
-// probe_min, probe_max, max_retry_after), as the URL or the configuration file writes it.
+// probe_min, probe_max, max_retry_after, sealed), as the URL or the configuration file writes it.
 func (o *RouteOptions) Set(name, value string) error {
 	if !isRouteOption(name) {
 		return fmt.Errorf("unknown route option %q (want one of %s)", name, strings.Join(routeOptionNames, ", "))
@@ -116,6 +119,11 @@ func (o *RouteOptions) set(name, v string) error {
 			return err
 		}
 		o.Rate = r
+	case "sealed":
+		if v != "open" && v != "pass" {
+			return fmt.Errorf("want open (the relay opens sealed payloads) or pass (it publishes them sealed)")
+		}
+		o.Sealed = v
 	default:
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

@@ -1,0 +1,71 @@
+package brokertest
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/seal"
+)
+
+// sealedArrives: payloads sealed at enqueue arrive plain, byte for byte,
+// through a route that opens them, and sealed, with their algorithm and
+// key id headers, through a route that passes them on, where the
+// consumer's keys open them.
+func sealedArrives(t *testing.T, tg *Target) {
+	ctx := context.Background()
+	db := testdb.New(t, store.Postgres)
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if _, err := seal.CreateKey(path, "", true); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := seal.OpenFileKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, pass := tg.NewDestination(t), tg.NewDestination(t)
+	p, err := outbox.NewProducer(db.PGX, &outbox.Config{Seal: &outbox.SealConfig{Keys: keys, Algorithm: seal.XChaCha20Poly1305}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := []byte(`{"email":"alice@example.com"}`)
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := p.EnqueueMany(ctx, tx, []outbox.Message{{Topic: open, Key: "k", Payload: plain}, {Topic: pass, Key: "k", Payload: plain}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := relayConfig(tg.Publisher)
+	cfg.Keys = keys
+	cfg.Routes = []outbox.Route{{Pattern: pass, Publisher: tg.Publisher, Sealed: outbox.SealedPass}, {Pattern: "*", Publisher: tg.Publisher}}
+	relaytest.Start(t, db, cfg)
+
+	got := tg.Receive(t, open, 1)[0]
+	if got.ID != ids[0] || !bytes.Equal(got.Payload, plain) {
+		t.Errorf("opened route: %s %q, want %s %q", got.ID, got.Payload, ids[0], plain)
+	}
+	if _, sealed := got.Headers[seal.HeaderAlgorithm]; sealed {
+		t.Errorf("opened route: seal headers arrived: %v", got.Headers)
+	}
+	got = tg.Receive(t, pass, 1)[0]
+	if bytes.Contains(got.Payload, []byte("alice")) || got.Headers[seal.HeaderKeyID] != "k1" || got.Headers[seal.HeaderAlgorithm] != string(seal.XChaCha20Poly1305) {
+		t.Fatalf("passing route: %q %v", got.Payload, got.Headers)
+	}
+	m := &inbox.Message{ID: got.ID, Topic: got.Topic, Headers: got.Headers, Payload: got.Payload}
+	if err := m.Open(ctx, keys); err != nil || !bytes.Equal(m.Payload, plain) {
+		t.Errorf("consumer opened %q, %v", m.Payload, err)
+	}
+	relaytest.WaitFor(t, 10*time.Second, "both marked sent", func() bool { return relaytest.Count(t, db, "sent") == 2 })
+}
