@@ -52,6 +52,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/seal"
 )
 
 // Defaults and limits.
@@ -75,6 +76,10 @@ type Token struct {
 	// Secret is what clients send as "Authorization: Bearer <Secret>".
 	// Required; no spaces or control characters.
 	Secret string
+	// Permissions beyond reading and changing messages: PermReadPayloads
+	// shows the plain text of sealed payloads (with Config.Keys).
+	// Defaults to none: a sealed payload shows as "sealed, key K".
+	Permissions []string
 }
 
 // Config configures a Server. The zero value is a read-only server
@@ -123,6 +128,9 @@ type Config struct {
 	// /api/v1/stats/history; the last HistoryWindow of samples is kept
 	// (at most MaxHistorySamples). Defaults to DefaultHistoryInterval.
 	HistoryInterval time.Duration
+	// Keys open sealed payloads for tokens with PermReadPayloads (see
+	// package seal). Defaults to nil: sealed payloads are never shown.
+	Keys seal.KeyProvider
 }
 
 // Server is the admin HTTP handler. It is safe for concurrent use.
@@ -146,6 +154,11 @@ type Server struct {
 
 	database      string
 	listDatabases func() []string
+
+	// keys and readPayloads: sealed payloads are shown to the tokens
+	// named in readPayloads when keys open them.
+	keys         seal.KeyProvider
+	readPayloads map[string]bool
 }
 
 type tokenHash struct {
@@ -178,8 +191,14 @@ func New[TTx any](d outbox.Driver[TTx], cfg *Config) (*Server, error) {
 	if cfg.Gatherer != nil {
 		s.promHandler = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	}
+	s.keys, s.readPayloads = cfg.Keys, map[string]bool{}
 	for _, t := range cfg.Tokens {
 		s.tokens = append(s.tokens, tokenHash{name: t.Name, sum: sha256.Sum256([]byte(t.Secret))})
+		for _, p := range t.Permissions {
+			if p == PermReadPayloads {
+				s.readPayloads[t.Name] = true
+			}
+		}
 	}
 	interval := cfg.HistoryInterval
 	if interval == 0 {

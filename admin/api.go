@@ -261,6 +261,9 @@ type messageJSON struct {
 	// death the relay records in available_at (schema version 17; for
 	// one that died before, when its last attempt fell due).
 	DiedAt *time.Time `json:"died_at,omitempty"`
+	// Sealed describes a sealed payload (package seal), whose plain text
+	// payload shows only to a token with PermReadPayloads.
+	Sealed *sealedJSON `json:"sealed,omitempty"`
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -441,7 +444,7 @@ func (s *Server) messageID(w http.ResponseWriter, r *http.Request) (string, bool
 	return id, true
 }
 
-func (s *Server) get(w http.ResponseWriter, r *http.Request, _ string) {
+func (s *Server) get(w http.ResponseWriter, r *http.Request, token string) {
 	id, ok := s.messageID(w, r)
 	if !ok {
 		return
@@ -453,7 +456,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, _ string) {
 	case err != nil:
 		s.failed(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, toJSON(rec, true))
+		m := toJSON(rec, true)
+		s.sealedView(r.Context(), &m, rec.Headers, token)
+		writeJSON(w, http.StatusOK, m)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/txoutbox/outbox/admin"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/seal"
 )
 
 // defaultAdminAddr is where 'outbox admin' listens when no address is given.
@@ -112,7 +113,7 @@ func resolveAdminAddr(r *resolver, cmd, flagVal, def string) (adminSettings, err
 		}
 		s.tokens = append(s.tokens, admin.Token{Name: name, Secret: tok})
 	}
-	return s, nil
+	return s, tokenPermissions(r, s.tokens)
 }
 
 // parseAdminAddr checks a listen address; a bare port (":8081") means
@@ -282,6 +283,9 @@ type relaySurfaces struct {
 	ready func() error
 	// adopt is the --adopt profile: the admin server shows its table.
 	adopt string
+	// keys open sealed payloads for tokens with the read-payloads
+	// permission; nil: none.
+	keys seal.KeyProvider
 }
 
 // listenSurfaces binds the relay's admin server and metrics listener.
@@ -300,7 +304,7 @@ func (e *env) listenSurfaces(db *dburl.DB, s *relaySurfaces, logger *slog.Logger
 		warnAuditTable(e.ctx, db.Backend().Store, logger)
 		srv, err := newAdminServer(db, &admin.Config{
 			Tokens: s.admin.tokens, AllowedHosts: s.admin.hosts, Gatherer: s.registry,
-			Delivered: s.delivered.Load, Logger: logger, Ready: ready,
+			Delivered: s.delivered.Load, Logger: logger, Ready: ready, Keys: s.keys,
 		})
 		if err != nil {
 			return nil, err

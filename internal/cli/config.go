@@ -40,6 +40,10 @@ type fileConfig struct {
 	Metrics string `yaml:"metrics"`
 	// KeysFile backs --keys: the key file that opens sealed payloads.
 	KeysFile string `yaml:"keys_file"`
+	// AdminTokenPermissions maps token names (of admin_tokens, or
+	// "admin" for OUTBOX_ADMIN_TOKEN) to their permissions
+	// (read-payloads).
+	AdminTokenPermissions map[string][]string `yaml:"admin_token_permissions"`
 	// Retention and Alerts back the relay's --retention-* and --alert-*
 	// flags.
 	Retention retentionConfig `yaml:"retention"`

@@ -114,7 +114,7 @@ own: its dead status, or failed with its retries used up.`,
 							LastError: m.LastError, CreatedAt: m.CreatedAt.UTC(), DiedAt: diedAt(m),
 						}
 						if *withPayload {
-							d.Payload, d.Headers = &m.Payload, store.HeadersJSON(m.Headers)
+							d.Payload, d.Headers = shownPayload(m.Payload, m.Headers), store.HeadersJSON(m.Headers)
 						}
 						out = append(out, d)
 					}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/admin"
 	"github.com/txoutbox/outbox/seal"
 )
 
@@ -192,4 +194,37 @@ func (e *env) relayKeys(r *resolver, flagVal string, rc *outbox.RelayConfig) err
 	}
 	rc.Keys = keys
 	return nil
+}
+
+// tokenPermissions applies the config's admin_token_permissions to
+// tokens; a permission or token name it does not know is bad
+// configuration.
+func tokenPermissions(r *resolver, tokens []admin.Token) error {
+	for name, perms := range r.cfg.AdminTokenPermissions {
+		at := r.cfg.field("admin_token_permissions." + name)
+		i := slices.IndexFunc(tokens, func(t admin.Token) bool { return t.Name == name })
+		if i < 0 {
+			return usagef("%s: no admin token named %q (admin_tokens, or \"admin\" for OUTBOX_ADMIN_TOKEN)", at, name)
+		}
+		for _, p := range perms {
+			if p != admin.PermReadPayloads {
+				return usagef("%s: unknown permission %q (want %s)", at, p, admin.PermReadPayloads)
+			}
+		}
+		tokens[i].Permissions = append(tokens[i].Permissions, perms...)
+	}
+	return nil
+}
+
+// shownPayload is a stored payload as the command line shows it: "sealed,
+// key K" for a sealed one, which it never opens.
+func shownPayload(payload, headers string) *string {
+	h := map[string]string{}
+	if json.Unmarshal([]byte(headers), &h) == nil {
+		if _, keyID, ok := seal.Sealed(h); ok {
+			s := seal.Describe(keyID)
+			return &s
+		}
+	}
+	return &payload
 }

@@ -334,7 +334,7 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	// The relay counts as running from just before Run until shutdown
 	// begins; /readyz answers 503 outside that.
 	var running atomic.Bool
-	surfaces := relaySurfaces{admin: adminCfg, metrics: metricsAddr, registry: registry, delivered: &delivered, running: &running, ready: relay.Ready, adopt: f.adopt}
+	surfaces := relaySurfaces{admin: adminCfg, metrics: metricsAddr, registry: registry, delivered: &delivered, running: &running, ready: relay.Ready, adopt: f.adopt, keys: rc.Keys}
 	lns, err := e.listenSurfaces(db, &surfaces, logger)
 	if err != nil {
 		return err

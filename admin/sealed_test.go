@@ -1,0 +1,93 @@
+package admin_test
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/admin"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/seal"
+)
+
+// TestSealedPayloadShown: GET /api/v1/messages/{id} answers "sealed, key
+// K" for a sealed payload, never its plain text, unless the token has
+// the read-payloads permission and the server holds the key.
+func TestSealedPayloadShown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t, store.Postgres)
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if _, err := seal.CreateKey(path, "", true); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := seal.OpenFileKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := outbox.NewProducer(db.PGX, &outbox.Config{Seal: &outbox.SealConfig{Keys: keys}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := p.Enqueue(ctx, tx, outbox.Message{Topic: "user.created", Payload: []byte(`{"email":"erin@example.com"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const readerToken = "reader-token-51c0f2"
+	tokens := []admin.Token{{Name: "ops", Secret: opsToken}, {Name: "reader", Secret: readerToken, Permissions: []string{admin.PermReadPayloads}}}
+	withKeys := newAdmin(t, db, &admin.Config{Tokens: tokens, Keys: keys})
+	noKeys := newAdmin(t, db, &admin.Config{Tokens: tokens})
+
+	for _, c := range []struct {
+		name   string
+		srv    string
+		token  string
+		opened bool
+	}{
+		{"no permission", "keys", opsToken, false},
+		{"permission, no keys", "none", readerToken, false},
+		{"permission and keys", "keys", readerToken, true},
+	} {
+		ts := withKeys
+		if c.srv == "none" {
+			ts = noKeys
+		}
+		a := call(t, ts, http.MethodGet, "/api/v1/messages/"+id, c.token, nil)
+		a.want(t, http.StatusOK)
+		var m struct {
+			Payload        string `json:"payload"`
+			PayloadPreview string `json:"payload_preview"`
+			Sealed         struct {
+				KeyID  string `json:"key_id"`
+				Opened bool   `json:"opened"`
+			} `json:"sealed"`
+		}
+		a.decode(t, &m)
+		if c.opened {
+			if m.Payload != `{"email":"erin@example.com"}` || !m.Sealed.Opened {
+				t.Errorf("%s: %s", c.name, a.body)
+			}
+			continue
+		}
+		if strings.Contains(a.body, "erin") || m.Payload != "sealed, key k1" || m.PayloadPreview != "sealed, key k1" || m.Sealed.KeyID != "k1" || m.Sealed.Opened {
+			t.Errorf("%s: %s", c.name, a.body)
+		}
+	}
+	// Lists never show the plain text either.
+	a := call(t, withKeys, http.MethodGet, "/api/v1/messages?limit=10", readerToken, nil)
+	a.want(t, http.StatusOK)
+	if strings.Contains(a.body, "erin") {
+		t.Errorf("list shows plain text: %s", a.body)
+	}
+}
