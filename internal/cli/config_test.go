@@ -85,7 +85,7 @@ func TestRouteLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := fmt.Sprintf("%s %+v | %s %+v", specs[0].url, specs[0].limits, specs[1].url, specs[1].limits)
-	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s MaxRetryAfter:30s} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s MaxRetryAfter:10m0s}"
+	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s MaxRetryAfter:30s Sealed:} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s MaxRetryAfter:10m0s Sealed:}"
 	if got != want {
 		t.Fatalf("specs\n%s\nwant\n%s", got, want)
 	}
