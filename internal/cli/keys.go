@@ -11,6 +11,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/admin"
+	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/seal"
 )
 
@@ -227,4 +228,40 @@ func shownPayload(payload, headers string) *string {
 		}
 	}
 	return &payload
+}
+
+// skipErased narrows a replay's filter to messages not sealed under a
+// key erased from the key file (flagVal, else OUTBOX_KEYS_FILE), and
+// returns how many it leaves out. Without a key file it changes nothing.
+func (e *env) skipErased(st *store.Store, full, flagVal string, f *store.BulkFilter) (int64, error) {
+	path := e.keysPath(flagVal, "")
+	if path == "" {
+		return 0, nil
+	}
+	list, err := seal.ListKeys(path)
+	if err != nil {
+		return 0, usagef("%s: --keys: %s", full, errorLine(err))
+	}
+	var erased []string
+	for _, k := range list {
+		if k.Erased != nil {
+			erased = append(erased, k.ID)
+		}
+	}
+	if len(erased) == 0 {
+		return 0, nil
+	}
+	if len(erased) > store.MaxTopics {
+		return 0, usagef("%s: the key file has %d erased keys, more than a replay can leave out (%d)", full, len(erased), store.MaxTopics)
+	}
+	all, err := st.CountBulk(e.ctx, store.ActionReplay, *f)
+	if err != nil {
+		return 0, err
+	}
+	f.NotSealedUnder = erased
+	kept, err := st.CountBulk(e.ctx, store.ActionReplay, *f)
+	if err != nil {
+		return 0, err
+	}
+	return all - kept, nil
 }

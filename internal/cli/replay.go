@@ -2,6 +2,7 @@ package cli
 
 import (
 	"flag"
+	"fmt"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ func replayCommand() *command {
 	const full = "replay"
 	return &command{
 		name:     full,
-		synopsis: "(--id ID … | --topic T | --key K | --since TIME | --until TIME | --all) [--status sent|consumed] [--archive] [--dry-run] [--yes] [--max N] [--batch-size N]",
+		synopsis: "(--id ID … | --topic T | --key K | --since TIME | --until TIME | --all) [--status sent|consumed] [--archive] [--keys FILE] [--dry-run] [--yes] [--max N] [--batch-size N]",
 		summary:  "deliver sent or consumed messages again, with the same message ids",
 		about: `Puts messages that were already delivered (sent or consumed) back to
 pending, attempts reset, so the relay delivers them again: for a consumer
@@ -27,6 +28,10 @@ selects every delivered message. --status narrows to sent or consumed.
 --archive also replays matching messages that retention moved into
 outbox_messages_archive (they move back into outbox_messages); messages
 retention deleted are gone and cannot be replayed.
+
+With a key file (--keys FILE, else OUTBOX_KEYS_FILE), messages sealed under
+a key erased from it are skipped, and counted: they can no longer be
+opened (docs/security.md).
 
 ` + topicAbout + `
 
@@ -47,6 +52,7 @@ More than --max messages are refused unless --yes is given.` + bulkAbout,
 			yes := fs.Bool("yes", false, "replay even more than --max messages")
 			most := fs.Int("max", store.DefaultReplayMax, "refuse to replay more than `N` messages without --yes")
 			batch := fs.Int("batch-size", store.DefaultBulkBatch, "change at most `N` rows per statement (each its own transaction)")
+			keysFile := keysFileFlag(fs)
 			return func(e *env, pos []string) error {
 				if err := noArgs(full, pos); err != nil {
 					return err
@@ -82,6 +88,10 @@ More than --max messages are refused unless --yes is given.` + bulkAbout,
 						return e.schemaHint(db, full, err)
 					}
 				}
+				skipped, err := e.skipErased(db.Backend().Store, full, *keysFile, &f)
+				if err != nil {
+					return err
+				}
 				matched, err := db.Backend().Store.CountBulk(e.ctx, store.ActionReplay, f)
 				if err != nil {
 					return e.schemaHint(db, full, err)
@@ -95,6 +105,9 @@ More than --max messages are refused unless --yes is given.` + bulkAbout,
 					if err != nil {
 						return e.schemaHint(db, full, err)
 					}
+				}
+				if skipped > 0 {
+					fmt.Fprintf(e.stdout, "skipped %d %s sealed under erased keys\n", skipped, plural(skipped, "message", "messages"))
 				}
 				return e.reportBulk(full, "replay", "replayed", "delivered", f.MessageIDs, n, *dryRun)
 			}

@@ -199,10 +199,8 @@ func flip(s string) string {
 	return string(b)
 }
 
-// TestSealedRotationAndErasure: keys rotated while messages flow leave
-// nothing dead; erasing a data subject's key makes that subject's pending
-// messages dead as erased, uncharged, while other subjects' are sent.
-func TestSealedRotationAndErasure(t *testing.T) {
+// TestSealedRotation: keys rotated while messages flow leave nothing dead.
+func TestSealedRotation(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t, store.Postgres)
 	keys := keyFile(t)
@@ -232,31 +230,6 @@ func TestSealedRotationAndErasure(t *testing.T) {
 		t.Errorf("%d messages under k2, want 20", n)
 	}
 
-	// Erasure: customer:1 has one message sent and two pending (held by a
-	// delay), customer:2 one pending.
-	sent := produce(t, db, cfg, outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":1}`), SealSubject: "customer:1"})[0]
-	relaytest.WaitFor(t, 10*time.Second, "the first sent", func() bool { st, _, _ := lastError(t, db, sent); return st == "sent" })
-	later := time.Now().Add(1500 * time.Millisecond)
-	pending := produce(t, db, cfg,
-		outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":1}`), SealSubject: "customer:1", NotBefore: later},
-		outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":1}`), SealSubject: "customer:1", NotBefore: later},
-		outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":2}`), SealSubject: "customer:2", NotBefore: later})
-	if err := seal.EraseKey(keys.Path(), "customer:1"); err != nil {
-		t.Fatal(err)
-	}
-	relaytest.WaitFor(t, 20*time.Second, "the delayed messages settled", func() bool { return relaytest.Count(t, db, "pending") == 0 })
-	for _, id := range pending[:2] {
-		st, le, attempts := lastError(t, db, id)
-		if st != "dead" || le != "erased: key customer:1 no longer exists" || attempts != 0 {
-			t.Errorf("%s: %s %q attempts %d, want dead erased uncharged", id, st, le, attempts)
-		}
-	}
-	if st, _, _ := lastError(t, db, pending[2]); st != "sent" {
-		t.Errorf("customer:2's message is %s", st)
-	}
-	if st, _, _ := lastError(t, db, sent); st != "sent" {
-		t.Errorf("customer:1's sent message is %s", st)
-	}
 }
 
 // hookRecorder is a webhook receiver keeping each delivery, decoded as
@@ -337,5 +310,63 @@ func TestSealedWebhookCLI(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "sealed=open") {
 		t.Errorf("sealed=open without keys: %v %s", err, out)
+	}
+}
+
+// TestSealedErasure: on every database, erasing a data subject's key with
+// `outbox keys erase` while a relay process runs makes that subject's
+// pending messages dead as erased, charged nothing and never published,
+// while another subject's are sent; `outbox replay --keys` skips the
+// erased subject's sent message and says how many it skipped.
+func TestSealedErasure(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testdb.New(t, d)
+			keys := keyFile(t)
+			h := &hookRecorder{got: map[string]*inbox.Message{}}
+			srv := httptest.NewServer(h)
+			t.Cleanup(srv.Close)
+			p := relaytest.StartRelay(t, db.URL, "--keys", keys.Path(), "--to", srv.URL, "--max-poll", "50ms")
+			cfg := &outbox.Config{Seal: &outbox.SealConfig{Keys: keys}}
+			sent := produce(t, db, cfg,
+				outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":1}`), SealSubject: "customer:1"},
+				outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":2}`), SealSubject: "customer:2"})
+			relaytest.WaitFor(t, 20*time.Second, "the first two sent", func() bool { return relaytest.Count(t, db, "sent") == 2 })
+			later := time.Now().Add(1500 * time.Millisecond)
+			pending := produce(t, db, cfg,
+				outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":1}`), SealSubject: "customer:1", NotBefore: later},
+				outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":1}`), SealSubject: "customer:1", NotBefore: later},
+				outbox.Message{Topic: "erase.x", Payload: []byte(`{"c":2}`), SealSubject: "customer:2", NotBefore: later})
+			if out, err := exec.Command(p.Bin(), "keys", "erase", "--keys", keys.Path(), "customer:1").CombinedOutput(); err != nil {
+				t.Fatalf("keys erase: %s %v", out, err)
+			}
+			relaytest.WaitFor(t, 20*time.Second, "the delayed messages settled", func() bool { return relaytest.Count(t, db, "pending") == 0 })
+			for _, id := range pending[:2] {
+				st, le, attempts := lastError(t, db, id)
+				if st != "dead" || le != "erased: key customer:1 no longer exists" || attempts != 0 {
+					t.Errorf("%s: %s %q attempts %d, want dead erased uncharged", id, st, le, attempts)
+				}
+				if h.message(id) != nil {
+					t.Errorf("%s was published", id)
+				}
+			}
+			if st, _, _ := lastError(t, db, pending[2]); st != "sent" {
+				t.Errorf("customer:2's delayed message is %s", st)
+			}
+			for _, id := range sent {
+				if st, _, _ := lastError(t, db, id); st != "sent" {
+					t.Errorf("sent message %s is %s", id, st)
+				}
+			}
+			out, err := exec.Command(p.Bin(), "replay", "--db", db.URL, "--all", "--keys", keys.Path()).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "skipped 1 message sealed under erased keys") || !strings.Contains(string(out), "replayed 2 ") {
+				t.Errorf("replay: %s %v", out, err)
+			}
+			relaytest.WaitFor(t, 20*time.Second, "the replayed messages sent again", func() bool { return relaytest.Count(t, db, "sent") == 3 })
+			if n := relaytest.Count(t, db, "dead"); n != 2 {
+				t.Errorf("%d dead after the replay, want 2", n)
+			}
+		})
 	}
 }

@@ -106,6 +106,10 @@ type BulkFilter struct {
 	// Archive also selects the matching rows of outbox_messages_archive
 	// (ActionReplay only).
 	Archive bool
+	// NotSealedUnder leaves out messages whose payload is sealed under
+	// one of these key ids (header outbox-seal-key): erased keys, whose
+	// messages a replay skips. At most MaxTopics.
+	NotSealedUnder []string
 }
 
 // BulkOptions tunes a bulk change.
@@ -476,6 +480,9 @@ func (st *Store) bulkCond(f BulkFilter) *cond {
 		}
 	}
 	c.addTimes(f.Since, f.Until)
+	if len(f.NotSealedUnder) > 0 {
+		c.addNotSealedUnder(f.NotSealedUnder)
+	}
 	return c
 }
 
