@@ -405,7 +405,11 @@ func (e *env) adminOnly(fs *flag.FlagSet, df dbFlags, af *adminFlags, lf *relayF
 	}
 	defer db.Close()
 	warnAuditTable(e.ctx, db.Backend().Store, logger)
-	srv, err := newAdminServer(db, &admin.Config{Tokens: settings.tokens, AllowedHosts: settings.hosts, Gatherer: metricsRegistry(), Logger: logger})
+	keys, err := e.adminKeys(r)
+	if err != nil {
+		return err
+	}
+	srv, err := newAdminServer(db, &admin.Config{Tokens: settings.tokens, AllowedHosts: settings.hosts, Gatherer: metricsRegistry(), Logger: logger, Keys: keys})
 	if err != nil {
 		return err
 	}

@@ -181,6 +181,7 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 		rc.OnBatch = func(b outbox.BatchReport) { delivered.Add(int64(b.Sent)) }
 	}
 	surfaces.delivered, surfaces.running = &delivered, &running
+	surfaces.keys = rc.Keys
 	cfg := &outbox.FleetConfig{Name: ff.name, Member: member, Workers: ff.workers, Relay: *rc}
 	if cfg.Name == "" {
 		cfg.Name = outbox.DefaultFleetName
@@ -260,7 +261,7 @@ func (e *env) fleetAdmin(coord *dburl.DB, at adminSettings, s *relaySurfaces, lo
 	}
 	limits.MaxConns = 2
 	fa := &fleetAdmin{e: e, top: top, limits: limits, open: map[string]*adminDB{},
-		cfg: admin.Config{Tokens: at.tokens, AllowedHosts: at.hosts, Logger: logger}}
+		cfg: admin.Config{Tokens: at.tokens, AllowedHosts: at.hosts, Logger: logger, Keys: s.keys}}
 	fa.setList(list)
 	return fa, nil
 }

@@ -265,3 +265,18 @@ func (e *env) skipErased(st *store.Store, full, flagVal string, f *store.BulkFil
 	}
 	return all - kept, nil
 }
+
+// adminKeys opens the key file of `outbox admin` (OUTBOX_KEYS_FILE, else
+// the config's keys_file), with which tokens holding the read-payloads
+// permission see sealed payloads; nil without one.
+func (e *env) adminKeys(r *resolver) (seal.KeyProvider, error) {
+	path := e.keysPath("", r.cfg.KeysFile)
+	if path == "" {
+		return nil, nil
+	}
+	keys, err := seal.OpenFileKeys(path)
+	if err != nil {
+		return nil, usagef("admin: OUTBOX_KEYS_FILE: %s", errorLine(err))
+	}
+	return keys, nil
+}
