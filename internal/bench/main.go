@@ -42,6 +42,7 @@ var workloads = []struct{ name, summary string }{
 	{wSteady, "open-loop producers at a fixed rate; latency from intended send time to confirm"},
 	{wCeiling, "read and settle pre-filled rows without publishing: the database's upper bound"},
 	{wPublish, "publish straight to the destination as the relay's workers do, no database: its upper bound"},
+	{wWake, "sporadic writes that send no signal (plain SQL, an adopted table) to an idle relay in its own process: commit → publish latency, idle CPU"},
 	{wFleet, "many databases (SQLite idle, PostgreSQL active) served by relay processes: idle cost, p99, connections, takeover"},
 }
 
@@ -147,6 +148,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if o.workload == wFleet {
 		return runFleet(ctx, args[1:], stdout, stderr, getenv, secrets)
+	}
+	if o.workload == wWake {
+		return runWake(ctx, args[1:], stdout, stderr, getenv, secrets)
 	}
 	fs := flagSet(o)
 	if err := fs.Parse(args[1:]); err != nil {

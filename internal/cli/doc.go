@@ -55,7 +55,7 @@
 //	  shutdown_timeout: 10s
 //	  min_poll: 5ms
 //	  max_poll: 1s
-//	  probe_interval: 10ms          # how often an idle relay looks for new rows
+//	  probe_interval: 25ms          # how often an idle relay looks for new rows
 //	  max_payload_bytes: 1048576
 //	retry: {base: 1s, cap: 1h}      # default backoff; schedule: [...] also allowed
 //	log: {level: info, format: text}

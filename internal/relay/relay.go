@@ -253,7 +253,9 @@ func (r *Relay) listenLoop(ctx context.Context) {
 	warned := false
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := r.backend.Listen(ctx, r.wakeSelf)
+		r.listening(true)
+		err := r.backend.Listen(ctx, r.listenWake)
+		r.listening(false)
 		if ctx.Err() != nil {
 			return
 		}

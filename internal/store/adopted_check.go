@@ -219,8 +219,9 @@ func hasIndexOn(ixs [][]string, cols []string) bool {
 }
 
 // AdoptSQL is the additive DDL the relay recommends on p's table in
-// dialect d: the indexes its read wants, and nothing that changes an
-// existing column.
+// dialect d: the indexes its read wants and, on PostgreSQL (unless only
+// names indexes), the trigger that wakes an idle relay; nothing that
+// changes an existing column.
 func AdoptSQL(d Dialect, p *adopt.Profile, only []IndexSpec) string {
 	ad := adoptDialectOf(d)
 	a := &Adopted{p: p, ad: ad}
@@ -235,6 +236,11 @@ func AdoptSQL(d Dialect, p *adopt.Profile, only []IndexSpec) string {
 			cols[i] = ad.ident(c)
 		}
 		fmt.Fprintf(&b, "-- %s\nCREATE INDEX %s ON %s (%s);\n", ix.Why, ad.ident(ix.Name), ad.ident(p.Table), strings.Join(cols, ", "))
+	}
+	if d == Postgres && only == nil {
+		b.WriteString("-- wakes an idle relay within milliseconds of each INSERT (LISTEN/NOTIFY, only while a relay is idle;\n" +
+			"-- the function is outbox migrate's, schema version 18); without it the relay probes the table's highest id\n" +
+			WakeTriggerSQL(p.Table) + ";\n")
 	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 )
 
 // Change probes.
@@ -86,4 +87,79 @@ func queryInt64(ctx context.Context, q Querier, sql string, args ...any) (int64,
 		}
 	}
 	return n, rows.Err()
+}
+
+// Wake-ups by trigger (PostgreSQL).
+//
+// Schema version 18 puts a statement-level trigger on outbox_messages
+// that notifies the relays' LISTEN channel while outbox_wake_wanted holds
+// a row: a relay adds its row when it is idle and removes it when it is
+// busy, so that under load no producer's commit notifies (a NOTIFY
+// serializes the commits of every notifying transaction).
+
+const wakeTriggerSQL = `SELECT EXISTS (SELECT 1 FROM pg_trigger AS t JOIN pg_proc AS p ON p.oid = t.tgfoid
+WHERE t.tgrelid = to_regclass($1) AND p.proname = 'outbox_notify_wake' AND t.tgenabled <> 'D')`
+
+// WakeTrigger reports whether outbox_messages has the trigger that
+// notifies idle relays (PostgreSQL, schema version 18 and later).
+func (st *Store) WakeTrigger(ctx context.Context) (bool, error) {
+	return st.wakeTriggerOn(ctx, "outbox_messages")
+}
+
+func (st *Store) wakeTriggerOn(ctx context.Context, table string) (bool, error) {
+	if st.d != Postgres {
+		return false, nil
+	}
+	n, err := queryInt(ctx, st.db, "SELECT CASE WHEN ("+wakeTriggerSQL+") THEN 1 ELSE 0 END", table)
+	return n == 1, err
+}
+
+// WantWake adds (want) or removes relay id's row of outbox_wake_wanted:
+// while any row is there, the trigger notifies at each insert.
+func (st *Store) WantWake(ctx context.Context, id string, want bool) error {
+	if st.d != Postgres {
+		return nil
+	}
+	q := "DELETE FROM outbox_wake_wanted WHERE relay_id = $1"
+	if want {
+		q = "INSERT INTO outbox_wake_wanted (relay_id) VALUES ($1) ON CONFLICT (relay_id) DO NOTHING"
+	}
+	_, err := st.db.Exec(ctx, q, id)
+	return err
+}
+
+// PruneWake removes the rows of relays that are no longer registered
+// (died without removing theirs) or have not renewed their registration
+// for age.
+func (st *Store) PruneWake(ctx context.Context, age time.Duration) error {
+	if st.d != Postgres {
+		return nil
+	}
+	_, err := st.db.Exec(ctx, `DELETE FROM outbox_wake_wanted AS w WHERE NOT EXISTS (SELECT 1 FROM outbox_relays AS r
+WHERE r.relay_id = w.relay_id AND r.seen_at > now() - ($1)::bigint * interval '1 microsecond')`, age.Microseconds())
+	return err
+}
+
+// WakeTrigger reports whether the adopted table has the trigger that
+// notifies idle relays (`outbox adopt sql` prints it).
+func (a *Adopted) WakeTrigger(ctx context.Context) (bool, error) {
+	return a.base.wakeTriggerOn(ctx, a.p.Table)
+}
+
+// WantWake is the base store's.
+func (a *Adopted) WantWake(ctx context.Context, id string, want bool) error {
+	return a.base.WantWake(ctx, id, want)
+}
+
+// PruneWake is the base store's.
+func (a *Adopted) PruneWake(ctx context.Context, age time.Duration) error {
+	return a.base.PruneWake(ctx, age)
+}
+
+// WakeTriggerSQL is the DDL that gives an adopted table on PostgreSQL the
+// trigger of outbox_messages: while a relay is idle, each INSERT
+// statement wakes it (schema version 18 makes the function).
+func WakeTriggerSQL(table string) string {
+	return "CREATE TRIGGER " + quote(table+"_outbox_wake") + " AFTER INSERT ON " + quote(table) +
+		" FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify_wake()"
 }
