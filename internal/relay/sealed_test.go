@@ -12,7 +12,9 @@ import (
 // flakyKeys is a key provider that cannot answer.
 type flakyKeys struct{}
 
-func (flakyKeys) Current(context.Context) (seal.Key, error) { return seal.Key{}, errors.New("kms: timeout") }
+func (flakyKeys) Current(context.Context) (seal.Key, error) {
+	return seal.Key{}, errors.New("kms: timeout")
+}
 func (flakyKeys) Key(context.Context, string) (seal.Key, error) {
 	return seal.Key{}, errors.New("kms: timeout")
 }
