@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
+	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/seal"
@@ -28,6 +30,12 @@ type SealConfig struct {
 	// are sealed; a message naming a SealSubject is sealed whatever its
 	// topic. Defaults to none: every topic.
 	Topics []string
+	// Headers names message headers sealed with the payload (e.g.
+	// "x-customer-email"): a sealed message stores them in
+	// seal.HeaderSealedHeaders instead, and they come back as headers
+	// where the payload is opened. content-type and the trace headers
+	// stay plain. Defaults to none.
+	Headers []string
 }
 
 func (c *SealConfig) validate() error {
@@ -40,6 +48,13 @@ func (c *SealConfig) validate() error {
 	for i, p := range c.Topics {
 		if err := relay.ValidatePattern(p); err != nil {
 			return fmt.Errorf("outbox: Config.Seal.Topics[%d]: %w", i, err)
+		}
+	}
+	for i, h := range c.Headers {
+		lh := strings.ToLower(h)
+		if !msgcheck.HeaderName(lh) || msgcheck.Reserved(lh) || lh == HeaderContentType || lh == HeaderTransferEncode ||
+			lh == HeaderTraceParent || lh == HeaderTraceState {
+			return fmt.Errorf("outbox: Config.Seal.Headers[%d] %q cannot be sealed", i, h)
 		}
 	}
 	return nil
@@ -109,6 +124,24 @@ func (p *Producer[TTx]) sealRow(ctx context.Context, i int, row *store.NewMessag
 		return fmt.Errorf("outbox: seal: %w", err)
 	}
 	delete(headers, HeaderTransferEncode)
+	var hidden map[string]string
+	for _, h := range c.Headers {
+		lh := strings.ToLower(h)
+		if v, ok := headers[lh]; ok {
+			if hidden == nil {
+				hidden = map[string]string{}
+			}
+			hidden[lh] = v
+			delete(headers, lh)
+		}
+	}
+	if hidden != nil {
+		sh, err := seal.SealHeaders(alg, key, row.MessageID, hidden)
+		if err != nil {
+			return fmt.Errorf("outbox: seal: %w", err)
+		}
+		headers[seal.HeaderSealedHeaders] = sh
+	}
 	headers[seal.HeaderAlgorithm] = string(alg)
 	headers[seal.HeaderKeyID] = key.ID
 	hb, err := json.Marshal(headers)

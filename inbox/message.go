@@ -74,22 +74,26 @@ func DecodeHTTP(h http.Header, body []byte) (*Message, error) {
 // Open opens the message's payload when it arrived sealed (a route that
 // passes sealed payloads on, see package seal), with the key keys holds
 // for it: Payload becomes the plain payload and the seal headers are
-// removed. A message that is not sealed is left as it is. The error wraps
+// removed; headers sealed with the payload join Headers. A message that
+// is not sealed is left as it is. The error wraps
 // seal.ErrErased when the subject's key was erased, seal.ErrUnknownKey
 // when keys lacks it, seal.ErrAuthentication when it was tampered with.
 func (m *Message) Open(ctx context.Context, keys seal.KeyProvider) error {
 	if _, _, sealed := seal.Sealed(m.Headers); !sealed {
 		return nil
 	}
-	plain, err := seal.OpenPayload(ctx, keys, m.ID, m.Headers, m.Payload)
+	plain, hidden, err := seal.OpenMessage(ctx, keys, m.ID, m.Headers, m.Payload)
 	if err != nil {
 		return fmt.Errorf("inbox: message %s: %w", m.ID, err)
 	}
 	m.Payload = plain
 	for k := range m.Headers {
-		if lk := strings.ToLower(k); lk == seal.HeaderAlgorithm || lk == seal.HeaderKeyID {
+		if lk := strings.ToLower(k); lk == seal.HeaderAlgorithm || lk == seal.HeaderKeyID || lk == seal.HeaderSealedHeaders {
 			delete(m.Headers, k)
 		}
+	}
+	for k, v := range hidden {
+		m.Headers[strings.ToLower(k)] = v
 	}
 	return nil
 }

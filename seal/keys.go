@@ -141,23 +141,48 @@ func KeysFromEnv(name string) (*StaticKeys, error) {
 // OpenPayload opens a payload whose headers mark it sealed, fetching its
 // key from keys; a payload not sealed comes back as it is. It is what a
 // consumer of a route that passes sealed payloads on calls on each
-// message (inbox.Message.Open does it for a decoded message).
+// message (inbox.Message.Open does it for a decoded message, sealed
+// headers included).
 func OpenPayload(ctx context.Context, keys KeyProvider, messageID string, headers map[string]string, payload []byte) ([]byte, error) {
+	plain, _, err := OpenMessage(ctx, keys, messageID, headers, payload)
+	return plain, err
+}
+
+// OpenMessage is OpenPayload that also opens the headers sealed with the
+// payload (HeaderSealedHeaders), returned apart: nil when there are none.
+func OpenMessage(ctx context.Context, keys KeyProvider, messageID string, headers map[string]string, payload []byte) ([]byte, map[string]string, error) {
 	alg, keyID, ok := Sealed(headers)
 	if !ok {
-		return payload, nil
+		return payload, nil, nil
 	}
 	if !alg.Valid() {
-		return nil, fmt.Errorf("%w %q", ErrUnknownAlgorithm, string(alg))
+		return nil, nil, fmt.Errorf("%w %q", ErrUnknownAlgorithm, string(alg))
 	}
 	if keys == nil {
-		return nil, errors.New("seal: the payload is sealed and no KeyProvider was given")
+		return nil, nil, errors.New("seal: the payload is sealed and no KeyProvider was given")
 	}
 	key, err := keys.Key(ctx, keyID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return Open(alg, key, messageID, payload)
+	plain, err := Open(alg, key, messageID, payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	sealed := headers[HeaderSealedHeaders]
+	for k, v := range headers {
+		if sealed == "" && strings.EqualFold(k, HeaderSealedHeaders) {
+			sealed = v
+		}
+	}
+	if sealed == "" {
+		return plain, nil, nil
+	}
+	h, err := OpenHeaders(alg, key, messageID, sealed)
+	if err != nil {
+		return nil, nil, fmt.Errorf("headers: %w", err)
+	}
+	return plain, h, nil
 }
 
 // NewKey returns a fresh random key named id.

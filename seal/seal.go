@@ -5,6 +5,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,7 +24,14 @@ const (
 	HeaderAlgorithm = "outbox-seal"
 	// HeaderKeyID is the id of the key that sealed the payload.
 	HeaderKeyID = "outbox-seal-key"
+	// HeaderSealedHeaders holds the headers sealed with the payload
+	// (SealHeaders), when the producer sealed any.
+	HeaderSealedHeaders = "outbox-seal-headers"
 )
+
+// headersAAD is appended to the message id to make the associated data
+// of sealed headers, so that they cannot pass for the payload.
+const headersAAD = ":headers"
 
 // Algorithm names an AEAD, as HeaderAlgorithm writes it.
 type Algorithm string
@@ -170,6 +178,32 @@ func Open(alg Algorithm, key Key, messageID string, sealed []byte) ([]byte, erro
 		return nil, ErrAuthentication
 	}
 	return plain, nil
+}
+
+// SealHeaders seals a set of headers of the message messageID, as the
+// value of HeaderSealedHeaders: Seal of their JSON object, with
+// messageID + ":headers" as the associated data.
+func SealHeaders(alg Algorithm, key Key, messageID string, headers map[string]string) (string, error) {
+	b, err := json.Marshal(headers)
+	if err != nil {
+		return "", err
+	}
+	return Seal(alg, key, messageID+headersAAD, b)
+}
+
+// OpenHeaders opens a HeaderSealedHeaders value made by SealHeaders. Its
+// errors are Open's, and ErrMalformed when the plain text is not a JSON
+// object of strings.
+func OpenHeaders(alg Algorithm, key Key, messageID, sealed string) (map[string]string, error) {
+	b, err := Open(alg, key, messageID+headersAAD, []byte(sealed))
+	if err != nil {
+		return nil, err
+	}
+	var h map[string]string
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("%w: sealed headers are not a JSON object of strings", ErrMalformed)
+	}
+	return h, nil
 }
 
 // Sealed reports whether headers mark a sealed payload, and returns its

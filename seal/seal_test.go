@@ -239,3 +239,32 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+func TestSealHeaders(t *testing.T) {
+	t.Parallel()
+	k := key(t, "k1")
+	h := map[string]string{"x-email": "a@example.com"}
+	text, err := seal.SealHeaders(seal.AES256GCM, k, id1, h)
+	if err != nil || strings.Contains(text, "example") {
+		t.Fatalf("SealHeaders = %q, %v", text, err)
+	}
+	got, err := seal.OpenHeaders(seal.AES256GCM, k, id1, text)
+	if err != nil || got["x-email"] != "a@example.com" {
+		t.Fatalf("OpenHeaders = %v, %v", got, err)
+	}
+	// Sealed headers do not open as the payload, nor a payload as headers.
+	if _, err := seal.Open(seal.AES256GCM, k, id1, []byte(text)); !errors.Is(err, seal.ErrAuthentication) {
+		t.Errorf("headers opened as the payload: %v", err)
+	}
+	payload, _ := seal.Seal(seal.AES256GCM, k, id1, []byte(`{"x":"y"}`))
+	if _, err := seal.OpenHeaders(seal.AES256GCM, k, id1, payload); !errors.Is(err, seal.ErrAuthentication) {
+		t.Errorf("payload opened as headers: %v", err)
+	}
+	// OpenMessage returns both.
+	keys, _ := seal.NewStaticKeys(k)
+	plain, hidden, err := seal.OpenMessage(context.Background(), keys, id1,
+		map[string]string{seal.HeaderAlgorithm: "aes-256-gcm", seal.HeaderKeyID: "k1", seal.HeaderSealedHeaders: text}, []byte(payload))
+	if err != nil || string(plain) != `{"x":"y"}` || hidden["x-email"] != "a@example.com" {
+		t.Errorf("OpenMessage = %q %v %v", plain, hidden, err)
+	}
+}

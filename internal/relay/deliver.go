@@ -191,7 +191,7 @@ func (r *Relay) prepare(row *store.Row) *item {
 	if why != "" {
 		return dead(why)
 	}
-	sealAlg, sealKey, sealed := sealHeaders(headers)
+	si, sealed := sealHeaders(headers)
 	if why := headerError(headers); why != "" {
 		return dead(why)
 	}
@@ -199,7 +199,7 @@ func (r *Relay) prepare(row *store.Row) *item {
 	if sealed {
 		// The sealed text is the whole payload, binary or not.
 		delete(headers, HeaderTransferEncode)
-		p, out := r.unseal(it, headers, sealAlg, sealKey)
+		p, out := r.unseal(it, headers, si)
 		if out != nil {
 			it.decided, it.out = true, *out
 			return it

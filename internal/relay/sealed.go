@@ -3,7 +3,9 @@ package relay
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/store"
@@ -27,17 +29,34 @@ const ErasedPrefix = "erased: "
 // provider could not answer.
 const keyRetryDelay = 5 * time.Second
 
-// sealHeaders takes a row's seal headers out of headers: the algorithm
-// and key id, and whether the row is sealed at all.
-func sealHeaders(headers map[string]string) (alg, keyID string, sealed bool) {
-	alg, sealed = headers[seal.HeaderAlgorithm]
+// sealInfo is what a sealed row's headers say of it.
+type sealInfo struct {
+	alg, keyID string
+	// headers is the value of seal.HeaderSealedHeaders, "" when none.
+	headers string
+}
+
+// sealHeaders takes a row's seal headers out of headers, and says
+// whether the row is sealed at all.
+func sealHeaders(headers map[string]string) (sealInfo, bool) {
+	alg, sealed := headers[seal.HeaderAlgorithm]
 	if !sealed {
-		return "", "", false
+		return sealInfo{}, false
 	}
-	keyID = headers[seal.HeaderKeyID]
+	si := sealInfo{alg: alg, keyID: headers[seal.HeaderKeyID], headers: headers[seal.HeaderSealedHeaders]}
 	delete(headers, seal.HeaderAlgorithm)
 	delete(headers, seal.HeaderKeyID)
-	return alg, keyID, true
+	delete(headers, seal.HeaderSealedHeaders)
+	return si, true
+}
+
+// restore puts a sealed row's seal headers back, for a route that
+// passes it on.
+func (si sealInfo) restore(headers map[string]string) {
+	headers[seal.HeaderAlgorithm], headers[seal.HeaderKeyID] = si.alg, si.keyID
+	if si.headers != "" {
+		headers[seal.HeaderSealedHeaders] = si.headers
+	}
 }
 
 // unseal is the payload to publish of a sealed row on its route: opened
@@ -45,7 +64,8 @@ func sealHeaders(headers map[string]string) (alg, keyID string, sealed bool) {
 // A row that cannot go returns its outcome instead: dead "cannot open
 // sealed payload: …"; dead uncharged "erased: …" when its key was
 // erased; pending uncharged when the key provider could not answer.
-func (r *Relay) unseal(it *item, headers map[string]string, alg, keyID string) ([]byte, *store.Outcome) {
+func (r *Relay) unseal(it *item, headers map[string]string, si sealInfo) ([]byte, *store.Outcome) {
+	alg, keyID := si.alg, si.keyID
 	row := it.row
 	dead := func(msg string, charge bool) *store.Outcome {
 		return &store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: charge}
@@ -63,7 +83,7 @@ func (r *Relay) unseal(it *item, headers map[string]string, alg, keyID string) (
 	keys := r.cfg.Keys
 	if keys == nil {
 		if mode == SealedPass {
-			headers[seal.HeaderAlgorithm], headers[seal.HeaderKeyID] = alg, keyID
+			si.restore(headers)
 			return []byte(row.Payload), nil
 		}
 		return nil, dead(cannot+"the relay has no keys (outbox relay --keys FILE)", true)
@@ -81,12 +101,27 @@ func (r *Relay) unseal(it *item, headers map[string]string, alg, keyID string) (
 			Error: "not counted (the key provider could not answer): " + redact.Text(oneLine(err.Error()))}
 	}
 	if mode == SealedPass {
-		headers[seal.HeaderAlgorithm], headers[seal.HeaderKeyID] = alg, keyID
+		si.restore(headers)
 		return []byte(row.Payload), nil
 	}
 	plain, err := seal.Open(seal.Algorithm(alg), key, row.MessageID, []byte(row.Payload))
 	if err != nil {
 		return nil, dead(cannot+oneLine(err.Error()), true)
+	}
+	if si.headers != "" {
+		h, err := seal.OpenHeaders(seal.Algorithm(alg), key, row.MessageID, si.headers)
+		if err != nil {
+			return nil, dead("cannot open sealed headers: "+oneLine(err.Error()), true)
+		}
+		if why := headerError(h); why != "" {
+			return nil, dead("sealed headers: "+why, true)
+		}
+		for k, v := range h {
+			if !utf8.ValidString(v) {
+				return nil, dead("sealed headers: the value of "+quoteShort(k)+" is not UTF-8", true)
+			}
+			headers[strings.ToLower(k)] = v
+		}
 	}
 	return plain, nil
 }

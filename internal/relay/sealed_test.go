@@ -40,6 +40,12 @@ func TestPrepareSealedRows(t *testing.T) {
 		return oddRow(func(r *store.Row) { r.MessageID, r.Payload, r.Headers = id, text, h })
 	}
 	good := `{"content-type":"application/octet-stream","outbox-seal":"aes-256-gcm","outbox-seal-key":"k1"}`
+	hidden, err := seal.SealHeaders(seal.AES256GCM, k, id, map[string]string{"x-email": "a@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withHeaders := `{"outbox-seal":"aes-256-gcm","outbox-seal-key":"k1","outbox-seal-headers":"` + hidden + `"}`
+	reservedHidden, _ := seal.SealHeaders(seal.AES256GCM, k, id, map[string]string{"outbox-topic": "evil"})
 	for _, c := range []struct {
 		name     string
 		mode     string
@@ -64,6 +70,12 @@ func TestPrepareSealedRows(t *testing.T) {
 		{"no key id", SealedOpen, keys, `{"outbox-seal":"aes-256-gcm"}`, store.StatusDead, "cannot open sealed payload: no outbox-seal-key header", true, "", false},
 		{"key id alone is reserved", SealedOpen, keys, `{"outbox-seal-key":"k1"}`, store.StatusDead, `header "outbox-seal-key" is reserved: names starting with "outbox-" are set by the relay`, true, "", false},
 		{"provider down", SealedOpen, flakyKeys{}, good, store.StatusPending, "not counted (the key provider could not answer): kms: timeout", false, "", false},
+		{"sealed headers opened", SealedOpen, keys, withHeaders, "", "", false, "\x00binary", false},
+		{"sealed headers passed on", SealedPass, keys, withHeaders, "", "", false, text, true},
+		{"sealed headers tampered", SealedOpen, keys, `{"outbox-seal":"aes-256-gcm","outbox-seal-key":"k1","outbox-seal-headers":"` + text + `"}`, store.StatusDead,
+			"cannot open sealed headers: message authentication failed", true, "", false},
+		{"sealed headers reserved", SealedOpen, keys, `{"outbox-seal":"aes-256-gcm","outbox-seal-key":"k1","outbox-seal-headers":"` + reservedHidden + `"}`, store.StatusDead,
+			`sealed headers: header "outbox-topic" is reserved: names starting with "outbox-" are set by the relay`, true, "", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := prepareRelay(t)
@@ -81,6 +93,12 @@ func TestPrepareSealedRows(t *testing.T) {
 				_, has := it.env.Headers[seal.HeaderAlgorithm]
 				if has != c.sealHdrs || (has && it.env.Headers[seal.HeaderKeyID] == "") {
 					t.Errorf("headers %v", it.env.Headers)
+				}
+				if c.headers == withHeaders {
+					_, passed := it.env.Headers[seal.HeaderSealedHeaders]
+					if c.sealHdrs != passed || (!passed && it.env.Headers["x-email"] != "a@example.com") || (passed && it.env.Headers["x-email"] != "") {
+						t.Errorf("sealed headers: %v", it.env.Headers)
+					}
 				}
 				return
 			}

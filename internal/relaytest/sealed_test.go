@@ -105,12 +105,12 @@ func TestSealedRoundTrip(t *testing.T) {
 			ctx := context.Background()
 			db := testdb.New(t, d)
 			keys := keyFile(t)
-			cfg := &outbox.Config{Seal: &outbox.SealConfig{Keys: keys, Topics: []string{"secret.>", "e2e.>"}}}
+			cfg := &outbox.Config{Seal: &outbox.SealConfig{Keys: keys, Topics: []string{"secret.>", "e2e.>"}, Headers: []string{"X-Email"}}}
 			openJSON := []byte(`{"email":"alice@example.com","token":"s3cr3t"}`)
 			binary := []byte("\x00\xffbinary bob@example.com")
 			ids := produce(t, db, cfg,
-				outbox.Message{Topic: "secret.open", Key: "a", Payload: openJSON},
-				outbox.Message{Topic: "e2e.pass", Key: "b", Payload: binary, ContentType: "application/octet-stream"},
+				outbox.Message{Topic: "secret.open", Key: "a", Payload: openJSON, Headers: map[string]string{"x-email": "alice@example.com", "x-tenant": "acme"}},
+				outbox.Message{Topic: "e2e.pass", Key: "b", Payload: binary, ContentType: "application/octet-stream", Headers: map[string]string{"x-email": "bob@example.com"}},
 				outbox.Message{Topic: "plain.x", Payload: []byte(`{"plain":true}`)},
 				outbox.Message{Topic: "secret.subject", Payload: []byte(`{"who":"carol@example.com"}`), SealSubject: "customer:1"},
 				outbox.Message{Topic: "secret.tampered", Payload: []byte(`{"n":1}`)},
@@ -120,6 +120,11 @@ func TestSealedRoundTrip(t *testing.T) {
 			for _, p := range db.Strings(t, "SELECT payload FROM outbox_messages") {
 				if strings.Contains(p, "example.com") || strings.Contains(p, "s3cr3t") {
 					t.Fatalf("the table holds a plain payload: %q", p)
+				}
+			}
+			for _, h := range db.Strings(t, "SELECT headers FROM outbox_messages") {
+				if strings.Contains(h, "example.com") {
+					t.Fatalf("the table holds a plain header: %q", h)
 				}
 			}
 			var h map[string]string
@@ -147,7 +152,8 @@ func TestSealedRoundTrip(t *testing.T) {
 			if !ok || !bytes.Equal(e.Payload, openJSON) {
 				t.Errorf("opened payload %q, want %q", e.Payload, openJSON)
 			}
-			if _, sealed := e.Headers[seal.HeaderAlgorithm]; sealed || e.Headers[outbox.HeaderContentType] != "application/json" {
+			if _, sealed := e.Headers[seal.HeaderAlgorithm]; sealed || e.Headers[outbox.HeaderContentType] != "application/json" ||
+				e.Headers["x-email"] != "alice@example.com" || e.Headers["x-tenant"] != "acme" {
 				t.Errorf("opened message headers %v", e.Headers)
 			}
 			if e, _ := rec.envelope(ids[3]); string(e.Payload) != `{"who":"carol@example.com"}` {
@@ -165,8 +171,8 @@ func TestSealedRoundTrip(t *testing.T) {
 			if err := m.Open(ctx, keys); err != nil || !bytes.Equal(m.Payload, binary) {
 				t.Errorf("inbox Open: %q, %v", m.Payload, err)
 			}
-			if _, sealed := m.Headers[seal.HeaderAlgorithm]; sealed {
-				t.Error("the opened message still says it is sealed")
+			if _, sealed := m.Headers[seal.HeaderAlgorithm]; sealed || m.Headers["x-email"] != "bob@example.com" {
+				t.Errorf("the opened message's headers: %v", m.Headers)
 			}
 			for id, want := range map[string]string{
 				ids[4]: "cannot open sealed payload: message authentication failed",
