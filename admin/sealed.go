@@ -24,6 +24,8 @@ type sealedJSON struct {
 	Encoding string `json:"encoding,omitempty"`
 	// Reason says why the payload is not shown, when it is not.
 	Reason string `json:"reason,omitempty"`
+	// Headers are the headers sealed with the payload, once opened.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // sealedView replaces a sealed payload in m by "sealed, key K", or by its
@@ -53,7 +55,7 @@ func (s *Server) sealedView(ctx context.Context, m *messageJSON, headers, token 
 		m.Sealed.Reason = "the server holds no keys"
 		return
 	}
-	plain, err := seal.OpenPayload(ctx, s.keys, m.MessageID, h, stored)
+	plain, hidden, err := seal.OpenMessage(ctx, s.keys, m.MessageID, h, stored)
 	if err != nil {
 		m.Sealed.Reason = "cannot open: " + err.Error()
 		return
@@ -63,4 +65,5 @@ func (s *Server) sealedView(ctx context.Context, m *messageJSON, headers, token 
 		text, m.Sealed.Encoding = base64.StdEncoding.EncodeToString(plain), "base64"
 	}
 	m.Payload, m.PayloadPreview, m.Sealed.Opened = &text, preview(text), true
+	m.Sealed.Headers = hidden
 }

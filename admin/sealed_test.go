@@ -29,7 +29,7 @@ func TestSealedPayloadShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := outbox.NewProducer(db.PGX, &outbox.Config{Seal: &outbox.SealConfig{Keys: keys}})
+	p, err := outbox.NewProducer(db.PGX, &outbox.Config{Seal: &outbox.SealConfig{Keys: keys, Headers: []string{"x-email"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,8 @@ func TestSealedPayloadShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := p.Enqueue(ctx, tx, outbox.Message{Topic: "user.created", Payload: []byte(`{"email":"erin@example.com"}`)})
+	id, err := p.Enqueue(ctx, tx, outbox.Message{Topic: "user.created", Payload: []byte(`{"email":"erin@example.com"}`),
+		Headers: map[string]string{"x-email": "erin@example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,13 +70,14 @@ func TestSealedPayloadShown(t *testing.T) {
 			Payload        string `json:"payload"`
 			PayloadPreview string `json:"payload_preview"`
 			Sealed         struct {
-				KeyID  string `json:"key_id"`
-				Opened bool   `json:"opened"`
+				KeyID   string            `json:"key_id"`
+				Opened  bool              `json:"opened"`
+				Headers map[string]string `json:"headers"`
 			} `json:"sealed"`
 		}
 		a.decode(t, &m)
 		if c.opened {
-			if m.Payload != `{"email":"erin@example.com"}` || !m.Sealed.Opened {
+			if m.Payload != `{"email":"erin@example.com"}` || !m.Sealed.Opened || m.Sealed.Headers["x-email"] != "erin@example.com" {
 				t.Errorf("%s: %s", c.name, a.body)
 			}
 			continue
