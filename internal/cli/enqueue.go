@@ -17,11 +17,14 @@ import (
 func enqueueCommand() *command {
 	return &command{
 		name:     "enqueue",
-		synopsis: "--topic T [--key K] (--payload TEXT | --payload-file F) [flags]",
+		synopsis: "--topic T [--key K] (--payload TEXT | --payload-file F) [--seal [--seal-subject S] [--keys FILE]] [flags]",
 		summary:  "enqueue one message (operations, scripts)",
 		about: `Enqueues one message in its own transaction and prints its message id.
 The payload is JSON unless --content-type says otherwise; --payload-file -
-reads it from standard input.`,
+reads it from standard input. --seal encrypts the payload under the key
+file's current key (--keys FILE, else OUTBOX_KEYS_FILE, else the config's
+keys_file), --seal-subject S under the data subject's own key, created on
+first use (docs/security.md).`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var df dbFlags
 			df.register(fs)
@@ -40,6 +43,9 @@ reads it from standard input.`,
 			fs.DurationVar(&delay, "delay", 0, "hold the message back for `DURATION` (e.g. 30s)")
 			fs.IntVar(&maxAttempts, "max-attempts", 0, "publish attempts before the message goes dead (default 10)")
 			fs.StringVar(&id, "id", "", "message id `UUID` (default a new one); an id already in the outbox is refused")
+			sealIt := fs.Bool("seal", false, "seal the payload with the key file's current key")
+			sealSubject := fs.String("seal-subject", "", "seal the payload under the data `SUBJECT`'s own key, e.g. customer:42 (implies --seal)")
+			keysFile := keysFileFlag(fs)
 			return func(e *env, pos []string) error {
 				if err := noArgs("enqueue", pos); err != nil {
 					return err
@@ -91,7 +97,12 @@ reads it from standard input.`,
 				} else if msg.Payload, err = e.readPayload(payloadFile, limit); err != nil {
 					return err
 				}
-				id, err := enqueue(e.ctx, db, msg, limit)
+				msg.SealSubject = *sealSubject
+				sealCfg, err := e.enqueueSeal(*sealIt || *sealSubject != "", *keysFile, cfg.KeysFile)
+				if err != nil {
+					return err
+				}
+				id, err := enqueue(e.ctx, db, msg, limit, sealCfg)
 				if err != nil {
 					return e.describeEnqueueError(db, err)
 				}
@@ -124,10 +135,10 @@ func (e *env) readPayload(name string, limit int) ([]byte, error) {
 }
 
 // enqueue writes msg in a transaction of its own and wakes relays.
-func enqueue(ctx context.Context, db *dburl.DB, msg outbox.Message, maxPayload int) (string, error) {
+func enqueue(ctx context.Context, db *dburl.DB, msg outbox.Message, maxPayload int, sealCfg *outbox.SealConfig) (string, error) {
 	// The command exits right after committing, so it wakes relays itself
 	// below instead of leaving that to the producer's deferred signal.
-	cfg := &outbox.Config{MaxPayloadBytes: maxPayload, DisableNotify: true}
+	cfg := &outbox.Config{MaxPayloadBytes: maxPayload, DisableNotify: true, Seal: sealCfg}
 	var id string
 	if db.PGX != nil {
 		p, err := outbox.NewProducer(db.PGX, cfg)

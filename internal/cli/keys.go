@@ -280,3 +280,24 @@ func (e *env) adminKeys(r *resolver) (seal.KeyProvider, error) {
 	}
 	return keys, nil
 }
+
+// enqueueSeal is the seal configuration of `outbox enqueue --seal`: the
+// key file of --keys, else OUTBOX_KEYS_FILE, else the config's
+// keys_file; nil when sealIt is false.
+func (e *env) enqueueSeal(sealIt bool, flagVal, cfgVal string) (*outbox.SealConfig, error) {
+	path := e.keysPath(flagVal, cfgVal)
+	if !sealIt {
+		if flagVal != "" {
+			return nil, usagef("enqueue: --keys needs --seal or --seal-subject")
+		}
+		return nil, nil
+	}
+	if path == "" {
+		return nil, usagef("enqueue: --seal needs the key file: give --keys FILE or OUTBOX_KEYS_FILE")
+	}
+	keys, err := seal.OpenFileKeys(path)
+	if err != nil {
+		return nil, usagef("enqueue: --keys: %s", errorLine(err))
+	}
+	return &outbox.SealConfig{Keys: keys}, nil
+}

@@ -285,7 +285,21 @@ func TestSealedWebhookCLI(t *testing.T) {
 	cfg := &outbox.Config{Seal: &outbox.SealConfig{Keys: keys}}
 	plain := []byte(`{"email":"dave@example.com"}`)
 	ids := produce(t, db, cfg, outbox.Message{Topic: "e2e.x", Payload: plain}, outbox.Message{Topic: "open.x", Payload: plain})
-	relaytest.WaitFor(t, 20*time.Second, "both delivered", func() bool { return h.message(ids[0]) != nil && h.message(ids[1]) != nil })
+	out, err = exec.Command(p.Bin(), "enqueue", "--db", db.URL, "--topic", "open.cli", "--payload", `{"cli":"frank@example.com"}`,
+		"--seal-subject", "customer:9", "--keys", keys.Path()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("enqueue --seal-subject: %s %v", out, err)
+	}
+	cliID := strings.TrimSpace(string(out))
+	if stored := db.Strings(t, "SELECT payload FROM outbox_messages WHERE message_id = $1", cliID); len(stored) != 1 || strings.Contains(stored[0], "frank") {
+		t.Errorf("enqueue --seal-subject stored %q", stored)
+	}
+	relaytest.WaitFor(t, 20*time.Second, "all three delivered", func() bool {
+		return h.message(ids[0]) != nil && h.message(ids[1]) != nil && h.message(cliID) != nil
+	})
+	if m := h.message(cliID); string(m.Payload) != `{"cli":"frank@example.com"}` {
+		t.Errorf("enqueued by the command: %q", m.Payload)
+	}
 	m := h.message(ids[0])
 	if bytes.Contains(m.Payload, []byte("dave")) || m.Headers[seal.HeaderKeyID] != "k2" {
 		t.Fatalf("passed on: %q %v", m.Payload, m.Headers)
