@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,7 +11,7 @@ import (
 
 // BenchmarkSeal is the producer's side of an enqueue of a 1 KiB JSON
 // payload before the INSERT, plain and sealed under each algorithm (key
-// from memory):
+// from memory, and from a key file, which is looked at on every message):
 //
 //	go test -run '^$' -bench Seal -benchmem .
 func BenchmarkSeal(b *testing.B) {
@@ -23,6 +24,14 @@ func BenchmarkSeal(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	path := filepath.Join(b.TempDir(), "keys.json")
+	if _, err := seal.CreateKey(path, "", true); err != nil {
+		b.Fatal(err)
+	}
+	fileKeys, err := seal.OpenFileKeys(path)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		seal *SealConfig
@@ -30,6 +39,7 @@ func BenchmarkSeal(b *testing.B) {
 		{"plain", nil},
 		{"aes-256-gcm", &SealConfig{Keys: keys}},
 		{"xchacha20-poly1305", &SealConfig{Keys: keys, Algorithm: seal.XChaCha20Poly1305}},
+		{"aes-256-gcm-keyfile", &SealConfig{Keys: fileKeys}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			p := &Producer[struct{}]{cfg: Config{MaxPayloadBytes: DefaultMaxPayloadBytes, Seal: c.seal}}
