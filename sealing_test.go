@@ -1,6 +1,8 @@
 package outbox_test
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,5 +33,46 @@ func TestSealConfigValidation(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.says)
 		}
+	}
+}
+
+// BenchmarkSealEnqueue is a whole enqueue of a 1 KiB payload on
+// PostgreSQL, one message per transaction, plain and sealed (key file):
+//
+//	go test -run '^$' -bench SealEnqueue .
+func BenchmarkSealEnqueue(b *testing.B) {
+	db := testdb.New(b, store.Postgres)
+	path := filepath.Join(b.TempDir(), "keys.json")
+	if _, err := seal.CreateKey(path, "", true); err != nil {
+		b.Fatal(err)
+	}
+	keys, err := seal.OpenFileKeys(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := []byte(`{"pad":"` + strings.Repeat("x", 1024-10) + `"}`)
+	for _, c := range []struct {
+		name string
+		seal *outbox.SealConfig
+	}{{"plain", nil}, {"sealed", &outbox.SealConfig{Keys: keys}}} {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := outbox.NewProducer(db.PGX, &outbox.Config{Seal: c.seal, DisableNotify: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			for b.Loop() {
+				tx, err := db.Pool.Begin(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.Enqueue(ctx, tx, outbox.Message{Topic: "bench.seal", Payload: payload}); err != nil {
+					b.Fatal(err)
+				}
+				if err := tx.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
