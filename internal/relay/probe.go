@@ -55,6 +55,9 @@ const (
 	// wantReread is when the relay reads again after asking for
 	// notifications.
 	wantReread = 100 * time.Millisecond
+	// watchSafety is how often a relay that watches its SQLite file
+	// probes without a change seen.
+	watchSafety = time.Second
 	// pruneEvery is how often a relay removes the rows of relays that
 	// died with theirs.
 	pruneEvery = time.Minute
@@ -74,6 +77,8 @@ type prober interface {
 	WakeTrigger(ctx context.Context) (bool, error)
 	WantWake(ctx context.Context, id string, want bool) error
 	PruneWake(ctx context.Context, age time.Duration) error
+	// DatabaseFile is a SQLite database's file, "" elsewhere.
+	DatabaseFile(ctx context.Context) (string, error)
 }
 
 // probeState is what Wake reports, as the wake loop and listenLoop find
@@ -84,6 +89,9 @@ type probeState struct {
 	probing bool
 	// trigger: the table notifies idle relays (see store.WakeTrigger).
 	trigger bool
+	// watching: the probe runs when the SQLite file changes rather
+	// than every ProbeInterval.
+	watching bool
 	// noSignals: LISTEN cannot work over the relay's connection.
 	noSignals bool
 	// listenSince is when the current Listen call started (zero while
@@ -114,7 +122,10 @@ func (r *Relay) Wake() string {
 		}
 		parts = append(parts, "notify (Go producers)")
 	}
-	if r.probe.probing {
+	switch {
+	case r.probe.probing && r.probe.watching:
+		parts = append(parts, "watch")
+	case r.probe.probing:
 		parts = append(parts, fmt.Sprintf("probe %s", r.cfg.ProbeInterval))
 	}
 	if len(parts) == 0 {
@@ -164,6 +175,18 @@ func (r *Relay) setProbing(on bool) {
 	r.probe.mu.Unlock()
 }
 
+func (r *Relay) setWatching(on bool) {
+	r.probe.mu.Lock()
+	r.probe.watching = on
+	r.probe.mu.Unlock()
+}
+
+func (r *Relay) isWatching() bool {
+	r.probe.mu.Lock()
+	defer r.probe.mu.Unlock()
+	return r.probe.watching
+}
+
 func (r *Relay) setTrigger(on bool) {
 	r.probe.mu.Lock()
 	r.probe.trigger = on
@@ -205,6 +228,31 @@ func (r *Relay) wakeLoop(ctx context.Context, p prober) {
 	if !trigger && interval <= 0 {
 		r.log.Debug("outbox relay: no change probe; new messages are found by polling", "relay", r.id)
 	}
+	// SQLite: probe when the database's files change (another process
+	// committed), not every ProbeInterval.
+	changed := make(chan struct{}, 1)
+	if interval > 0 {
+		fctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+		file, err := p.DatabaseFile(fctx)
+		cancel()
+		if err == nil && file != "" {
+			r.setWatching(true)
+			r.bg.Add(1)
+			go func() {
+				defer r.bg.Done()
+				err := watchFiles(ctx, file, func() {
+					select {
+					case changed <- struct{}{}:
+					default:
+					}
+				})
+				r.setWatching(false)
+				if err != nil {
+					r.log.Debug("outbox relay: cannot watch the database file; probing every probe_interval", "relay", r.id, "file", file, "err", err)
+				}
+			}()
+		}
+	}
 
 	var (
 		last                   int64
@@ -243,6 +291,13 @@ func (r *Relay) wakeLoop(ctx context.Context, p prober) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-changed:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
 		}
 		next := interval
 		_, held := r.own.snapshot()
@@ -334,6 +389,10 @@ func (r *Relay) wakeLoop(ctx context.Context, p prober) {
 				last, known = v, true
 			}
 			next = wait
+			if r.isWatching() && fails == 0 {
+				// Changes come by the watch; this is the safety net.
+				next = watchSafety
+			}
 		}
 		if w := r.Wake(); held && w != recorded {
 			if w != recording {

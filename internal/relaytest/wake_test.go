@@ -2,6 +2,7 @@ package relaytest_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -60,10 +61,14 @@ func TestProbeWakesIdleRelay(t *testing.T) {
 			}
 			p.Status(t, &st)
 			// PostgreSQL: the trigger of schema version 18 notifies the
-			// idle relay; elsewhere the relay probes.
+			// idle relay; SQLite on Linux: the relay watches the file;
+			// elsewhere it probes.
 			want := "probe 25ms"
-			if d == store.Postgres {
+			switch {
+			case d == store.Postgres:
 				want = "notify"
+			case d == store.SQLite && runtime.GOOS == "linux":
+				want = "watch"
 			}
 			if len(st.Relays) != 1 || st.Relays[0].Wake != want {
 				t.Errorf("outbox status --json relays: %+v, want one relay with wake %q", st.Relays, want)

@@ -163,3 +163,26 @@ func WakeTriggerSQL(table string) string {
 	return "CREATE TRIGGER " + quote(table+"_outbox_wake") + " AFTER INSERT ON " + quote(table) +
 		" FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify_wake()"
 }
+
+// DatabaseFile is the file of a SQLite database ("" elsewhere, and for an
+// in-memory database): the relay watches it for other processes' commits.
+func (st *Store) DatabaseFile(ctx context.Context) (string, error) {
+	if st.d != SQLite {
+		return "", nil
+	}
+	rows, err := st.db.Query(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'")
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var f string
+	if rows.Next() {
+		if err := rows.Scan(&f); err != nil {
+			return "", err
+		}
+	}
+	return f, rows.Err()
+}
+
+// DatabaseFile is the base store's.
+func (a *Adopted) DatabaseFile(ctx context.Context) (string, error) { return a.base.DatabaseFile(ctx) }
