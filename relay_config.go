@@ -116,6 +116,16 @@ type RelayConfig struct {
 	// first failure, then 32 s, 4 min, … up to 16.4 h, 25.2 h to 33.6 h
 	// over the default 10 attempts.
 	Retry RetryPolicy
+	// MaxRetryAge bounds a message's retrying by its age as well as by
+	// its max_attempts, whichever comes first: a failure finding the
+	// message older than this since its created_at (database time), or
+	// whose next retry would fall past it, makes it dead with "retry
+	// budget (D) spent after N attempts: …". A message whose created_at
+	// is unknown is bounded by its attempts only; a route's own
+	// MaxRetryAge wins. The horizon a consumer's dedupe window must cover
+	// is then at most this (docs/consumers.md). Defaults to 0: attempts
+	// only.
+	MaxRetryAge time.Duration
 	// MaxPayloadBytes: a message with a larger payload (inserted by plain
 	// SQL) goes dead instead of being published. Defaults to
 	// DefaultMaxPayloadBytes (1 MiB).
@@ -197,6 +207,7 @@ func (c *RelayConfig) engine() relay.Config {
 		ShutdownTimeout: c.ShutdownTimeout,
 		LeaseTTL:        c.LeaseTTL,
 		Retry:           relay.RetryPolicy(c.Retry),
+		MaxRetryAge:     c.MaxRetryAge,
 		MaxPayloadBytes: c.MaxPayloadBytes,
 		NoRouteGrace:    c.NoRouteGrace,
 		Retention:       c.Retention.engine(),
@@ -220,6 +231,7 @@ func (c *RelayConfig) engine() relay.Config {
 			ProbeMin:      rt.ProbeMin,
 			ProbeMax:      rt.ProbeMax,
 			MaxRetryAfter: rt.MaxRetryAfter,
+			MaxRetryAge:   rt.MaxRetryAge,
 			Sealed:        rt.Sealed,
 		}
 		if rt.Publisher != nil {

@@ -54,6 +54,10 @@ type Route struct {
 	// a hostile or mistaken value cannot park it for a year. Defaults to
 	// DefaultMaxRetryAfter (1 h).
 	MaxRetryAfter time.Duration
+	// MaxRetryAge bounds the retrying of this route's messages by age,
+	// overriding RelayConfig.MaxRetryAge (see there). Defaults to 0:
+	// RelayConfig.MaxRetryAge.
+	MaxRetryAge time.Duration
 	// Sealed is what the route does with a payload sealed at enqueue
 	// (package seal): SealedOpen opens it with RelayConfig.Keys and
 	// publishes the plain payload (the table is protected, the broker

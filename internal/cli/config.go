@@ -72,6 +72,9 @@ type routeConfig struct {
 	// MaxRetryAfter is the longest a Retry-After holds the route, as
 	// the URL option max_retry_after.
 	MaxRetryAfter string `yaml:"max_retry_after"`
+	// MaxRetryAge is the route's retry budget by age, as the URL option
+	// max_retry_age.
+	MaxRetryAge string `yaml:"max_retry_age"`
 	// Sealed is what the route does with sealed payloads (open or pass),
 	// as the URL option sealed.
 	Sealed string `yaml:"sealed"`
@@ -111,7 +114,7 @@ func (r *routeConfig) wire(cfg *fileConfig, at, rawURL string) (string, error) {
 func (r *routeConfig) limits(cfg *fileConfig, at string, o *outboxurl.RouteOptions) error {
 	for _, kv := range []struct{ key, val string }{
 		{"max_in_flight", r.MaxInFlight}, {"rate", r.Rate}, {"probe_min", r.ProbeMin}, {"probe_max", r.ProbeMax},
-		{"max_retry_after", r.MaxRetryAfter}, {"sealed", r.Sealed},
+		{"max_retry_after", r.MaxRetryAfter}, {"max_retry_age", r.MaxRetryAge}, {"sealed", r.Sealed},
 	} {
 		if kv.val == "" {
 			continue
@@ -137,6 +140,7 @@ type relayConfig struct {
 	BatchSize       string `yaml:"batch_size"`
 	LeaseTTL        string `yaml:"lease_ttl"`
 	NoRouteGrace    string `yaml:"no_route_grace"`
+	MaxRetryAge     string `yaml:"max_retry_age"`
 	PublishTimeout  string `yaml:"publish_timeout"`
 	ShutdownTimeout string `yaml:"shutdown_timeout"`
 	MinPoll         string `yaml:"min_poll"`

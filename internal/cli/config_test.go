@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -74,6 +76,7 @@ func TestRouteLimits(t *testing.T) {
     rate: 200/s
     probe_max: 1m
     max_retry_after: 10m
+    max_retry_age: 6h
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -85,13 +88,14 @@ func TestRouteLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := fmt.Sprintf("%s %+v | %s %+v", specs[0].url, specs[0].limits, specs[1].url, specs[1].limits)
-	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s MaxRetryAfter:30s Sealed:} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s MaxRetryAfter:10m0s Sealed:}"
+	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s MaxRetryAfter:30s MaxRetryAge:0s Sealed:} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s MaxRetryAfter:10m0s MaxRetryAge:6h0m0s Sealed:}"
 	if got != want {
 		t.Fatalf("specs\n%s\nwant\n%s", got, want)
 	}
 	for _, c := range []struct{ yaml, flag, err string }{
 		{flag: "x.*=https://h?rate=lots", err: `--route "x.*=https://h?rate=lots": destination https://h?rate=lots: rate="lots"`},
 		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    max_in_flight: none\n", err: "config r.yaml: routes[0].max_in_flight: want a whole number"},
+		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    max_retry_age: soon\n", err: "config r.yaml: routes[0].max_retry_age: want a positive duration"},
 		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    probe_min: 1m\n    probe_max: 1s\n", err: "routes[0]: probe_min 1m0s is more than probe_max 1s"},
 	} {
 		cfg, err := parseConfig("r.yaml", []byte(c.yaml))
@@ -105,6 +109,47 @@ func TestRouteLimits(t *testing.T) {
 		_, err = routeSpecs(&resolver{e: e, set: map[string]bool{}, cfg: cfg}, f)
 		if err == nil || !strings.Contains(err.Error(), c.err) || exitStatus(err) != ExitUsage {
 			t.Errorf("error %v, want a usage error with %q", err, c.err)
+		}
+	}
+}
+
+// TestRelayMaxRetryAge: the relay-wide retry budget by age comes from
+// --max-retry-age, else relay.max_retry_age; a bad value is a usage error
+// naming where it is.
+func TestRelayMaxRetryAge(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		yaml string
+		args []string
+		want time.Duration
+		err  string
+	}{
+		{yaml: "relay: {max_retry_age: 2h}\n", want: 2 * time.Hour},
+		{yaml: "relay: {max_retry_age: 2h}\n", args: []string{"--max-retry-age", "30m"}, want: 30 * time.Minute},
+		{yaml: "relay: {}\n"},
+		{yaml: "relay: {max_retry_age: later}\n", err: "relay.max_retry_age"},
+		{yaml: "relay: {}\n", args: []string{"--max-retry-age", "-1s"}, err: "--max-retry-age must not be negative"},
+	} {
+		cfg, err := parseConfig("r.yaml", []byte(c.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+		f := newRelayFlags(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		e := testEnv(t.Context(), nil, nil, io.Discard, io.Discard)
+		rc, err := resolveRelayConfig(&resolver{e: e, set: setFlags(fs), cfg: cfg}, f)
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) || exitStatus(err) != ExitUsage {
+				t.Errorf("%s %v: error %v, want a usage error with %q", c.yaml, c.args, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%s %v: %v", c.yaml, c.args, err)
+		case rc.MaxRetryAge != c.want:
+			t.Errorf("%s %v: max retry age %s, want %s", c.yaml, c.args, rc.MaxRetryAge, c.want)
 		}
 	}
 }

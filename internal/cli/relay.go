@@ -45,6 +45,15 @@ sent nothing else and charged nothing until a probe goes through), and
 max_retry_after=1h (the longest a Retry-After, or a broker's throttling
 delay, holds the route; when a hold ends the route gets one message, and
 the rest once that one is answered without another wait).
+max_retry_age=6h (or --max-retry-age, relay.max_retry_age, for every
+route) bounds a message's retrying by age as well as by its
+max_attempts, whichever comes first: a message still failing that long
+after its created_at, or whose next retry would come later, goes dead
+with "retry budget (6h0m0s) spent after N attempts". At start the relay
+logs each route's retry horizon ("retry horizon": the longest a message
+of 10 attempts is retried, bounded by max_retry_age), to compare with the
+consumers' dedupe window (docs/consumers.md). By default the horizon of
+10 attempts is 25.2 h to 33.6 h.
 sealed=open (the relay opens payloads sealed at enqueue with the keys of
 --keys FILE and publishes them plain: the default) or sealed=pass (it
 publishes them sealed, for consumers to open; docs/security.md).
@@ -108,6 +117,7 @@ type relayFlags struct {
 	retryBase       time.Duration
 	retryCap        time.Duration
 	retrySchedule   string
+	maxRetryAge     time.Duration
 	logLevel        string
 	logFormat       string
 	admin           adminFlags
@@ -152,6 +162,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.DurationVar(&f.retryBase, "retry-base", 0, "exponential backoff instead of the default curve: first ceiling, doubling per failure up to --retry-cap, full jitter (default: the curve, at most 1s, 32s, 4m3s, … n⁵ s after failure n)")
 	fs.DurationVar(&f.retryCap, "retry-cap", 0, fmt.Sprintf("largest backoff, of the default curve or of --retry-base's (default %s)", outbox.DefaultRetryCap))
 	fs.StringVar(&f.retrySchedule, "retry-schedule", "", "fixed backoff `LIST` instead of exponential, e.g. 10s,30s,1m (the last repeats)")
+	fs.DurationVar(&f.maxRetryAge, "max-retry-age", 0, "retry budget by age: a message still failing this long after its creation goes dead, whatever attempts it has left (default none; a route's max_retry_age wins)")
 	fs.StringVar(&f.logLevel, "log-level", "", "`LEVEL`: debug, info, warn or error (default $OUTBOX_LOG_LEVEL, else info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "`FORMAT`: text or json (default $OUTBOX_LOG_FORMAT, else text)")
 	f.admin.register(fs, "serve the admin API, metrics and web page on `ADDR`: HOST:PORT, or :PORT for 127.0.0.1 (default $OUTBOX_ADMIN_ADDR; off when unset)")
@@ -403,6 +414,7 @@ func resolveRelayConfig(r *resolver, f *relayFlags) (*outbox.RelayConfig, error)
 		{"min-poll", f.minPoll, "relay.min_poll", c.MinPoll, &rc.MinPollInterval},
 		{"max-poll", f.maxPoll, "relay.max_poll", c.MaxPoll, &rc.MaxPollInterval},
 		{"probe-interval", f.probeInterval, "relay.probe_interval", c.ProbeInterval, &rc.ProbeInterval},
+		{"max-retry-age", f.maxRetryAge, "relay.max_retry_age", c.MaxRetryAge, &rc.MaxRetryAge},
 	}
 	for _, d := range durations {
 		if *d.dst, err = r.duration(d.flag, d.val, "", d.key, d.cfgVal); err != nil {
@@ -527,7 +539,7 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 }
 
 // splitLimits takes the route options (max_in_flight, rate, probe_min,
-// probe_max, max_retry_after) out of the spec's URL.
+// probe_max, max_retry_after, max_retry_age, sealed) out of the spec's URL.
 func (s *routeSpec) splitLimits() error {
 	u, o, err := outboxurl.SplitRouteOptions(s.url)
 	if err != nil {
@@ -628,7 +640,7 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig, logger *slog
 		rc.Routes = append(rc.Routes, outbox.Route{
 			Pattern: s.pattern, Publisher: p, Destination: s.destination, Name: s.name, Retry: s.retry,
 			MaxInFlight: s.limits.MaxInFlight, Rate: s.limits.Rate, ProbeMin: s.limits.ProbeMin, ProbeMax: s.limits.ProbeMax,
-			MaxRetryAfter: s.limits.MaxRetryAfter, Sealed: s.limits.Sealed,
+			MaxRetryAfter: s.limits.MaxRetryAfter, MaxRetryAge: s.limits.MaxRetryAge, Sealed: s.limits.Sealed,
 		})
 	}
 	return closeAll, nil

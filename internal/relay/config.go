@@ -49,6 +49,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	LeaseTTL        time.Duration
 	Retry           RetryPolicy
+	// MaxRetryAge bounds a message's retrying by its age (since
+	// created_at) as well as by its max_attempts; 0: no bound. A route's
+	// own MaxRetryAge wins.
+	MaxRetryAge     time.Duration
 	MaxPayloadBytes int
 	NoRouteGrace    time.Duration
 	OnBatch         func(BatchReport) // nil: none
@@ -104,6 +108,8 @@ func (c *Config) Check() error {
 		return errors.New("outbox: RelayConfig.MaxPayloadBytes must not be negative")
 	case c.NoRouteGrace < 0:
 		return errors.New("outbox: RelayConfig.NoRouteGrace must not be negative")
+	case c.MaxRetryAge < 0:
+		return errors.New("outbox: RelayConfig.MaxRetryAge must not be negative")
 	}
 	if err := c.Retry.check("RelayConfig.Retry"); err != nil {
 		return err
@@ -143,6 +149,8 @@ func (r *Route) check(field string) error {
 		return fmt.Errorf("outbox: %s: ProbeMin %s is more than ProbeMax %s", field, r.ProbeMin, r.ProbeMax)
 	case r.MaxRetryAfter < 0:
 		return fmt.Errorf("outbox: %s.MaxRetryAfter must not be negative", field)
+	case r.MaxRetryAge < 0:
+		return fmt.Errorf("outbox: %s.MaxRetryAge must not be negative", field)
 	case r.Sealed != "" && r.Sealed != SealedOpen && r.Sealed != SealedPass:
 		return fmt.Errorf("outbox: %s.Sealed %q: want %q or %q", field, r.Sealed, SealedOpen, SealedPass)
 	}

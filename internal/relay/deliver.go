@@ -711,7 +711,8 @@ func panicError(text string) error {
 }
 
 // failure turns a publish error the message is charged for into an
-// outcome: dead for a permanent class, else a retry until max_attempts.
+// outcome: dead for a permanent class, else a retry until max_attempts or
+// the route's retry budget by age (budgetSpent), whichever comes first.
 func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 	row := it.row
 	cls, after := ClassOf(err)
@@ -730,6 +731,9 @@ func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 		policy = *rs.Retry
 	}
 	delay := max(policy.Delay(attempt), after)
+	if out, ok := r.budgetSpent(rs, row, attempt, delay, msg); ok {
+		return out
+	}
 	return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: delay, Error: msg, CountAttempt: true, Unknown: cls == ClassUnknown || it.uncertain()}
 }
 

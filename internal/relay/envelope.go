@@ -58,6 +58,9 @@ type Route struct {
 	// MaxRetryAfter bounds the wait a failure may ask for (a hold of the
 	// route); 0: DefaultMaxRetryAfter.
 	MaxRetryAfter time.Duration
+	// MaxRetryAge bounds the retrying of the route's messages by age;
+	// 0: Config.MaxRetryAge.
+	MaxRetryAge time.Duration
 	// Sealed is what the route does with a sealed payload: SealedOpen
 	// ("" too) or SealedPass.
 	Sealed string

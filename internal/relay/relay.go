@@ -194,6 +194,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("outbox: relay start: %w", err)
 	}
 	r.log.Info("outbox relay: started", "relay", r.id, "partitions", partitions, "routes", len(r.router.routes))
+	r.startBudgets(ctx)
 	if advice, err := r.store.ServerAdvice(ctx); err == nil {
 		for _, a := range advice {
 			r.log.Warn("outbox relay: "+a, "relay", r.id)

@@ -10,7 +10,7 @@ import (
 
 // RouteOptions are the per-route settings any destination URL may carry
 // in its query, whatever its scheme: ?max_in_flight=16&rate=200/s&
-// probe_min=1s&probe_max=30s&max_retry_after=10m. They are the relay's, not the
+// probe_min=1s&probe_max=30s&max_retry_after=10m&max_retry_age=6h. They are the relay's, not the
 // destination's: SplitRouteOptions takes them out of the URL before it is
 // opened.
 type RouteOptions struct {
@@ -27,13 +27,17 @@ type RouteOptions struct {
 	// a wait (HTTP Retry-After) holds the route
 	// (outbox.Route.MaxRetryAfter, outboxwebhook.Config.MaxRetryAfter).
 	MaxRetryAfter time.Duration
+	// MaxRetryAge is max_retry_age, the retry budget by age: a message
+	// retried this long after its creation goes dead
+	// (outbox.Route.MaxRetryAge).
+	MaxRetryAge time.Duration
 	// Sealed is sealed, what the route does with payloads sealed at
 	// enqueue: "open" or "pass" (outbox.Route.Sealed).
 	Sealed string
 }
 
 // routeOptionNames are the query parameters SplitRouteOptions takes.
-var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max", "max_retry_after", "sealed"}
+var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max", "max_retry_after", "max_retry_age", "sealed"}
 
 // SplitRouteOptions returns rawURL without its route options, and the
 // options. The rest of the URL is kept byte for byte. Errors are one line
@@ -96,7 +100,7 @@ func isRouteOption(name string) bool {
 }
 
 // Set applies one route option by its name (max_in_flight, rate,
-// probe_min, probe_max, max_retry_after, sealed), as the URL or the configuration file writes it.
+// probe_min, probe_max, max_retry_after, max_retry_age, sealed), as the URL or the configuration file writes it.
 func (o *RouteOptions) Set(name, value string) error {
 	if !isRouteOption(name) {
 		return fmt.Errorf("unknown route option %q (want one of %s)", name, strings.Join(routeOptionNames, ", "))
@@ -134,6 +138,8 @@ func (o *RouteOptions) set(name, v string) error {
 			o.ProbeMin = d
 		case "probe_max":
 			o.ProbeMax = d
+		case "max_retry_age":
+			o.MaxRetryAge = d
 		default:
 			o.MaxRetryAfter = d
 		}

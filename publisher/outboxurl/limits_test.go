@@ -24,6 +24,8 @@ func TestSplitRouteOptions(t *testing.T) {
 		{in: "https://h?probe_max=-1s", err: "want a positive duration"},
 		{in: "https://h/p?max_retry_after=10m&a=1", out: "https://h/p?a=1", want: RouteOptions{MaxRetryAfter: 10 * time.Minute}},
 		{in: "https://h?max_retry_after=0s", err: "want a positive duration"},
+		{in: "https://h/p?a=1&max_retry_age=6h", out: "https://h/p?a=1", want: RouteOptions{MaxRetryAge: 6 * time.Hour}},
+		{in: "https://h?max_retry_age=-1s", err: "want a positive duration"},
 	}
 	for _, c := range cases {
 		out, o, err := SplitRouteOptions(c.in)
