@@ -24,6 +24,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/adopt"
 	"github.com/txoutbox/outbox/internal/cliflag"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/redact"
@@ -52,6 +53,7 @@ type wakeOptions struct {
 	gapMax   time.Duration
 	idle     time.Duration
 	adopt    string
+	adoptSQL bool
 	producer string
 	seed     uint64
 	json     bool
@@ -68,6 +70,7 @@ func wakeFlags(o *wakeOptions) *flag.FlagSet {
 	fs.DurationVar(&o.gapMax, "gap-max", 1600*time.Millisecond, "longest pause before each message")
 	fs.DurationVar(&o.idle, "idle", 20*time.Second, "how long to measure the idle relay's and server's CPU before writing")
 	fs.StringVar(&o.adopt, "adopt", "", "write to a built-in profile's table (laravel, spring, codes) and run the relay with --adopt PROFILE")
+	fs.BoolVar(&o.adoptSQL, "adopt-sql", false, "with --adopt: apply what 'outbox adopt sql' prints to the table first (its indexes, and on PostgreSQL the trigger that wakes an idle relay)")
 	fs.StringVar(&o.producer, "producer", "sql", "how messages are written: sql (a plain INSERT, as another language would) or go (the library's Producer, with its signal)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the pauses")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
@@ -82,6 +85,7 @@ func wakeFlags(o *wakeOptions) *flag.FlagSet {
 type wakeResult struct {
 	Database string `json:"database"`
 	Table    string `json:"table"`
+	AdoptSQL bool   `json:"adopt_sql,omitempty"`
 	Producer string `json:"producer"`
 	Relay    string `json:"relay"`
 	Wake     string `json:"wake"`
@@ -142,6 +146,8 @@ func runWake(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		return usagef("wake: --producer is sql or go")
 	case o.adopt != "" && wakeTables[o.adopt] == nil:
 		return usagef("wake: --adopt is laravel, spring or codes")
+	case o.adoptSQL && o.adopt == "":
+		return usagef("wake: --adopt-sql goes with --adopt")
 	case o.adopt != "" && o.producer == "go":
 		return usagef("wake: --producer go writes outbox_messages; leave out --adopt")
 	}
@@ -165,7 +171,11 @@ func runWake(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	fmt.Fprintf(stdout, "wake: %s, table %s, producer %s, relay %s (%s)\n", res.Database, res.Table, res.Producer, res.Relay, res.Wake)
+	with := ""
+	if res.AdoptSQL {
+		with = " with outbox adopt sql's DDL"
+	}
+	fmt.Fprintf(stdout, "wake: %s, table %s%s, producer %s, relay %s (%s)\n", res.Database, res.Table, with, res.Producer, res.Relay, res.Wake)
 	fmt.Fprintf(stdout, "idle %.0fs: relay %.2f%% of a core, server %.2f%% (%s)\n", res.Idle.Seconds, res.Idle.RelayCPUPercent, res.Idle.ServerCPUPercent, res.Idle.ServerCPUHow)
 	fmt.Fprintf(stdout, "commit → publish, %d/%d messages: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.Arrived, res.Messages, res.P50Millis, res.P99Millis, res.MaxMillis)
 	fmt.Fprintf(stdout, "load average %s\n", res.Load)
@@ -191,7 +201,18 @@ func (w *wakeRun) run(ctx context.Context) (*wakeResult, error) {
 	table := "outbox_messages"
 	if o.adopt != "" {
 		table = wakeTables[o.adopt].name
-		for stmt := range strings.SplitSeq(wakeTables[o.adopt].ddl(w.dialect), ";\n") {
+		ddl := wakeTables[o.adopt].ddl(w.dialect)
+		if o.adoptSQL {
+			p, err := adopt.Load(o.adopt)
+			if err != nil {
+				return nil, err
+			}
+			ddl += ";\n" + store.AdoptSQL(w.dialect, p, nil)
+		}
+		for stmt := range strings.SplitSeq(ddl, ";\n") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
 			if _, err := w.exec(ctx, stmt); err != nil {
 				return nil, fmt.Errorf("creating %s: %w", table, err)
 			}
@@ -235,7 +256,7 @@ func (w *wakeRun) run(ctx context.Context) (*wakeResult, error) {
 	if !sleepFor(ctx, 3*time.Second) {
 		return nil, ctx.Err()
 	}
-	res := &wakeResult{Database: string(w.dialect), Table: table, Producer: o.producer, Relay: o.bin, Messages: o.messages, Wake: w.wakeOf(ctx)}
+	res := &wakeResult{Database: string(w.dialect), Table: table, AdoptSQL: o.adoptSQL, Producer: o.producer, Relay: o.bin, Messages: o.messages, Wake: w.wakeOf(ctx)}
 	res.Idle.ServerCPUHow = how
 	w.logf("idle phase: %s", o.idle)
 	load0 := loadAverage()

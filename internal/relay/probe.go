@@ -25,7 +25,10 @@ import (
 //     producer's commit notifies (a NOTIFY serializes every notifying
 //     commit). Idle, it costs nothing: the relay waits on its LISTEN
 //     connection.
-//   - probe (MySQL/MariaDB, SQLite; PostgreSQL where LISTEN cannot work,
+//   - watch (SQLite on Linux): the probe below runs when the database
+//     file or its write-ahead log was written (inotify), and once a
+//     second; idle, nothing runs.
+//   - probe (MySQL/MariaDB, SQLite elsewhere; PostgreSQL where LISTEN cannot work,
 //     behind a pooler without --listen-db, or where an adopted table has
 //     no trigger): every ProbeInterval the relay asks for the table's
 //     highest id (one primary-key lookup) and reads when it moved. Each
