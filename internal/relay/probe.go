@@ -61,6 +61,11 @@ const (
 	// watchSafety is how often a relay that watches its SQLite file
 	// probes without a change seen.
 	watchSafety = time.Second
+	// watchRecheck is the first wait before probing again after a change
+	// of the file that did not move the table's highest id; it doubles
+	// for watchRechecks probes.
+	watchRecheck  = 2 * time.Millisecond
+	watchRechecks = 4
 	// pruneEvery is how often a relay removes the rows of relays that
 	// died with theirs.
 	pruneEvery = time.Minute
@@ -269,6 +274,7 @@ func (r *Relay) wakeLoop(ctx context.Context, p prober) {
 		recorded, recording    string
 		recordTries            int
 		recordAt               time.Time
+		rechecks               int
 	)
 	want := func(v bool) {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.statementTimeout())
@@ -301,6 +307,10 @@ func (r *Relay) wakeLoop(ctx context.Context, p prober) {
 				default:
 				}
 			}
+			// The write seen may be a transaction's before its commit
+			// is visible (SQLite publishes it in shared memory, which
+			// no watch sees): probe again shortly until it moves.
+			rechecks = watchRechecks
 		}
 		next := interval
 		_, held := r.own.snapshot()
@@ -388,6 +398,7 @@ func (r *Relay) wakeLoop(ctx context.Context, p prober) {
 				fails, wait = 0, interval
 				if known && v != last {
 					r.wakeSelf()
+					rechecks = 0
 				}
 				last, known = v, true
 			}
@@ -395,6 +406,10 @@ func (r *Relay) wakeLoop(ctx context.Context, p prober) {
 			if r.isWatching() && fails == 0 {
 				// Changes come by the watch; this is the safety net.
 				next = watchSafety
+				if rechecks > 0 {
+					next = watchRecheck << (watchRechecks - rechecks)
+					rechecks--
+				}
 			}
 		}
 		if w := r.Wake(); held && w != recorded {
