@@ -66,9 +66,12 @@ const (
 	// for watchRechecks probes.
 	watchRecheck  = 2 * time.Millisecond
 	watchRechecks = 4
-	// pruneEvery is how often a relay removes the rows of relays that
-	// died with theirs.
-	pruneEvery = time.Minute
+	// pruneEvery is how often an idle relay refreshes its row and
+	// removes the rows of relays that died with theirs: those not
+	// refreshed for wantStale (plus three lease TTLs) whose relay's
+	// registration is as old.
+	pruneEvery = 30 * time.Second
+	wantStale  = 2 * time.Minute
 )
 
 // prober is a store that can probe for new rows: *store.Store and
@@ -343,6 +346,7 @@ func (r *Relay) wakeLoop(ctx context.Context, p prober) {
 					r.wakeSelf()
 					time.AfterFunc(wantReread, r.wakeSelf)
 					windowAct, windowFrom = r.activity.Load(), now
+					nextPrune = now.Add(pruneEvery)
 					next = notifyIdleTick
 				}
 				break
@@ -358,9 +362,13 @@ func (r *Relay) wakeLoop(ctx context.Context, p prober) {
 				windowAct, windowFrom = act, now
 			}
 			if now.After(nextPrune) {
+				// Refresh the row (a relay's row goes stale after
+				// wantStale without a refresh or a heartbeat), and drop
+				// those of relays that died with theirs.
 				nextPrune = now.Add(pruneEvery)
+				want(true)
 				pctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
-				if err := p.PruneWake(pctx, r.cfg.LeaseTTL*3+time.Minute); err != nil {
+				if err := p.PruneWake(pctx, wantStale+3*r.cfg.LeaseTTL); err != nil {
 					r.log.Debug("outbox relay: pruning the notification requests of dead relays failed", "relay", r.id, "err", err)
 				}
 				cancel()

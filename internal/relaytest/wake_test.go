@@ -29,8 +29,11 @@ func wakesOnPlainInsert(t *testing.T, dbURL string, insert func(seq int), args .
 	p := relaytest.StartRelay(t, dbURL, append(append([]string{"--to", url}, idleArgs...), args...)...)
 	relaytest.WaitFor(t, 30*time.Second, "the first row delivered", func() bool { return h.distinct() == 1 })
 	// After a round that found rows the relay reads once more a few
-	// milliseconds later, then waits for --min-poll: let that read pass.
-	time.Sleep(200 * time.Millisecond)
+	// milliseconds later, then waits for --min-poll; on PostgreSQL it
+	// asks for notifications (and reads once more) after 200 ms of
+	// quiet. Let all that pass, so that only the wake-up under test can
+	// find the next row.
+	time.Sleep(1500 * time.Millisecond)
 	insert(1)
 	relaytest.WaitFor(t, 60*time.Second, "the plain-SQL row delivered with the relay idle", func() bool { return h.distinct() == 2 })
 	return p

@@ -114,29 +114,33 @@ func (st *Store) wakeTriggerOn(ctx context.Context, table string) (bool, error) 
 	return n == 1, err
 }
 
-// WantWake adds (want) or removes relay id's row of outbox_wake_wanted:
-// while any row is there, the trigger notifies at each insert.
+// WantWake adds or refreshes (want) or removes relay id's row of
+// outbox_wake_wanted: while any row is there, the trigger notifies at
+// each insert.
 func (st *Store) WantWake(ctx context.Context, id string, want bool) error {
 	if st.d != Postgres {
 		return nil
 	}
 	q := "DELETE FROM outbox_wake_wanted WHERE relay_id = $1"
 	if want {
-		q = "INSERT INTO outbox_wake_wanted (relay_id) VALUES ($1) ON CONFLICT (relay_id) DO NOTHING"
+		q = "INSERT INTO outbox_wake_wanted (relay_id) VALUES ($1) ON CONFLICT (relay_id) DO UPDATE SET since = now()"
 	}
 	_, err := st.db.Exec(ctx, q, id)
 	return err
 }
 
-// PruneWake removes the rows of relays that are no longer registered
-// (died without removing theirs) or have not renewed their registration
-// for age.
+// PruneWake removes the rows of relays that died without removing
+// theirs: rows not refreshed for age whose relay has not renewed its
+// registration for age either (an adopted table's relay registers
+// nothing and refreshes its row instead).
 func (st *Store) PruneWake(ctx context.Context, age time.Duration) error {
 	if st.d != Postgres {
 		return nil
 	}
-	_, err := st.db.Exec(ctx, `DELETE FROM outbox_wake_wanted AS w WHERE NOT EXISTS (SELECT 1 FROM outbox_relays AS r
-WHERE r.relay_id = w.relay_id AND r.seen_at > now() - ($1)::bigint * interval '1 microsecond')`, age.Microseconds())
+	_, err := st.db.Exec(ctx, `DELETE FROM outbox_wake_wanted AS w
+WHERE w.since < now() - ($1)::bigint * interval '1 microsecond'
+  AND NOT EXISTS (SELECT 1 FROM outbox_relays AS r
+    WHERE r.relay_id = w.relay_id AND r.seen_at > now() - ($1)::bigint * interval '1 microsecond')`, age.Microseconds())
 	return err
 }
 
