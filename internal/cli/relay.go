@@ -106,8 +106,8 @@ type relayFlags struct {
 	id              string
 	batchSize       int
 	maxPayloadBytes int
-	noRouteGrace    time.Duration
 	leaseTTL        time.Duration
+	noRouteGrace    time.Duration
 	publishTimeout  time.Duration
 	shutdownTimeout time.Duration
 	minPoll         time.Duration
@@ -151,8 +151,8 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.StringVar(&f.id, "id", "", "relay instance `ID` in logs and the lease table (default host-pid-random)")
 	fs.IntVar(&f.batchSize, "batch-size", 0, fmt.Sprintf("most messages read per round (default $OUTBOX_BATCH_SIZE, else %d)", outbox.DefaultBatchSize))
 	fs.IntVar(&f.maxPayloadBytes, "max-payload-bytes", 0, fmt.Sprintf("larger payloads go dead instead of being published (default %d)", outbox.DefaultMaxPayloadBytes))
-	fs.DurationVar(&f.noRouteGrace, "no-route-grace", 0, fmt.Sprintf("how long a message no route matches waits while another live relay routes its topic, e.g. in a rolling deploy (default %s)", outbox.DefaultNoRouteGrace))
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", 0, fmt.Sprintf("partition lease `DURATION`; a dead relay is replaced after this (default %s)", outbox.DefaultLeaseTTL))
+	fs.DurationVar(&f.noRouteGrace, "no-route-grace", 0, fmt.Sprintf("how long a message no route matches waits while another live relay routes its topic, e.g. in a rolling deploy (default %s)", outbox.DefaultNoRouteGrace))
 	fs.DurationVar(&f.publishTimeout, "publish-timeout", 0, fmt.Sprintf("bound on one publish (default %s)", outbox.DefaultPublishTimeout))
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, fmt.Sprintf("time to finish the in-flight batch on shutdown (default %s)", outbox.DefaultShutdownTimeout))
 	fs.DurationVar(&f.minPoll, "min-poll", 0, fmt.Sprintf("first wait after an empty read (default %s)", outbox.DefaultMinPollInterval))
@@ -407,8 +407,8 @@ func resolveRelayConfig(r *resolver, f *relayFlags) (*outbox.RelayConfig, error)
 		cfgVal string
 		dst    *time.Duration
 	}{
-		{"no-route-grace", f.noRouteGrace, "relay.no_route_grace", c.NoRouteGrace, &rc.NoRouteGrace},
 		{"lease-ttl", f.leaseTTL, "relay.lease_ttl", c.LeaseTTL, &rc.LeaseTTL},
+		{"no-route-grace", f.noRouteGrace, "relay.no_route_grace", c.NoRouteGrace, &rc.NoRouteGrace},
 		{"publish-timeout", f.publishTimeout, "relay.publish_timeout", c.PublishTimeout, &rc.PublishTimeout},
 		{"shutdown-timeout", f.shutdownTimeout, "relay.shutdown_timeout", c.ShutdownTimeout, &rc.ShutdownTimeout},
 		{"min-poll", f.minPoll, "relay.min_poll", c.MinPoll, &rc.MinPollInterval},
