@@ -58,6 +58,15 @@ type Message struct {
 	// MaxAttempts bounds publish attempts before the message goes dead.
 	// Defaults to 10.
 	MaxAttempts int
+	// ExpiresAt, when set, is when the message stops being worth
+	// delivering: if it is not confirmed by then (database time), the
+	// relay never sends it, moves it to the status expired with the
+	// reason, and the later messages of its key go on; it can be
+	// requeued like a dead letter (without its expiry). A message being
+	// published when it expires is not recalled. Stored in the column
+	// expires_at (schema version 19), which plain-SQL producers may set
+	// too. Defaults to the zero time: never.
+	ExpiresAt time.Time
 	// SealSubject names the data subject (e.g. "customer:42") whose own
 	// key seals the payload, created on first use by the producer's
 	// seal.SubjectKeyProvider: erasing that key makes every stored
@@ -164,6 +173,7 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 		MaxAttempts: m.MaxAttempts,
 		Delay:       m.Delay,
 		NotBefore:   m.NotBefore,
+		ExpiresAt:   m.ExpiresAt,
 		FreshID:     fresh,
 	}, nil
 }

@@ -393,7 +393,7 @@ func TestBadRequests(t *testing.T) {
 		status       int
 		want         string
 	}{
-		{"GET", "/api/v1/messages?status=sen", nil, 400, `unknown status "sen" (want pending, sent, consumed or dead)`},
+		{"GET", "/api/v1/messages?status=sen", nil, 400, `unknown status "sen" (want pending, sent, consumed, dead or expired)`},
 		{"GET", "/api/v1/messages?since=yesterday", nil, 400, "not an RFC 3339 time"},
 		{"GET", "/api/v1/messages?until=2026-13-01T00:00:00Z", nil, 400, "until"},
 		{"GET", "/api/v1/messages?since=2026-02-01T00:00:00Z&until=2026-01-01T00:00:00Z", nil, 400, "since must be before until"},
@@ -413,7 +413,7 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/api/v1/messages/requeue", ``, 400, "want a JSON object"},
 		{"POST", "/api/v1/messages/requeue", `{"all": true} {}`, 400, "after the JSON object"},
 		{"POST", "/api/v1/messages/requeue", `{"all": tru`, 400, "request body"},
-		{"POST", "/api/v1/messages/discard", `{"filter": {"status": "sent", "topic": "x"}}`, 400, "discard applies to dead messages only"},
+		{"POST", "/api/v1/messages/discard", `{"filter": {"status": "sent", "topic": "x"}}`, 400, "discard applies to dead or expired messages only"},
 		{"POST", "/api/v1/messages/consumed", `{"filter": {"status": "dead"}, "all": true}`, 400, "consumed applies to sent messages only"},
 		{"POST", "/api/v1/messages/requeue", `{"filter": {"ids": ["nope"]}}`, 400, "filter.ids[0]"},
 		{"POST", "/api/v1/messages/requeue", `{"filter": {"since": "monday"}}`, 400, "filter.since"},
@@ -472,7 +472,7 @@ func TestSingleChanges(t *testing.T) {
 			t.Errorf("requeued message: %+v", m)
 		}
 
-		call(t, ts, "DELETE", msg+pending, opsToken, nil).wantError(t, 409, "only dead messages can be discarded")
+		call(t, ts, "DELETE", msg+pending, opsToken, nil).wantError(t, 409, "only dead or expired messages can be discarded")
 		call(t, ts, "DELETE", msg+uuid.NewString(), opsToken, nil).wantError(t, 404)
 		call(t, ts, "DELETE", msg+strings.ToUpper(other), opsToken, nil).want(t, 200)
 		if s := statusOf(t, db, other); s != "gone" {

@@ -124,6 +124,7 @@ type statsJSON struct {
 	Sent                    int64       `json:"sent"`
 	Consumed                int64       `json:"consumed"`
 	Dead                    int64       `json:"dead"`
+	Expired                 int64       `json:"expired"` // expires_at came before delivery
 	OldestPendingAgeSeconds float64     `json:"oldest_pending_age_seconds"`
 	OldestDueAgeSeconds     float64     `json:"oldest_due_age_seconds"`
 	Topics                  []topicJSON `json:"topics"`
@@ -190,7 +191,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 	}
 	now := time.Now().UTC()
 	out := statsJSON{
-		Pending: st.Pending, Sent: st.Sent, Consumed: st.Consumed, Dead: st.Dead,
+		Pending: st.Pending, Sent: st.Sent, Consumed: st.Consumed, Dead: st.Dead, Expired: st.Expired,
 		OldestPendingAgeSeconds: st.OldestPendingAge.Seconds(),
 		OldestDueAgeSeconds:     st.OldestDueAge.Seconds(),
 		Topics:                  make([]topicJSON, 0, len(st.ByTopic)),
@@ -282,7 +283,7 @@ func toJSON(r store.Record, full bool) messageJSON {
 		SentAt: utcPtr(r.SentAt), ConsumedAt: utcPtr(r.ConsumedAt), LastError: r.LastError,
 		PayloadPreview: preview(r.Payload),
 	}
-	if r.Status == store.StatusDead && r.TableStatus == "" {
+	if (r.Status == store.StatusDead || r.Status == store.StatusExpired) && r.TableStatus == "" {
 		died := r.AvailableAt.UTC()
 		if r.CreatedAt.After(r.AvailableAt) {
 			died = r.CreatedAt.UTC()
@@ -311,13 +312,13 @@ func headersJSON(h string) json.RawMessage { return store.HeadersJSON(h) }
 
 var searchParams = []string{"status", "topic", "key", "id", "since", "until", "limit", "before"}
 
-var statuses = []string{store.StatusPending, store.StatusSent, store.StatusConsumed, store.StatusDead}
+var statuses = []string{store.StatusPending, store.StatusSent, store.StatusConsumed, store.StatusDead, store.StatusExpired}
 
 func parseStatus(v string) (string, error) {
 	if slices.Contains(statuses, v) {
 		return v, nil
 	}
-	return "", fmt.Errorf("unknown status %q (want pending, sent, consumed or dead)", v)
+	return "", fmt.Errorf("unknown status %q (want pending, sent, consumed, dead or expired)", v)
 }
 
 func parseTime(name, v string) (time.Time, error) {
@@ -511,9 +512,9 @@ func (s *Server) conflict(action store.BulkAction, id, status string) string {
 	case s.adopted != nil:
 		return fmt.Sprintf("message %s is %s; only dead rows of an adopted table can be requeued", id, status)
 	case action == store.ActionRequeue:
-		return fmt.Sprintf("message %s is %s; only dead or pending messages can be requeued", id, status)
+		return fmt.Sprintf("message %s is %s; only dead, expired or pending messages can be requeued", id, status)
 	case action == store.ActionDiscard:
-		return fmt.Sprintf("message %s is %s; only dead messages can be discarded", id, status)
+		return fmt.Sprintf("message %s is %s; only dead or expired messages can be discarded", id, status)
 	default:
 		return fmt.Sprintf("message %s is %s; only sent messages can be marked consumed", id, status)
 	}

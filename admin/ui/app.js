@@ -282,6 +282,7 @@
     if (!s) return;
     renderTable(s.table);
     STATUSES.forEach(function (st) { $('count-' + st).textContent = fmtNum(s[st]); });
+    $('count-expired').textContent = fmtNum(s.expired || 0);
     $('oldest-due').textContent = s.pending ? fmtAge(s.oldest_due_age_seconds) : '–';
     $('oldest-pending').textContent = s.pending ? 'oldest enqueued ' + fmtAge(s.oldest_pending_age_seconds) + ' ago' : '';
     var byTopic = {};
@@ -649,8 +650,8 @@
     var p = prettyPayload(m);
     $('detail-payload-kind').textContent = p.kind;
     $('detail-payload').textContent = p.text;
-    $('detail-requeue').disabled = state.table ? m.status !== 'dead' : !(m.status === 'dead' || m.status === 'pending');
-    $('detail-discard').disabled = m.status !== 'dead';
+    $('detail-requeue').disabled = state.table ? m.status !== 'dead' : !(m.status === 'dead' || m.status === 'expired' || m.status === 'pending');
+    $('detail-discard').disabled = !(m.status === 'dead' || m.status === 'expired');
     $('detail-consumed').disabled = m.status !== 'sent';
     $('detail-replay').disabled = !(m.status === 'sent' || m.status === 'consumed');
   }

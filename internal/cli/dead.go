@@ -52,7 +52,9 @@ created and when they died. --json prints an array of objects with
 "message_id", "topic", "business_key", "attempts", "max_attempts",
 "last_error", "created_at" and "died_at";
 --with-payload adds each message's "payload" (as stored) and "headers"
-(an object).
+(an object). --expired lists the expired messages instead: those whose
+expires_at came before they were delivered ("died_at" is when they
+expired).
 
 ` + topicAbout + `
 
@@ -65,10 +67,18 @@ own: its dead status, or failed with its retries used up.`,
 			limit := fs.Int("limit", defaultDeadLimit, "show at most `N` messages")
 			asJSON := fs.Bool("json", false, "print JSON")
 			withPayload := fs.Bool("with-payload", false, "with --json, include each message's payload and headers")
+			expired := fs.Bool("expired", false, "list the expired messages (their expires_at came before delivery) instead of the dead ones")
 			adoptSpec := fs.String("adopt", "", adoptUsage)
 			return func(e *env, pos []string) error {
 				if err := noArgs("dead list", pos); err != nil {
 					return err
+				}
+				status := store.StatusDead
+				if *expired {
+					if *adoptSpec != "" {
+						return usagef("dead list: an adopted table has no expired messages")
+					}
+					status = store.StatusExpired
 				}
 				if *withPayload && !*asJSON {
 					return usagef("dead list: --with-payload needs --json")
@@ -90,10 +100,10 @@ own: its dead status, or failed with its retries used up.`,
 				}
 				defer db.Close()
 				// One more than asked tells whether the list was cut.
-				f := store.Filter{Status: store.StatusDead, Topic: *topic, Limit: *limit + 1}
+				f := store.Filter{Status: status, Topic: *topic, Limit: *limit + 1}
 				if isTopicPattern(f.Topic) && *adoptSpec == "" {
 					f.Topic = ""
-					if f.Topics, err = matchTopics(e.ctx, "dead list", db.Backend().Store, store.ActionDiscard, store.BulkFilter{}, *topic); err != nil {
+					if f.Topics, err = matchTopics(e.ctx, "dead list", db.Backend().Store, store.ActionDiscard, store.BulkFilter{Status: status}, *topic); err != nil {
 						return e.schemaHint(db, "dead list", err)
 					}
 				}
@@ -122,19 +132,23 @@ own: its dead status, or failed with its retries used up.`,
 					enc.SetIndent("", "  ")
 					return enc.Encode(out)
 				}
-				e.printDead(msgs, more)
+				e.printDead(msgs, more, status)
 				return nil
 			}
 		},
 	}
 }
 
-func (e *env) printDead(msgs []store.Message, more bool) {
+func (e *env) printDead(msgs []store.Message, more bool, status string) {
 	if len(msgs) == 0 {
-		fmt.Fprintln(e.stdout, "no dead messages")
+		fmt.Fprintf(e.stdout, "no %s messages\n", status)
 		return
 	}
-	t := newTable(e.stdout, "MESSAGE ID", "TOPIC", "KEY", "ATTEMPTS", "CREATED", "DIED", "LAST ERROR")
+	died := "DIED"
+	if status == store.StatusExpired {
+		died = "EXPIRED"
+	}
+	t := newTable(e.stdout, "MESSAGE ID", "TOPIC", "KEY", "ATTEMPTS", "CREATED", died, "LAST ERROR")
 	const stamp = "2006-01-02 15:04:05Z"
 	for _, m := range msgs {
 		key := m.Key
@@ -175,6 +189,8 @@ func deadRequeueCommand() *command {
 		summary: "move dead messages back to pending, attempts reset",
 		about: `Moves dead messages back to pending with their attempts reset; the relay
 delivers them again. Select them with --id (repeatable), --topic or --all.
+--expired requeues expired messages instead (their expires_at came
+before delivery), without their expiry.
 
 ` + topicAbout + bulkAbout + `
 
@@ -191,7 +207,7 @@ func deadDiscardCommand() *command {
 		name: "discard", past: "discarded",
 		summary: "delete dead messages",
 		about: `Deletes dead messages for good. Select them with --id (repeatable),
---topic or --all.
+--topic or --all. --expired deletes expired messages instead.
 
 ` + topicAbout + bulkAbout,
 		action: store.ActionDiscard,
@@ -214,10 +230,18 @@ func (a deadAction) command() *command {
 			all := fs.Bool("all", false, "every dead message")
 			dryRun := fs.Bool("dry-run", false, "only print how many messages would change")
 			batch := fs.Int("batch-size", store.DefaultBulkBatch, "change at most `N` rows per statement (each its own transaction)")
+			expired := fs.Bool("expired", false, "act on expired messages (their expires_at came before delivery) instead of dead ones")
 			adoptSpec := fs.String("adopt", "", adoptUsage)
 			return func(e *env, pos []string) error {
 				if err := noArgs(full, pos); err != nil {
 					return err
+				}
+				status := store.StatusDead
+				if *expired {
+					if *adoptSpec != "" {
+						return usagef("%s: an adopted table has no expired messages", full)
+					}
+					status = store.StatusExpired
 				}
 				set := setFlags(fs)
 				kinds := 0
@@ -247,7 +271,7 @@ func (a deadAction) command() *command {
 					}
 					return e.adoptedBulk(df, *adoptSpec, full, a.name, a.past, a.action, *topic, ids, *dryRun)
 				}
-				f := store.BulkFilter{Topic: *topic}
+				f := store.BulkFilter{Topic: *topic, Status: status}
 				var err error
 				if f.MessageIDs, err = parseIDs(full, ids); err != nil {
 					return err
@@ -270,13 +294,13 @@ func (a deadAction) command() *command {
 				}
 				n := matched
 				if !*dryRun && matched > 0 {
-					target := auditFilter{Status: store.StatusDead, Topic: *topic, IDs: f.MessageIDs, All: *topic == "" && len(f.MessageIDs) == 0}
+					target := auditFilter{Status: status, Topic: *topic, IDs: f.MessageIDs, All: *topic == "" && len(f.MessageIDs) == 0}
 					n, err = e.applyBulk(db.Backend(), bulkRun{full: full, past: a.past, action: a.action, f: f, target: target, matched: matched, batch: *batch})
 					if err != nil {
 						return e.schemaHint(db, full, err)
 					}
 				}
-				return e.reportBulk(full, a.name, a.past, "dead", f.MessageIDs, n, *dryRun)
+				return e.reportBulk(full, a.name, a.past, status, f.MessageIDs, n, *dryRun)
 			}
 		},
 	}

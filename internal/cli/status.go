@@ -24,6 +24,7 @@ type statusJSON struct {
 	Sent                    int64            `json:"sent"`
 	Consumed                int64            `json:"consumed"`
 	Dead                    int64            `json:"dead"`
+	Expired                 int64            `json:"expired"` // expires_at came before delivery
 	OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
 	OldestDueAgeSeconds     float64          `json:"oldest_due_age_seconds"`
 	Topics                  []topicCountJSON `json:"topics"`
@@ -133,9 +134,10 @@ func statusCommand() *command {
 due message has waited for delivery (since its available_at: a delayed
 message counts from its delivery time, a requeued one from its requeue)
 and how old the oldest pending message is (since created_at). --json
-prints one object with "pending", "sent", "consumed", "dead",
-"oldest_pending_age_seconds", "oldest_due_age_seconds" and "topics"
-([{"topic", "status", "count"}]).
+prints one object with "pending", "sent", "consumed", "dead", "expired"
+(messages whose expires_at came before they were delivered; the table
+shows that row only when there are some), "oldest_pending_age_seconds",
+"oldest_due_age_seconds" and "topics" ([{"topic", "status", "count"}]).
 
 --db-file FILE reads every database of a list (as 'outbox relay
 --db-file' takes it) and prints one row per database: counts, the oldest
@@ -278,6 +280,7 @@ func newStatusJSON(st statusView) *statusJSON {
 		Sent:                    st.Sent,
 		Consumed:                st.Consumed,
 		Dead:                    st.Dead,
+		Expired:                 st.Expired,
 		OldestPendingAgeSeconds: st.OldestPendingAge.Seconds(),
 		OldestDueAgeSeconds:     st.OldestDueAge.Seconds(),
 		Topics:                  []topicCountJSON{},
@@ -306,6 +309,12 @@ func printStatus(w io.Writer, st statusView) {
 		name string
 		n    int64
 	}{{"pending", st.Pending}, {"sent", st.Sent}, {"consumed", st.Consumed}, {"dead", st.Dead}}
+	if st.Expired > 0 {
+		rows = append(rows, struct {
+			name string
+			n    int64
+		}{"expired", st.Expired})
+	}
 	width := len("MESSAGES")
 	for _, r := range rows {
 		width = max(width, len(fmt.Sprint(r.n)))

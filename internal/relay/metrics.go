@@ -63,6 +63,7 @@ type relayMetrics struct {
 	owned      prometheus.Gauge
 	circuit    *prometheus.GaugeVec
 	dbErrors   *prometheus.CounterVec
+	expired    prometheus.Counter
 
 	mu     sync.RWMutex
 	topics map[string]*topicMetrics // by topic
@@ -121,6 +122,8 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 	}, []string{"route"}), &errs)
 	m.dbErrors = counterVec("outbox_database_errors_total",
 		"Failed statements of the relay on its database, by what they were for (class: read, settle, mark, lease, sample, other); /readyz fails while rounds or lease renewals keep failing.", "class")
+	m.expired = register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_expired_total",
+		Help: "Messages the relay moved to expired: their expires_at came before they were delivered."}), &errs)
 	for _, class := range []string{dbRead, dbSettle, dbMark, dbLease, dbSample} {
 		m.dbErrors.WithLabelValues(class).Add(0)
 	}

@@ -218,6 +218,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	r.startProbe(loopCtx)
 	r.startObserving(loopCtx)
+	r.startExpiring(loopCtx)
 
 	var workers sync.WaitGroup
 	for i := range r.cfg.Workers {

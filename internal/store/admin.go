@@ -130,15 +130,15 @@ func CheckBulk(a BulkAction, f *BulkFilter) error {
 		if f.Status == "" {
 			f.Status = StatusDead
 		}
-		if f.Status != StatusDead && f.Status != StatusPending {
-			return errors.New("requeue applies to dead or pending messages, not " + f.Status)
+		if f.Status != StatusDead && f.Status != StatusPending && f.Status != StatusExpired {
+			return errors.New("requeue applies to dead, expired or pending messages, not " + f.Status)
 		}
 	case ActionDiscard:
 		if f.Status == "" {
 			f.Status = StatusDead
 		}
-		if f.Status != StatusDead {
-			return errors.New("discard applies to dead messages only, not " + f.Status)
+		if f.Status != StatusDead && f.Status != StatusExpired {
+			return errors.New("discard applies to dead or expired messages only, not " + f.Status)
 		}
 	case ActionConsumed:
 		if f.Status == "" {
@@ -169,7 +169,7 @@ func statusLiteral(status string) (string, error) {
 	switch status {
 	case "":
 		return "", nil
-	case StatusPending, StatusSent, StatusConsumed, StatusDead:
+	case StatusPending, StatusSent, StatusConsumed, StatusDead, StatusExpired:
 		return "'" + status + "'", nil
 	}
 	return "", errors.New("unknown status " + quote(status))
@@ -415,22 +415,25 @@ func (st *Store) one(ctx context.Context, messageID, stmt string) error {
 
 func (st *Store) requeueSet() string {
 	// MySQL assigns left to right with the new values: read the old
-	// status before overwriting it.
+	// status before overwriting it. An expired message comes back without
+	// its expiry, or it would expire again at once.
 	return "unknown_outcome = CASE WHEN status = 'dead' THEN " + st.dl.falseSQL() + " ELSE unknown_outcome END, " +
+		"expires_at = CASE WHEN status = 'expired' THEN NULL ELSE expires_at END, " +
 		"status = 'pending', attempts = 0, available_at = " + st.dl.now()
 }
 
-// RequeueOne moves the dead or pending message messageID to pending,
-// available now, attempts reset. It returns ErrNotFound or a *StatusError
-// (sent, consumed) when nothing changed.
+// RequeueOne moves the dead, expired or pending message messageID to
+// pending, available now, attempts reset (an expired one without its
+// expiry). It returns ErrNotFound or a *StatusError (sent, consumed) when
+// nothing changed.
 func (st *Store) RequeueOne(ctx context.Context, messageID string) error {
-	return st.one(ctx, messageID, "UPDATE outbox_messages SET "+st.requeueSet()+" WHERE {id} AND status IN ('dead', 'pending')")
+	return st.one(ctx, messageID, "UPDATE outbox_messages SET "+st.requeueSet()+" WHERE {id} AND status IN ('dead', 'expired', 'pending')")
 }
 
-// DiscardOne deletes the dead message messageID; ErrNotFound or a
-// *StatusError when nothing changed.
+// DiscardOne deletes the dead or expired message messageID; ErrNotFound
+// or a *StatusError when nothing changed.
 func (st *Store) DiscardOne(ctx context.Context, messageID string) error {
-	return st.one(ctx, messageID, "DELETE FROM outbox_messages WHERE {id} AND status = 'dead'")
+	return st.one(ctx, messageID, "DELETE FROM outbox_messages WHERE {id} AND status IN ('dead', 'expired')")
 }
 
 // ConsumeOne moves the sent message messageID to consumed and reports
@@ -551,12 +554,18 @@ func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts Bulk
 	switch a {
 	case ActionRequeue:
 		guard = "status = 'dead'"
-		if f.Status == StatusPending {
+		switch f.Status {
+		case StatusPending:
 			guard = "status = 'pending' AND available_at > " + st.dl.now()
+		case StatusExpired:
+			guard = "status = 'expired'"
 		}
 		change = "UPDATE outbox_messages SET " + st.requeueSet() + " WHERE "
 	case ActionDiscard:
 		guard = "status = 'dead'"
+		if f.Status == StatusExpired {
+			guard = "status = 'expired'"
+		}
 		change = "DELETE FROM outbox_messages WHERE "
 	case ActionConsumed:
 		guard = "status = 'sent'"

@@ -54,6 +54,9 @@ func (st *Store) queueInsert(q Queuer, msgs []NewMessage, done func(), dup error
 			}
 			return nil
 		})
+		if !m.ExpiresAt.IsZero() {
+			q.QueueExec(expirySQL, []any{m.ExpiresAt, m.MessageID}, func(int64) error { return nil })
+		}
 	}
 	return nil
 }

@@ -40,6 +40,9 @@ type statements struct {
 	// settleInline is settle as one statement; on PostgreSQL settle calls
 	// the function outbox_settle, whose body is this statement.
 	settleInline string
+	// expire moves the pending rows of the owner's leased partitions
+	// whose expires_at has come to expired (owner).
+	expire string
 
 	// registerRelay records a relay's heartbeat and route patterns (id,
 	// routes); liveRelays lists the relays seen within a time (id,
@@ -101,6 +104,9 @@ func singleForm(s statements) statements {
 	s.insertFresh, s.readInline, s.settleInline = s.insertOne, s.read, s.settle
 	return s
 }
+
+// expiredReason begins the last_error of an expired message.
+const expiredReason = "expired: its expires_at came before it was delivered"
 
 // Statements every dialect writes alike.
 const (

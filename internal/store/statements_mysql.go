@@ -56,6 +56,7 @@ VALUES (?, ?, ?, ?, ?, COALESCE(?, 10), COALESCE(FROM_UNIXTIME(? / 1000000), NOW
        m.headers, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, NULLIF(UNIX_TIMESTAMP(m.created_at), 0), LENGTH(m.payload)
 FROM outbox_messages AS m FORCE INDEX (outbox_messages_pending_idx)
 WHERE m.status = 'pending' AND m.available_at <= NOW(6) AND FIND_IN_SET(m.partition_no, TRIM(BOTH ']' FROM TRIM(BOTH '[' FROM ?)))
+  AND (m.expires_at IS NULL OR m.expires_at > NOW(6))
   AND (m.business_key IS NULL OR (
       SELECT b.available_at FROM outbox_messages AS b FORCE INDEX (outbox_messages_waiting_idx)
       WHERE b.business_key = m.business_key AND b.status = 'pending'
@@ -67,7 +68,8 @@ WHERE m.status = 'pending' AND m.available_at <= NOW(6) AND FIND_IN_SET(m.partit
 ORDER BY m.id
 LIMIT ?`
 	// A dead row's available_at is its time of death (schema version 17).
-	// The settle reads lease rows with shared locks (a multi-table
+	// A row that expired while it was being published takes the outcome
+	// it got, unless that is a retry (schema version 19). The settle reads lease rows with shared locks (a multi-table
 	// UPDATE does, even at READ COMMITTED), one outcome after the other:
 	// the join is pinned to the outcomes' order, which settle sorts by
 	// partition, the order in which renewals and takeovers lock them.
@@ -83,7 +85,7 @@ SET m.attempts = m.attempts + u.inc,
     m.last_error = CASE WHEN u.status = 'sent' THEN m.last_error ELSE u.err END,
     m.unknown_outcome = u.unknown,
     m.status = u.status
-WHERE m.status = 'pending' AND l.owner = ? AND l.expires_at > NOW(6)`
+WHERE (m.status = 'pending' OR (m.status = 'expired' AND u.status <> 'pending')) AND l.owner = ? AND l.expires_at > NOW(6)`
 	return singleForm(statements{
 		insert: `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
 SELECT u.message_id, u.topic, u.business_key, u.payload, u.headers, COALESCE(u.max_attempts, 10),
@@ -95,6 +97,15 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
 		insertOne: insertOne,
 		read:      read,
 		settle:    settle,
+
+		// MySQL assigns left to right with the new values: last_error is
+		// written while the row still holds its old values.
+		expire: `UPDATE outbox_messages AS m FORCE INDEX (outbox_messages_expiring_idx)
+JOIN outbox_leases AS l ON l.partition_no = m.partition_no
+SET m.last_error = CONCAT('` + expiredReason + `', CASE WHEN m.attempts > 0 THEN CONCAT(' (', m.attempts,
+        IF(m.attempts = 1, ' attempt', ' attempts'), COALESCE(CONCAT('; last error: ', m.last_error), ''), ')') ELSE '' END),
+    m.status = 'expired', m.available_at = NOW(6)
+WHERE m.status = 'pending' AND m.expires_at <= NOW(6) AND l.owner = ? AND l.expires_at > NOW(6)`,
 
 		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes) VALUES (?, NOW(6), ?)
 ON DUPLICATE KEY UPDATE seen_at = NOW(6), routes = VALUES(routes)`,

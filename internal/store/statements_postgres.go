@@ -27,7 +27,7 @@ RETURNING message_id::text`,
 		insertOne: insertFresh + `
 ON CONFLICT (message_id) DO NOTHING`,
 		insertFresh: insertFresh,
-		// The read of migrations 4, 5 and 17, in a function that pins its
+		// The read of migrations 4, 5, 17 and 19, in a function that pins its
 		// plan to the indexes and keeps it (see 005_cached_plans.sql); its
 		// body is readInline. The payload comes back NULL when it is longer
 		// than $1 bytes, and its length last: octet_length takes it from
@@ -40,10 +40,11 @@ ON CONFLICT (message_id) DO NOTHING`,
        octet_length(m.payload)::bigint
 FROM outbox_messages AS m
 WHERE m.status = 'pending' AND m.available_at <= now() AND m.partition_no = ANY($2::int[])
+  AND (m.expires_at IS NULL OR m.expires_at > now())
   AND (m.business_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM outbox_messages AS b
       WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at AND b.business_key IS NOT NULL
-        AND b.id < m.id AND b.available_at > now()))
+        AND b.id < m.id AND b.available_at > now() AND (b.expires_at IS NULL OR b.expires_at > now())))
 ORDER BY m.id
 LIMIT $3`,
 		// The relay runs settleInline as the body of outbox_settle
@@ -57,7 +58,9 @@ LIMIT $3`,
 		// default for equality) so that no partial index on pending rows
 		// matches: the rows are looked up by id, whatever the statistics
 		// said when the function planned it (012_settle_by_id.sql). A
-		// dead row's available_at is its time of death (017).
+		// dead row's available_at is its time of death (017). A row that
+		// expired while it was being published takes the outcome it got,
+		// unless that is a retry (019).
 		settleInline: `UPDATE outbox_messages AS m SET
     attempts = m.attempts + u.inc,
     available_at = CASE WHEN u.status = 'pending' THEN now() + u.delay_us * interval '1 microsecond'
@@ -67,8 +70,16 @@ LIMIT $3`,
     unknown_outcome = u.unknown,
     status = u.status
 FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[]) AS u(id, status, delay_us, err, inc, unknown)
-WHERE m.id = u.id AND m.status COLLATE "C" = 'pending'
+WHERE m.id = u.id AND (m.status COLLATE "C" = 'pending' OR (m.status COLLATE "C" = 'expired' AND u.status <> 'pending'))
   AND (SELECT l.owner = $7 AND l.expires_at > now() FROM outbox_leases AS l WHERE l.partition_no = m.partition_no)`,
+
+		// The expiring rows through their index (019_expires_at.sql).
+		expire: `UPDATE outbox_messages AS m SET
+    last_error = '` + expiredReason + `' || CASE WHEN m.attempts > 0 THEN ' (' || m.attempts
+        || CASE WHEN m.attempts = 1 THEN ' attempt' ELSE ' attempts' END || coalesce('; last error: ' || m.last_error, '') || ')' ELSE '' END,
+    status = 'expired', available_at = now()
+WHERE m.status = 'pending' AND m.expires_at IS NOT NULL AND m.expires_at <= now()
+  AND m.partition_no IN (SELECT l.partition_no FROM outbox_leases AS l WHERE l.owner = $1 AND l.expires_at > now())`,
 
 		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes) VALUES ($1, now(), $2)
 ON CONFLICT (relay_id) DO UPDATE SET seen_at = now(), routes = excluded.routes`,

@@ -52,17 +52,21 @@ FROM outbox_messages AS m INDEXED BY outbox_messages_pending_idx
 WHERE m.status = 'pending'
   AND (m.available_at <= (SELECT now FROM clock) OR coalesce(julianday(m.available_at), 0) <= julianday((SELECT now FROM clock)))
   AND EXISTS (SELECT 1 FROM json_each(?) WHERE value = 0)
+  AND (m.expires_at IS NULL OR julianday(m.expires_at) > julianday((SELECT now FROM clock)))
   AND (m.business_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM outbox_messages AS b INDEXED BY outbox_messages_waiting_idx
       WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at AND b.business_key IS NOT NULL
-        AND b.id < m.id AND b.available_at > (SELECT now FROM clock)))
+        AND b.id < m.id AND b.available_at > (SELECT now FROM clock)
+        AND (b.expires_at IS NULL OR julianday(b.expires_at) > julianday((SELECT now FROM clock)))))
 ORDER BY m.id
 LIMIT ?`
 	// The outcomes are materialised first and the status test is kept off
 	// the index ('+'), so the update walks the outcomes and looks each
 	// row up by id instead of scanning pending rows. Every row is under
 	// the lease of partition 0 (see read). A dead row's available_at is
-	// its time of death (schema version 17).
+	// its time of death (schema version 17). A row that expired while it
+	// was being published takes the outcome it got, unless that is a
+	// retry (schema version 19).
 	settle := `WITH u AS MATERIALIZED (
     SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS status, json_extract(value, '$[2]') AS delay_us,
            json_extract(value, '$[3]') AS err, json_extract(value, '$[4]') AS inc, json_extract(value, '$[5]') AS unknown
@@ -76,7 +80,8 @@ UPDATE outbox_messages SET
     unknown_outcome = u.unknown,
     status = u.status
 FROM u
-WHERE outbox_messages.id = u.id AND +outbox_messages.status = 'pending'
+WHERE outbox_messages.id = u.id
+  AND (+outbox_messages.status = 'pending' OR (+outbox_messages.status = 'expired' AND u.status <> 'pending'))
   AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = 0
               AND l.owner = ? AND l.expires_at > ` + sqliteNow + `)`
 	return singleForm(statements{
@@ -90,6 +95,13 @@ FROM json_each(?) ORDER BY key`,
 		insertOne: insertOne,
 		read:      read,
 		settle:    settle,
+
+		expire: `UPDATE outbox_messages INDEXED BY outbox_messages_expiring_idx SET
+    last_error = '` + expiredReason + `' || CASE WHEN attempts > 0 THEN ' (' || attempts
+        || iif(attempts = 1, ' attempt', ' attempts') || coalesce('; last error: ' || last_error, '') || ')' ELSE '' END,
+    status = 'expired', available_at = ` + sqliteNow + `
+WHERE status = 'pending' AND expires_at IS NOT NULL AND julianday(expires_at) <= julianday(` + sqliteNow + `)
+  AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = 0 AND l.owner = ? AND l.expires_at > ` + sqliteNow + `)`,
 
 		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes) VALUES (?, ` + sqliteNow + `, ?)
 ON CONFLICT (relay_id) DO UPDATE SET seen_at = excluded.seen_at, routes = excluded.routes`,

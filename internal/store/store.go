@@ -35,6 +35,10 @@ const (
 	StatusSent     = "sent"
 	StatusConsumed = "consumed"
 	StatusDead     = "dead"
+	// StatusExpired is a message whose expires_at came before it was
+	// confirmed (schema version 19): never sent afterwards, requeueable
+	// like a dead letter.
+	StatusExpired = "expired"
 )
 
 // ErrNotFound is returned when a statement addressed a row that is not there.
@@ -56,6 +60,9 @@ type NewMessage struct {
 	MaxAttempts int    // 0 keeps the column default
 	Delay       time.Duration
 	NotBefore   time.Time // zero: now() + Delay
+	// ExpiresAt is when the message is no longer delivered if not
+	// confirmed by then; zero: never. It needs MessageID.
+	ExpiresAt time.Time
 	// FreshID says MessageID was generated for this message (a version 7
 	// UUID from a random source), so no row can hold it yet: on PostgreSQL
 	// the insert skips the conflict check the caller's ids need.
@@ -118,6 +125,9 @@ type Lease struct {
 // Stats is a snapshot of the table.
 type Stats struct {
 	Pending, Sent, Consumed, Dead int64
+	// Expired counts the messages whose expires_at came before they were
+	// confirmed.
+	Expired int64
 	// OldestPendingAge is the age of the oldest pending message by
 	// created_at, 0 if none.
 	OldestPendingAge time.Duration

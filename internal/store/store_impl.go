@@ -92,7 +92,43 @@ func (st *Store) Insert(ctx context.Context, q Querier, msgs []NewMessage) error
 		}
 		start = end
 	}
+	return st.setExpiry(ctx, q, msgs)
+}
+
+// setExpiry writes the expires_at of the messages that have one, in the
+// same transaction as their insert: the insert statements stay those of
+// messages without one, which pay nothing.
+func (st *Store) setExpiry(ctx context.Context, q Querier, msgs []NewMessage) error {
+	for i := range msgs {
+		m := &msgs[i]
+		if m.ExpiresAt.IsZero() {
+			continue
+		}
+		if m.MessageID == "" {
+			return errors.New("a message with an expiry needs its message id")
+		}
+		stmt, arg := expirySQL, any(m.ExpiresAt)
+		switch st.d {
+		case MySQL:
+			stmt, arg = "UPDATE outbox_messages SET expires_at = FROM_UNIXTIME(? / 1000000) WHERE message_id = ?", m.ExpiresAt.UnixMicro()
+		case SQLite:
+			stmt, arg = "UPDATE outbox_messages SET expires_at = strftime('%Y-%m-%d %H:%M:%f', ? / 1000000.0, 'unixepoch') WHERE message_id = ?", m.ExpiresAt.UnixMicro()
+		}
+		if _, err := q.Exec(ctx, stmt, arg, m.MessageID); err != nil {
+			return fmt.Errorf("setting expires_at: %w", err)
+		}
+	}
 	return nil
+}
+
+// expirySQL sets a new message's expires_at on PostgreSQL.
+const expirySQL = "UPDATE outbox_messages SET expires_at = $1::timestamptz WHERE message_id = $2::uuid"
+
+// Expire moves the pending messages of the partitions owner leases whose
+// expires_at has come to expired, with the reason in last_error, and
+// returns how many it moved (schema version 19).
+func (st *Store) Expire(ctx context.Context, owner string) (int64, error) {
+	return st.execRetry(ctx, st.s.expire, owner)
 }
 
 func (st *Store) insertChunk(ctx context.Context, q Querier, msgs []NewMessage) error {
@@ -565,6 +601,8 @@ func (s *Stats) add(tc TopicCount) {
 		s.Consumed += tc.Count
 	case StatusDead:
 		s.Dead += tc.Count
+	case StatusExpired:
+		s.Expired += tc.Count
 	}
 	s.ByTopic = append(s.ByTopic, tc)
 }
