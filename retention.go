@@ -13,7 +13,7 @@ const (
 	// the table after they were sent.
 	DefaultRetentionSent = 24 * time.Hour
 	// DefaultRetentionDead is how long dead messages stay after their last
-	// attempt.
+	// attempt, and expired messages after they expired.
 	DefaultRetentionDead = 14 * 24 * time.Hour
 	// DefaultRetentionBatchSize is how many rows one retention statement
 	// looks at.
@@ -25,7 +25,8 @@ const (
 // RetentionConfig configures how a relay removes settled messages from
 // outbox_messages. Retention is on by default: a RelayConfig without one
 // removes sent and consumed messages a day after they were sent and dead
-// ones 14 days after their last attempt. Pending messages are never
+// ones 14 days after their last attempt (expired ones 14 days after they
+// expired). Pending messages are never
 // removed, however old.
 //
 // Only one relay at a time runs retention: the one holding partition 0.
@@ -42,13 +43,15 @@ type RetentionConfig struct {
 	// Dead is how long dead messages are kept, counted from their last
 	// attempt (available_at, when the final attempt fell due; created_at
 	// if later). A dead message requeued and dead again starts over.
+	// Expired messages are kept as long, counted from when the relay
+	// moved them to expired.
 	// Defaults to DefaultRetentionDead (14 days).
 	Dead time.Duration
-	// Archive moves expired messages into outbox_messages_archive
+	// Archive moves the messages retention removes into outbox_messages_archive
 	// (migration 3) instead of deleting them, each batch in one statement
 	// or transaction: a message is in exactly one of the two tables. On a
 	// partitioned table (`outbox migrate --partitioned`) a whole day
-	// whose messages all expired is kept as the table
+	// whose messages have all outlived their retention is kept as the table
 	// outbox_messages_archive_YYYYMMDD instead of being dropped. Pruning
 	// the archive is left to the operator. Defaults to false.
 	Archive bool

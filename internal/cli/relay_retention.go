@@ -31,9 +31,9 @@ type retentionFlags struct {
 func (f *retentionFlags) register(fs *flag.FlagSet) {
 	f.fs = fs
 	fs.DurationVar(&f.sent, "retention-sent", 0, fmt.Sprintf("keep sent and consumed messages this `DURATION` after sending (default $OUTBOX_RETENTION_SENT, else %s)", outbox.DefaultRetentionSent))
-	fs.DurationVar(&f.dead, "retention-dead", 0, fmt.Sprintf("keep dead messages this `DURATION` after their last attempt (default $OUTBOX_RETENTION_DEAD, else %s)", outbox.DefaultRetentionDead))
+	fs.DurationVar(&f.dead, "retention-dead", 0, fmt.Sprintf("keep dead messages this `DURATION` after their last attempt, expired ones after they expired (default $OUTBOX_RETENTION_DEAD, else %s)", outbox.DefaultRetentionDead))
 	fs.DurationVar(&f.interval, "retention-interval", 0, fmt.Sprintf("time between two retention sweeps, `DURATION` (default $OUTBOX_RETENTION_INTERVAL, else %s)", outbox.DefaultRetentionInterval))
-	fs.BoolVar(&f.archive, "archive", false, "move expired messages to outbox_messages_archive instead of deleting them (default $OUTBOX_ARCHIVE)")
+	fs.BoolVar(&f.archive, "archive", false, "move messages past their retention to outbox_messages_archive instead of deleting them (default $OUTBOX_ARCHIVE)")
 	fs.BoolVar(&f.off, "no-retention", false, "keep settled messages; remove nothing (default $OUTBOX_NO_RETENTION)")
 }
 

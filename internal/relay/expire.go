@@ -9,8 +9,10 @@ import (
 // it was confirmed is never read again: the reads leave it out, and a
 // key's earlier message that expired no longer holds the key back. This
 // loop moves such messages of the partitions the relay holds to the
-// status expired, with the reason in last_error, so that they count as
-// expired, release their key for good and can be requeued. A message
+// status expired, with the reason in last_error and available_at set to
+// the moment (retention keeps them as long as dead rows, counted from
+// then), so that they count as expired, release their key for good and
+// can be requeued. A message
 // being published when it expires is not recalled: its outcome is
 // recorded over expired (sent or dead; a retry is not), since that is
 // what happened.

@@ -129,7 +129,7 @@ func (st *Store) PartitionState(ctx context.Context, name string, p RetentionPol
 		return s, err
 	}
 	rows, err := st.db.Query(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'pending'),
-       extract(epoch FROM max(CASE WHEN status = 'dead'
+       extract(epoch FROM max(CASE WHEN status IN ('dead', 'expired')
                                    THEN greatest(created_at, available_at) + $2::bigint * interval '1 microsecond'
                                    ELSE coalesce(sent_at, created_at) + $1::bigint * interval '1 microsecond' END)
                           FILTER (WHERE status <> 'pending') - now())::float8

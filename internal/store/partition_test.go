@@ -204,6 +204,28 @@ SELECT `+dayID(d)+`, 't.old', '{}', 'sent', now() - interval '1 day' * $1, now()
 	}
 }
 
+// TestPartitionStateExpired: an expired row holds its day partition for
+// the dead retention from when it expired, as a dead row does, not for the
+// sent retention from when it was created.
+func TestPartitionStateExpired(t *testing.T) {
+	t.Parallel()
+	db := testdb.NewPartitioned(t)
+	st := db.Store()
+	ctx := context.Background()
+	if n, err := st.AddPartitions(ctx, -10, -10); err != nil || n != 1 {
+		t.Fatalf("created %d past partitions: %v", n, err)
+	}
+	db.Exec(t, `INSERT INTO outbox_messages (message_id, topic, payload, status, created_at, available_at) VALUES (`+dayID(10)+`, 't.expired', '{}', 'expired', now() - interval '10 days', now() - interval '1 hour')`)
+	p := store.RetentionPolicy{Sent: time.Hour, Dead: 4 * time.Hour}
+	if s, err := st.PartitionState(ctx, dayName(10), p); err != nil || s.Rows != 1 || s.Pending != 0 || s.DueIn < 2*time.Hour || s.DueIn > 3*time.Hour {
+		t.Fatalf("state of %s: %+v, %v (the expired row is due in 3 h)", dayName(10), s, err)
+	}
+	db.Exec(t, `UPDATE outbox_messages SET available_at = now() - interval '5 hours' WHERE topic = 't.expired'`)
+	if s, err := st.PartitionState(ctx, dayName(10), p); err != nil || s.DueIn > -time.Hour+time.Minute || s.DueIn < -time.Hour-time.Minute {
+		t.Fatalf("state of %s: %+v, %v (the expired row was due an hour ago)", dayName(10), s, err)
+	}
+}
+
 // TestAddPartitionsLeavesDaysInDefault: a day whose rows already went to
 // the default partition (no partition existed) stays there; the others
 // are created.

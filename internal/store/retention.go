@@ -18,7 +18,8 @@ type RetentionPolicy struct {
 	// when a row has no sent_at).
 	Sent time.Duration
 	// Dead: dead rows go this long after their last attempt fell due
-	// (available_at, or created_at when that is later).
+	// (available_at, or created_at when that is later); expired rows go
+	// this long after they expired (the expiry sets available_at).
 	Dead time.Duration
 	// Archive moves the rows into outbox_messages_archive instead of
 	// deleting them.

@@ -28,7 +28,7 @@ func insertAged(t *testing.T, db *testdb.DB, rows []aged) map[string]int64 {
 	ids := map[string]int64{}
 	for _, r := range rows {
 		sent := "NULL"
-		if !r.noSentAt && r.status != "pending" && r.status != "dead" {
+		if !r.noSentAt && r.status != "pending" && r.status != "dead" && r.status != "expired" {
 			sent = testdb.Ago(db.Dialect, r.sent)
 		}
 		consumed := "NULL"
@@ -145,6 +145,63 @@ func TestRetainRemovesOnlyDueRows(t *testing.T) {
 				}
 				if n := db.Count(t, "SELECT count(*) FROM outbox_messages_archive"); n != len(due) {
 					t.Errorf("%d archived after a second pass, want %d", n, len(due))
+				}
+			})
+		})
+	}
+}
+
+// TestRetainExpiredFollowsDead: an expired row goes (or is archived) once
+// the dead retention has passed since it expired, counted from
+// available_at, which the expiry sets to its time of death; a younger one
+// stays, as do pending and sent rows within their retention. A row the
+// relay expires now is kept though it was created long ago.
+func TestRetainExpiredFollowsDead(t *testing.T) {
+	for _, archive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("archive=%v", archive), func(t *testing.T) {
+			conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+				ids := insertAged(t, db, []aged{
+					{name: "expired_old", status: "expired", created: 6 * time.Hour, available: 5 * time.Hour},
+					{name: "expired_young", status: "expired", created: 6 * time.Hour, available: 2 * time.Hour},
+					{name: "expired_late", status: "expired", created: 6 * time.Hour, available: -time.Hour},
+					{name: "dead_old", status: "dead", created: 5 * time.Hour, available: 5 * time.Hour},
+					{name: "pending_old", status: "pending", created: 10 * time.Hour, available: 10 * time.Hour},
+					{name: "sent_recent", status: "sent", created: time.Minute, available: time.Minute, sent: time.Minute},
+				})
+				// A pending row created and due long ago whose expiry comes
+				// now: the expiry stamps its time of death.
+				db.Exec(t, `INSERT INTO outbox_messages (topic, payload, created_at, available_at, expires_at)
+VALUES ('t.expiring', '{}', `+testdb.Ago(db.Dialect, 10*time.Hour)+`, `+testdb.Ago(db.Dialect, 10*time.Hour)+`, `+testdb.Ago(db.Dialect, time.Second)+`)`)
+				acquireAll(t, st, "r1")
+				if n, err := st.Expire(context.Background(), "r1"); err != nil || n != 1 {
+					t.Fatalf("expired %d, %v; want 1", n, err)
+				}
+				p := oneHourFourHours
+				p.Archive = archive
+				removed, _ := sweep(t, st, 4, p)
+				if removed != 2 {
+					t.Errorf("removed %d rows, want 2", removed)
+				}
+				want := []string{"expired_young", "expired_late", "pending_old", "sent_recent", "expiring"}
+				if got := remainingTopics(t, db, "outbox_messages"); !slices.Equal(got, want) {
+					t.Errorf("left %v, want %v", got, want)
+				}
+				if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'expired'"); n != 3 {
+					t.Errorf("%d expired rows left, want 3", n)
+				}
+				archived := remainingTopics(t, db, "outbox_messages_archive")
+				if !archive {
+					if len(archived) != 0 {
+						t.Errorf("archived %v with archiving off", archived)
+					}
+					return
+				}
+				if !slices.Equal(archived, []string{"expired_old", "dead_old"}) {
+					t.Errorf("archived %v, want expired_old dead_old", archived)
+				}
+				if n := db.Count(t, `SELECT count(*) FROM outbox_messages_archive WHERE id = `+strconv.FormatInt(ids["expired_old"], 10)+
+					` AND status = 'expired' AND last_error = 'e' AND sent_at IS NULL`); n != 1 {
+					t.Errorf("expired_old not archived whole, under its status")
 				}
 			})
 		})

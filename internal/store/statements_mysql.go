@@ -165,10 +165,11 @@ const mysqlOldestDue = `SELECT TIMESTAMPDIFF(MICROSECOND, MIN(available_at), NOW
 
 // mysqlDue is the predicate "row m has outlived its retention", with the
 // sent and dead retentions in microseconds as its two arguments. Pending
-// rows are never due.
+// rows are never due; expired rows follow the dead retention, counted from
+// available_at, which the expiry sets to their time of death.
 func mysqlDue(m string) string {
 	return "((" + m + "status IN ('sent', 'consumed') AND coalesce(" + m + "sent_at, " + m + "created_at) < NOW(6) - INTERVAL (?) MICROSECOND)" +
-		" OR (" + m + "status = 'dead' AND GREATEST(" + m + "created_at, " + m + "available_at) < NOW(6) - INTERVAL (?) MICROSECOND))"
+		" OR (" + m + "status IN ('dead', 'expired') AND GREATEST(" + m + "created_at, " + m + "available_at) < NOW(6) - INTERVAL (?) MICROSECOND))"
 }
 
 func (mysql) retention() retentionStatements {

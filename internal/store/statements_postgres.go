@@ -159,10 +159,12 @@ func (postgres) retention() retentionStatements { return postgresRetentionOn("ou
 
 // postgresDue is the predicate "the row has outlived its retention", with
 // the sent and dead retentions in microseconds at placeholders sent and
-// dead. Pending rows are never due.
+// dead. Pending rows are never due. Expired rows follow the dead
+// retention: the expiry sets available_at to their time of death, as the
+// settle does for dead rows.
 func postgresDue(sent, dead string) string {
 	return "((status IN ('sent', 'consumed') AND coalesce(sent_at, created_at) < now() - (" + sent + ")::bigint * interval '1 microsecond')" +
-		" OR (status = 'dead' AND greatest(created_at, available_at) < now() - (" + dead + ")::bigint * interval '1 microsecond'))"
+		" OR (status IN ('dead', 'expired') AND greatest(created_at, available_at) < now() - (" + dead + ")::bigint * interval '1 microsecond'))"
 }
 
 // postgresRetentionOn are the retention statements over table, a checked

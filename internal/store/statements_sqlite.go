@@ -158,9 +158,10 @@ const sqliteOldestDue = `SELECT (julianday('now') - julianday(min(available_at))
 
 // sqliteDue is the predicate "the row has outlived its retention", with
 // the sent and dead retentions in microseconds as its two arguments.
-// Pending rows are never due.
+// Pending rows are never due; expired rows follow the dead retention,
+// counted from available_at, which the expiry sets to their time of death.
 const sqliteDue = "((status IN ('sent', 'consumed') AND coalesce(sent_at, created_at) < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ((?) / 1000000.0) || ' seconds'))" +
-	" OR (status = 'dead' AND max(created_at, available_at) < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ((?) / 1000000.0) || ' seconds')))"
+	" OR (status IN ('dead', 'expired') AND max(created_at, available_at) < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ((?) / 1000000.0) || ' seconds')))"
 
 func (sqlite) retention() retentionStatements {
 	return retentionStatements{
