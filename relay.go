@@ -42,7 +42,9 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 		b.ListenOn(cfg.Listener)
 	}
 	if cfg.wrapStore != nil {
-		ec.Store = cfg.wrapStore(b.Store)
+		// The wrapped store's reads leave out payloads the relay would
+		// refuse as too large, as the relay's own store does.
+		ec.Store = cfg.wrapStore(b.Store.WithPayloadLimit(ec.MaxPayloadBytes))
 	}
 	e, err := relay.New(b, ec)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/adopt/adopttest"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -42,6 +43,31 @@ func TestHugeRowsCostTheRelayNoMemory(t *testing.T) {
 	t.Logf("relay peak RSS %.1f MiB with three %d MiB rows", float64(peak)/(1<<20), size>>20)
 	if peak > size/2 {
 		t.Fatalf("relay peak RSS %d MiB: a huge payload was loaded", peak>>20)
+	}
+	p.Stop(t)
+}
+
+// TestHugeRowsInAnAdoptedTable: the same for a table the relay adopts:
+// a 150 MB payload in Laravel's local_messages is measured, not loaded;
+// it ends in the table's dead state and the other rows are sent.
+func TestHugeRowsInAnAdoptedTable(t *testing.T) {
+	const size = 150 << 20
+	db := testdb.New(t, store.Postgres)
+	adopttest.Create(t, db, "laravel")
+	for i := range 10 {
+		adopttest.Insert(t, db, "laravel", i, 3, "order.created")
+	}
+	db.Exec(t, fmt.Sprintf(`UPDATE local_messages SET payload = ('{"p":"' || repeat('x', %d) || '"}')::json WHERE id = 5`, size))
+	_, url := newHooks(t, false, nil)
+	p := relaytest.StartRelay(t, db.URL, adoptArgs("laravel", url)...)
+	relaytest.WaitFor(t, time.Minute, "9 rows sent, the huge one dead", func() bool {
+		return statusCount(t, db, "laravel", "sent") == 9 &&
+			db.Count(t, "SELECT count(*) FROM local_messages WHERE id = 5 AND status = 'failed' AND retry_times >= max_retry_times") == 1
+	})
+	peak := p.PeakRSS(t)
+	t.Logf("relay peak RSS %.1f MiB with a %d MiB row", float64(peak)/(1<<20), size>>20)
+	if peak > size/2 {
+		t.Fatalf("relay peak RSS %d MiB: the huge payload was loaded", peak>>20)
 	}
 	p.Stop(t)
 }

@@ -127,6 +127,14 @@ func adoptDialectOf(d Dialect) adoptDialect {
 }
 
 // bind turns the "?" placeholders of q into the dialect's.
+// octets is the length in bytes of the text expression x.
+func (ad adoptDialect) octets(x string) string {
+	if ad.d == MySQL {
+		return "LENGTH(" + x + ")"
+	}
+	return "octet_length(" + x + ")"
+}
+
 func (ad adoptDialect) bind(q string) string {
 	if ad.d != Postgres {
 		return q
@@ -207,12 +215,23 @@ func (a *Adopted) statements() adoptedStatements {
 	p, ad := a.p, a.ad
 	var s adoptedStatements
 	text := a.text
-	cols := append(a.messageCols(), a.attempts("m"), a.maxAttempts("m"))
+	// The read measures the payload and leaves it out past the base
+	// store's bound (the first argument; see Store.WithPayloadLimit), so a
+	// row of any size costs the relay no memory.
+	cols := a.messageCols()
+	payload := text(p.Payload)
+	bound := "?"
+	if ad.d == Postgres {
+		bound = "CAST(? AS bigint)" // the bound may pass an int4
+	}
+	cols[4] = "CASE WHEN " + ad.octets(payload) + " <= " + bound + " THEN " + payload + " END"
+	cols = append(cols, a.attempts("m"), a.maxAttempts("m"))
 	if p.CreatedAt != "" {
 		cols = append(cols, ad.epoch(a.col("m", p.CreatedAt)))
 	} else {
 		cols = append(cols, "NULL")
 	}
+	cols = append(cols, ad.octets(payload))
 	now, with := ad.now, ""
 	if ad.d == SQLite {
 		// SQLite may read its clock again between rows; the read takes
@@ -433,10 +452,15 @@ func (a *Adopted) Read(ctx context.Context, _ []int, limit int) ([]Row, error) {
 		var m messageScan
 		var attempts, maxAttempts int
 		var created *float64
-		if err := scan(append(m.targets(a), &attempts, &maxAttempts, &created)...); err != nil {
+		var size *int64
+		if err := scan(append(m.targets(a), &attempts, &maxAttempts, &created, &size)...); err != nil {
 			return Row{}, err
 		}
 		r := m.row(a)
+		if size != nil {
+			r.PayloadBytes = *size
+			r.Oversize = m.payload == nil
+		}
 		r.Attempts, r.MaxAttempts = attempts, maxAttempts
 		if created != nil {
 			r.CreatedAt = fromEpoch(*created)
@@ -444,7 +468,7 @@ func (a *Adopted) Read(ctx context.Context, _ []int, limit int) ([]Row, error) {
 			r.CreatedAt = time.Now().UTC()
 		}
 		return r, nil
-	}, a.s.read, limit)
+	}, a.s.read, a.base.readBound(), limit)
 }
 
 // MarkInflight records the highest row id about to be published.
