@@ -71,8 +71,9 @@
 //
 // # Errors
 //
-// Publishers classify failures with [Permanent], [RetryAfter], [Unavailable]
-// and [Unknown]; anything else is a transient failure that is retried
-// after a wait from the route's [RetryPolicy] (by default about a second,
+// Publishers (package publisher holds their contract) classify failures
+// with [publisher.Permanent], [publisher.RetryAfter], [publisher.Unavailable]
+// and [publisher.Unknown]; anything else is a transient failure that is
+// retried after a wait from the route's [RetryPolicy] (by default about a second,
 // growing to hours) until the message's max attempts are used up.
 package outbox

@@ -13,20 +13,8 @@ import (
 
 	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
-
-// Header names the relay sets on every published message.
-const (
-	HeaderTopic          = "outbox-topic"
-	HeaderBusinessKey    = "outbox-business-key"
-	HeaderContentType    = "content-type"
-	HeaderTraceParent    = "traceparent"
-	HeaderTraceState     = "tracestate"
-	HeaderTransferEncode = "content-transfer-encoding"
-)
-
-// DefaultContentType is the content type of a message that names none.
-const DefaultContentType = "application/json"
 
 // Message is one message to enqueue.
 type Message struct {
@@ -127,7 +115,7 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 	}
 	ct := m.ContentType
 	if ct == "" {
-		ct = DefaultContentType
+		ct = publisher.DefaultContentType
 	}
 	if _, _, err := mime.ParseMediaType(ct); err != nil {
 		return bad("ContentType", ErrInvalidHeader, "not a media type")
@@ -138,7 +126,7 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 		if !msgcheck.HeaderName(lk) {
 			return bad("Headers", ErrInvalidHeader, "bad name "+strconv.Quote(k))
 		}
-		if msgcheck.Reserved(lk) || lk == HeaderContentType || lk == HeaderTransferEncode {
+		if msgcheck.Reserved(lk) || lk == publisher.HeaderContentType || lk == publisher.HeaderTransferEncode {
 			return bad("Headers", ErrInvalidHeader, "reserved name "+strconv.Quote(k))
 		}
 		if !utf8.ValidString(v) {
@@ -149,7 +137,7 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 	for k, v := range trace {
 		headers[k] = v
 	}
-	headers[HeaderContentType] = ct
+	headers[publisher.HeaderContentType] = ct
 	payload := string(m.Payload)
 	switch {
 	case isJSONType(ct):
@@ -158,7 +146,7 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 		}
 	case !utf8.Valid(m.Payload) || strings.ContainsRune(payload, 0):
 		payload = base64.StdEncoding.EncodeToString(m.Payload)
-		headers[HeaderTransferEncode] = "base64"
+		headers[publisher.HeaderTransferEncode] = "base64"
 	}
 	hb, err := json.Marshal(headers)
 	if err != nil {

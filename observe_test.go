@@ -31,6 +31,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // metricValues gathers reg into "name{k=v,…}" → value; histograms give
@@ -74,7 +75,7 @@ func TestRelayMetricsAfterKnownSequence(t *testing.T) {
 					return errors.New("flaky")
 				}
 			case "m.bad":
-				return outbox.Permanent(errors.New("rejected"))
+				return publisher.Permanent(errors.New("rejected"))
 			}
 			return nil
 		})
@@ -266,11 +267,11 @@ func TestRelayLogsStateChangesWithoutSecrets(t *testing.T) {
 	down.Store(true)
 	downPub := outbox.PublisherFunc(func(context.Context, *outbox.Envelope) error {
 		if down.Load() {
-			return outbox.Unavailable(errors.New(`dial "amqp://guest:hunter2@broker:5672/": connection refused`))
+			return publisher.Unavailable(errors.New(`dial "amqp://guest:hunter2@broker:5672/": connection refused`))
 		}
 		return nil
 	})
-	restPub := refusing("l.dead", outbox.Permanent(errors.New(`Post "https://user:s3cret@hooks.example.com/x?token=t0ken": 400 Bad Request`)))
+	restPub := refusing("l.dead", publisher.Permanent(errors.New(`Post "https://user:s3cret@hooks.example.com/x?token=t0ken": 400 Bad Request`)))
 	logs := &logCapture{}
 	reg := prometheus.NewRegistry()
 	cfg := relaytest.Config(nil)
@@ -399,8 +400,8 @@ func TestRelayTracePropagation(t *testing.T) {
 	if attrs["messaging.message.id"] != ids[0] || attrs["messaging.destination.name"] != "order.created" || attrs["outbox.attempt"] != "1" {
 		t.Errorf("send attributes %v", attrs)
 	}
-	if !strings.Contains(m.Headers[outbox.HeaderTraceParent], send.SpanContext.SpanID().String()) {
-		t.Errorf("wire traceparent %q does not name the send span", m.Headers[outbox.HeaderTraceParent])
+	if !strings.Contains(m.Headers[publisher.HeaderTraceParent], send.SpanContext.SpanID().String()) {
+		t.Errorf("wire traceparent %q does not name the send span", m.Headers[publisher.HeaderTraceParent])
 	}
 }
 
@@ -408,7 +409,7 @@ func TestRelayTraceUnchangedWithoutRecording(t *testing.T) {
 	db := testdb.New(t, store.Postgres)
 	got := make(chan string, 1)
 	pub := outbox.PublisherFunc(func(_ context.Context, env *outbox.Envelope) error {
-		got <- env.Headers[outbox.HeaderTraceParent]
+		got <- env.Headers[publisher.HeaderTraceParent]
 		return nil
 	})
 	cfg := relaytest.Config(pub)
@@ -472,7 +473,7 @@ func (s *alertSink) wait(t *testing.T, n int) {
 func TestAlertsDeadLettersRateLimited(t *testing.T) {
 	db := testdb.New(t, store.Postgres)
 	sink := newAlertSink(t, http.StatusOK, false)
-	pub := refusing("a.bad", outbox.Permanent(errors.New("schema mismatch")))
+	pub := refusing("a.bad", publisher.Permanent(errors.New("schema mismatch")))
 	logs := &logCapture{}
 	cfg := relaytest.Config(pub)
 	cfg.Logger = slog.New(logs)
@@ -579,7 +580,7 @@ func TestAlertWebhookFailureDoesNotHoldDelivery(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			db := testdb.New(t, store.Postgres)
 			sink := c.sink(t)
-			pub := refusing("w.bad", outbox.Permanent(errors.New("no")))
+			pub := refusing("w.bad", publisher.Permanent(errors.New("no")))
 			logs := &logCapture{}
 			cfg := relaytest.Config(pub)
 			cfg.Logger = slog.New(logs)

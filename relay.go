@@ -78,22 +78,3 @@ func (r *Relay) Wake() string { return r.engine.Wake() }
 // other relays take them at once, and returns nil. It returns an error
 // only when it cannot start (no schema) or is already running.
 func (r *Relay) Run(ctx context.Context) error { return r.engine.Run(ctx) }
-
-// publisherOf lets the engine call a Publisher: the envelopes are the same
-// memory under the engine's name for the type.
-type publisherOf struct{ p Publisher }
-
-func (a publisherOf) Publish(ctx context.Context, batch []*relay.Envelope) []error {
-	envs := make([]*Envelope, len(batch))
-	for i, e := range batch {
-		envs[i] = (*Envelope)(e)
-	}
-	return a.p.Publish(ctx, envs)
-}
-
-// checkerOf lets the engine call a Checker.
-type checkerOf struct{ c Checker }
-
-func (a checkerOf) Delivered(ctx context.Context, e *relay.Envelope) (bool, error) {
-	return a.c.Delivered(ctx, (*Envelope)(e))
-}

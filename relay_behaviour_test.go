@@ -17,6 +17,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 func listOne(t *testing.T, h *harness.Harness, id string) store.Message {
@@ -129,7 +130,7 @@ func failingRouteRelay(t *testing.T, h *harness.Harness, failing string, err err
 
 func TestRelayPermanentNoRouteAndOversizedGoDead(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
-		r, s := failingRouteRelay(t, h, "bad.*", outbox.Permanent(errors.New("HTTP 400: bad order")), "good.>")
+		r, s := failingRouteRelay(t, h, "bad.*", publisher.Permanent(errors.New("HTTP 400: bad order")), "good.>")
 		ctx := context.Background()
 		bad := enqueue(t, h, ctx, []outbox.Message{{Topic: "bad.order", Payload: []byte(`1`)}})
 		lost := enqueue(t, h, ctx, []outbox.Message{{Topic: "nowhere", Payload: []byte(`1`)}})
@@ -211,7 +212,7 @@ func TestRelayCheckerSkipsWhatArrived(t *testing.T) {
 			arrived[env.ID]++
 			if env.Attempt == 1 {
 				// The destination got it, but the confirmation was lost.
-				return outbox.Unknown(errors.New("timeout waiting for ack"))
+				return publisher.Unknown(errors.New("timeout waiting for ack"))
 			}
 			return nil
 		})
@@ -263,7 +264,7 @@ func newOutage() *outage {
 func (o *outage) publish(ctx context.Context, env *outbox.Envelope) error {
 	o.calls.Add(1)
 	if o.down.Load() {
-		return outbox.Unavailable(errors.New("connection refused"))
+		return publisher.Unavailable(errors.New("connection refused"))
 	}
 	return o.sink.publish(ctx, env)
 }
@@ -415,7 +416,7 @@ func TestRelayBatchSizeAdapts(t *testing.T) {
 // other routes flow.
 func TestPausedRouteLeavesOtherRoutesFlowing(t *testing.T) {
 	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
-		r, healthy := failingRouteRelay(t, h, "billing.>", outbox.Unavailable(errors.New("broker refused the connection")), "order.>")
+		r, healthy := failingRouteRelay(t, h, "billing.>", publisher.Unavailable(errors.New("broker refused the connection")), "order.>")
 		ctx := context.Background()
 		enqueue(t, h, ctx, msgs(20, "billing.charged", func(i int) string { return []string{"a", "b"}[i%2] }))
 		orders := enqueue(t, h, ctx, msgs(20, "order.created", func(i int) string { return []string{"c", "d"}[i%2] }))

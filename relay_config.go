@@ -235,7 +235,7 @@ func (c *RelayConfig) engine() relay.Config {
 			Sealed:        rt.Sealed,
 		}
 		if rt.Publisher != nil {
-			er.Publisher = publisherOf{rt.Publisher}
+			er.Publisher = rt.Publisher
 			rp, ok := rt.Publisher.(RunPublisher)
 			er.Runs = ok && rp.PublishesRuns()
 		}
@@ -244,7 +244,7 @@ func (c *RelayConfig) engine() relay.Config {
 			checker, _ = rt.Publisher.(Checker)
 		}
 		if checker != nil {
-			er.Checker = checkerOf{checker}
+			er.Checker = checker
 		}
 		e.Routes = append(e.Routes, er)
 	}

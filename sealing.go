@@ -11,6 +11,7 @@ import (
 	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/seal"
 )
 
@@ -52,8 +53,8 @@ func (c *SealConfig) validate() error {
 	}
 	for i, h := range c.Headers {
 		lh := strings.ToLower(h)
-		if !msgcheck.HeaderName(lh) || msgcheck.Reserved(lh) || lh == HeaderContentType || lh == HeaderTransferEncode ||
-			lh == HeaderTraceParent || lh == HeaderTraceState {
+		if !msgcheck.HeaderName(lh) || msgcheck.Reserved(lh) || lh == publisher.HeaderContentType || lh == publisher.HeaderTransferEncode ||
+			lh == publisher.HeaderTraceParent || lh == publisher.HeaderTraceState {
 			return fmt.Errorf("outbox: Config.Seal.Headers[%d] %q cannot be sealed", i, h)
 		}
 	}
@@ -123,7 +124,7 @@ func (p *Producer[TTx]) sealRow(ctx context.Context, i int, row *store.NewMessag
 	if err := json.Unmarshal([]byte(row.Headers), &headers); err != nil {
 		return fmt.Errorf("outbox: seal: %w", err)
 	}
-	delete(headers, HeaderTransferEncode)
+	delete(headers, publisher.HeaderTransferEncode)
 	var hidden map[string]string
 	for _, h := range c.Headers {
 		lh := strings.ToLower(h)

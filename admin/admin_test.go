@@ -24,6 +24,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 const opsToken = "ops-token-7d2e9a"
@@ -580,7 +581,7 @@ func (p *gatedPublisher) Publish(_ context.Context, batch []*outbox.Envelope) []
 	defer p.mu.Unlock()
 	for i, env := range batch {
 		if !p.open.Load() {
-			errs[i] = outbox.Permanent(errors.New("destination rejects it"))
+			errs[i] = publisher.Permanent(errors.New("destination rejects it"))
 			continue
 		}
 		if p.got == nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testserver"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // artifactDir is where screenshots go: $OUTBOX_ARTIFACTS, or
@@ -54,9 +55,9 @@ func (g *gate) publish(_ context.Context, env *outbox.Envelope) error {
 	if !g.open.Load() {
 		switch env.Topic {
 		case "payment.failed":
-			return outbox.Permanent(errors.New("card processor rejected the charge: card declined (code 51)"))
+			return publisher.Permanent(errors.New("card processor rejected the charge: card declined (code 51)"))
 		case "order.note":
-			return outbox.Permanent(errors.New(`rejected <img src=x onerror="window.__xss=3"> by the destination`))
+			return publisher.Permanent(errors.New(`rejected <img src=x onerror="window.__xss=3"> by the destination`))
 		}
 	}
 	g.mu.Lock()

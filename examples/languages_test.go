@@ -18,6 +18,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // producer is one of examples/'s producers in another language.
@@ -118,7 +119,7 @@ func (a *arrivals) deliver(_ context.Context, env *outbox.Envelope) error {
 		OrderID int `json:"order_id"`
 	}
 	if err := json.Unmarshal(env.Payload, &body); err != nil {
-		return outbox.Permanent(err)
+		return publisher.Permanent(err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 	"github.com/txoutbox/outbox/webhooksig"
@@ -53,7 +54,7 @@ func TestWebhookCloudEventsDedupe(t *testing.T) {
 	}))
 	defer srv.Close()
 	env := &outbox.Envelope{ID: "0192f0c4-3a6e-7cc4-9a3b-1f2e3d4c5b6b", Topic: "order.created", Key: "order 42 – ü", Payload: []byte(`{"id": 1}`), Attempt: 1,
-		CreatedAt: time.Now(), Headers: map[string]string{outbox.HeaderTopic: "order.created", outbox.HeaderBusinessKey: "order 42 – ü", outbox.HeaderContentType: "application/json"}}
+		CreatedAt: time.Now(), Headers: map[string]string{publisher.HeaderTopic: "order.created", publisher.HeaderBusinessKey: "order 42 – ü", publisher.HeaderContentType: "application/json"}}
 	for _, f := range []*outboxce.Format{nil, {Mode: outboxce.Binary}, {Mode: outboxce.Structured, Source: "/orders"}} {
 		pub, err := outboxwebhook.New(srv.URL, &outboxwebhook.Config{Secret: secret, CloudEvents: f})
 		if err != nil {
@@ -72,7 +73,7 @@ func TestWebhookCloudEventsDedupe(t *testing.T) {
 	}
 	for i, m := range seen {
 		if m.ID != env.ID || m.Topic != env.Topic || m.Key != env.Key || m.ContentType != "application/json" || string(m.Payload) != string(env.Payload) ||
-			m.Headers[outbox.HeaderBusinessKey] != env.Key {
+			m.Headers[publisher.HeaderBusinessKey] != env.Key {
 			t.Errorf("delivery %d decoded as %+v", i, m)
 		}
 	}

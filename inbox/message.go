@@ -8,7 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/seal"
 )
@@ -63,9 +63,9 @@ func DecodeHTTP(h http.Header, body []byte) (*Message, error) {
 	}
 	return &Message{
 		ID:          headers["webhook-id"],
-		Topic:       headers[outbox.HeaderTopic],
-		Key:         headers[outbox.HeaderBusinessKey],
-		ContentType: headers[outbox.HeaderContentType],
+		Topic:       headers[publisher.HeaderTopic],
+		Key:         headers[publisher.HeaderBusinessKey],
+		ContentType: headers[publisher.HeaderContentType],
 		Headers:     headers,
 		Payload:     body,
 	}, nil

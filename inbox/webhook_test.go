@@ -19,6 +19,7 @@ import (
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 )
 
@@ -53,12 +54,12 @@ func TestWebhookReceiver(t *testing.T) {
 	}
 	defer pub.Close()
 	env := &outbox.Envelope{ID: "0192f0c4-3a6e-7cc4-9a3b-1f2e3d4c5b6a", Topic: "order.created", Payload: []byte(`{"id":1}`), Attempt: 1,
-		Headers: map[string]string{outbox.HeaderTopic: "order.created", outbox.HeaderContentType: "application/json", outbox.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+		Headers: map[string]string{publisher.HeaderTopic: "order.created", publisher.HeaderContentType: "application/json", publisher.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
 	publish := func() error { return pub.Publish(context.Background(), []*outbox.Envelope{env})[0] }
 
 	// A failing handler: 500, nothing recorded, the relay would retry.
 	fail.Store(true)
-	if err := publish(); err == nil || outbox.Classify(err) == outbox.ClassPermanent {
+	if err := publish(); err == nil || publisher.Classify(err) == publisher.ClassPermanent {
 		t.Fatalf("handler failure should be a retryable error, got %v", err)
 	}
 	fail.Store(false)

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
@@ -106,7 +107,7 @@ func (nullPublisher) Close() error { return nil }
 // nor kills them.
 type holdPublisher struct{}
 
-var errHeld = outbox.Unavailable(errors.New("held back by outbox bench: not a bench message"))
+var errHeld = publisher.Unavailable(errors.New("held back by outbox bench: not a bench message"))
 
 func (holdPublisher) Publish(_ context.Context, batch []*outbox.Envelope) []error {
 	errs := make([]error, len(batch))

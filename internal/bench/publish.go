@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // publishResult holds the figures of publish.
@@ -201,8 +202,8 @@ func (b *bench) round(topic string, keys []int, next *int, size int) [][]*outbox
 			Destination: topic,
 			Payload:     b.payload,
 			Headers: map[string]string{
-				outbox.HeaderTopic:       topic,
-				outbox.HeaderContentType: outbox.DefaultContentType,
+				publisher.HeaderTopic:       topic,
+				publisher.HeaderContentType: publisher.DefaultContentType,
 			},
 			Attempt:   1,
 			CreatedAt: now,
@@ -212,7 +213,7 @@ func (b *bench) round(topic string, keys []int, next *int, size int) [][]*outbox
 			k := keys[*next%len(keys)]
 			*next++
 			env.Key = "key-" + strconv.Itoa(k)
-			env.Headers[outbox.HeaderBusinessKey] = env.Key
+			env.Headers[publisher.HeaderBusinessKey] = env.Key
 			w = seen[k]
 			seen[k] = w + 1
 		}

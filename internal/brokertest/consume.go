@@ -17,6 +17,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
@@ -69,11 +70,11 @@ func decodes(t *testing.T, tg *Target) {
 		tg.PublishForeign(t, dest)
 	}
 	env := publishertest.Envelope(dest, "order-42", []byte(`{"order_id":42}`), "application/json",
-		map[string]string{"x-tenant": "acme", outbox.HeaderTraceParent: traceParent})
+		map[string]string{"x-tenant": "acme", publisher.HeaderTraceParent: traceParent})
 	publishOne(t, tg, env)
 
 	m := wait(t, got, 30*time.Second, "message at the handler")
-	if m.ID != env.ID || m.Topic != env.Headers[outbox.HeaderTopic] || m.Key != "order-42" || m.ContentType != "application/json" ||
+	if m.ID != env.ID || m.Topic != env.Headers[publisher.HeaderTopic] || m.Key != "order-42" || m.ContentType != "application/json" ||
 		string(m.Payload) != `{"order_id":42}` {
 		t.Errorf("decoded %+v, want the envelope %+v", m, env)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
@@ -76,9 +77,9 @@ func (c *classCounter) Publish(ctx context.Context, batch []*outbox.Envelope) []
 	for _, err := range errs {
 		switch {
 		case err == nil:
-		case outbox.Classify(err) == outbox.ClassUnavailable:
+		case publisher.Classify(err) == publisher.ClassUnavailable:
 			c.unavailable.Add(1)
-		case outbox.Classify(err) == outbox.ClassUnknown:
+		case publisher.Classify(err) == publisher.ClassUnknown:
 			c.unknown.Add(1)
 		default:
 			c.other.Add(1)

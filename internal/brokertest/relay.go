@@ -12,6 +12,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
@@ -65,9 +66,9 @@ func sqlInsertArrives(t *testing.T, tg *Target) {
 		key     string
 		headers map[string]string
 	}{
-		`{"order_id":42}`: {"order-42", map[string]string{outbox.HeaderTopic: topic, outbox.HeaderBusinessKey: "order-42", outbox.HeaderContentType: "application/json"}},
-		"plain text": {"", map[string]string{outbox.HeaderTopic: topic, outbox.HeaderContentType: "text/plain",
-			"x-tenant": "acme", outbox.HeaderTraceParent: traceParent}},
+		`{"order_id":42}`: {"order-42", map[string]string{publisher.HeaderTopic: topic, publisher.HeaderBusinessKey: "order-42", publisher.HeaderContentType: "application/json"}},
+		"plain text": {"", map[string]string{publisher.HeaderTopic: topic, publisher.HeaderContentType: "text/plain",
+			"x-tenant": "acme", publisher.HeaderTraceParent: traceParent}},
 	}
 	got := map[string]publishertest.Received{}
 	for _, r := range tg.Receive(t, topic, 2) {
@@ -93,8 +94,8 @@ func checkReceived(t *testing.T, tg *Target, r publishertest.Received, id, key s
 	if tg.Features.Keys && r.Key != key {
 		t.Errorf("%q: key %q, want %q", r.Payload, r.Key, key)
 	}
-	if r.Topic != headers[outbox.HeaderTopic] {
-		t.Errorf("%q: topic %q, want %q", r.Payload, r.Topic, headers[outbox.HeaderTopic])
+	if r.Topic != headers[publisher.HeaderTopic] {
+		t.Errorf("%q: topic %q, want %q", r.Payload, r.Topic, headers[publisher.HeaderTopic])
 	}
 	for k, v := range headers {
 		if k == "x-tenant" && !tg.Features.ArbitraryHeaders {

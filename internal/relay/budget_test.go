@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // TestRetryBudget: a failure goes dead when the message is older than the
@@ -58,7 +59,7 @@ func TestRetryBudgetPermanent(t *testing.T) {
 	r := &Relay{cfg: Config{MaxRetryAge: time.Second}}
 	rs := &routeState{Route: Route{Pattern: "*"}, name: "*"}
 	row := &store.Row{ID: 1, MaxAttempts: 10, CreatedAt: time.Now().Add(-time.Hour)}
-	out := r.failure(rs, &item{row: row, route: rs}, Mark(errors.New("rejected"), ClassPermanent, 0))
+	out := r.failure(rs, &item{row: row, route: rs}, publisher.Permanent(errors.New("rejected")))
 	if out.Status != store.StatusDead || strings.Contains(out.Error, "budget") {
 		t.Fatalf("outcome %+v, want dead for its own reason", out)
 	}
@@ -70,7 +71,7 @@ func TestRetryBudgetRetryAfter(t *testing.T) {
 	r := &Relay{cfg: Config{Retry: RetryPolicy{Schedule: []time.Duration{time.Second}}, MaxRetryAge: 5 * time.Second}}
 	rs := &routeState{Route: Route{Pattern: "*"}, name: "*"}
 	row := &store.Row{ID: 1, MaxAttempts: 10, CreatedAt: time.Now().Add(-time.Second)}
-	out := r.failure(rs, &item{row: row, route: rs}, Mark(errors.New("busy"), ClassTransient, 10*time.Second))
+	out := r.failure(rs, &item{row: row, route: rs}, publisher.RetryAfter(errors.New("busy"), 10*time.Second))
 	if out.Status != store.StatusDead || !strings.HasPrefix(out.Error, "retry budget (5s) spent after 1 attempt") {
 		t.Fatalf("outcome %+v, want dead on its budget", out)
 	}
@@ -103,4 +104,4 @@ func TestMaxRetryAgeChecked(t *testing.T) {
 
 type budgetPublisher struct{}
 
-func (budgetPublisher) Publish(context.Context, []*Envelope) []error { return nil }
+func (budgetPublisher) Publish(context.Context, []*publisher.Envelope) []error { return nil }

@@ -13,6 +13,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // countingStore is a PostgreSQL store that counts the settles written on
@@ -52,7 +53,7 @@ type countingPublisher struct {
 	seen map[string]int
 }
 
-func (p *countingPublisher) Publish(_ context.Context, batch []*relay.Envelope) []error {
+func (p *countingPublisher) Publish(_ context.Context, batch []*publisher.Envelope) []error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.seen == nil {

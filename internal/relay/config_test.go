@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // TestConfigCheck: every bad field is named, word for word as
 // outbox.RelayConfig's documentation and its users' tests know it.
 func TestConfigCheck(t *testing.T) {
-	pub := publishFunc(func(*Envelope) error { return nil })
+	pub := publishFunc(func(*publisher.Envelope) error { return nil })
 	for _, c := range []struct {
 		name string
 		edit func(*Config)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // panickyReads is a store whose reads panic.
@@ -24,7 +25,7 @@ func (*panickyReads) ReadMark(context.Context, string, []int, int) ([]store.Row,
 // (here, in the store's read) fails the round as a failed statement
 // does, instead of ending the process.
 func TestRoundPanicIsItsError(t *testing.T) {
-	r := newTestRelay(t, &panickyReads{}, publishFunc(func(*Envelope) error { return nil }))
+	r := newTestRelay(t, &panickyReads{}, publishFunc(func(*publisher.Envelope) error { return nil }))
 	n, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)})
 	if n != 0 || err == nil || !strings.Contains(err.Error(), "round panicked: store bug: cannot scan a row") {
 		t.Fatalf("round: %d, %v", n, err)
@@ -47,7 +48,7 @@ func (panickyTracer) Start(context.Context, string, ...trace.SpanStartOption) (c
 // the round's goroutine once the others are done, and fails the round.
 func TestRoundPanicOnAPublishGoroutine(t *testing.T) {
 	st := &fakeStore{rows: []store.Row{row(1, "order.created", "", ""), row(2, "invoice.sent", "", "")}}
-	ok := publishFunc(func(*Envelope) error { return nil })
+	ok := publishFunc(func(*publisher.Envelope) error { return nil })
 	r, err := New(&store.Backend{}, Config{
 		Routes: []Route{{Pattern: "order.*", Publisher: ok}, {Pattern: "invoice.*", Publisher: ok}}, ID: "test",
 		Logger: slog.New(slog.DiscardHandler), BatchSize: 100, Workers: 1, MinBatchSize: 100,

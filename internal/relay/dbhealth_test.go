@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // readFailStore fails every read, as a database that is gone or a
@@ -32,7 +33,7 @@ func TestReadyFollowsDatabase(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	st := &readFailStore{err: errors.New(`failed to connect to "user=app database=shop host=db.internal"`)}
 	r, err := New(&store.Backend{}, Config{
-		Routes: []Route{{Pattern: "order.*", Publisher: publishFunc(func(*Envelope) error { return nil })}}, ID: "test",
+		Routes: []Route{{Pattern: "order.*", Publisher: publishFunc(func(*publisher.Envelope) error { return nil })}}, ID: "test",
 		Logger: slog.New(slog.DiscardHandler), BatchSize: 100, Workers: 1, MinBatchSize: 100,
 		MinPollInterval: time.Millisecond, MaxPollInterval: time.Second, PublishTimeout: 5 * time.Second,
 		ShutdownTimeout: time.Second, LeaseTTL: 5 * time.Second, MaxPayloadBytes: 1 << 20, MetricsInterval: time.Minute,

@@ -19,12 +19,13 @@ import (
 	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // item is one message through a round.
 type item struct {
 	row   *store.Row
-	env   *Envelope
+	env   *publisher.Envelope
 	route *routeState
 	out   store.Outcome
 	// decided: out holds the outcome. Undecided items after the round are
@@ -198,37 +199,37 @@ func (r *Relay) prepare(row *store.Row) *item {
 	payload := []byte(row.Payload)
 	if sealed {
 		// The sealed text is the whole payload, binary or not.
-		delete(headers, HeaderTransferEncode)
+		delete(headers, publisher.HeaderTransferEncode)
 		p, out := r.unseal(it, headers, si)
 		if out != nil {
 			it.decided, it.out = true, *out
 			return it
 		}
 		payload = p
-	} else if headers[HeaderTransferEncode] == "base64" {
+	} else if headers[publisher.HeaderTransferEncode] == "base64" {
 		b, err := base64.StdEncoding.DecodeString(row.Payload)
 		if err != nil {
 			return dead("payload is not valid base64: " + oneLine(err.Error()))
 		}
 		payload = b
-		delete(headers, HeaderTransferEncode)
+		delete(headers, publisher.HeaderTransferEncode)
 	}
 	if len(payload) > r.cfg.MaxPayloadBytes {
 		return dead(tooLarge(int64(len(payload)), r.cfg.MaxPayloadBytes))
 	}
-	headers[HeaderTopic] = row.Topic
+	headers[publisher.HeaderTopic] = row.Topic
 	if row.HasKey {
-		headers[HeaderBusinessKey] = row.Key
+		headers[publisher.HeaderBusinessKey] = row.Key
 	}
-	if headers[HeaderContentType] == "" {
-		headers[HeaderContentType] = sniffContentType(payload)
+	if headers[publisher.HeaderContentType] == "" {
+		headers[publisher.HeaderContentType] = sniffContentType(payload)
 	}
 	dest := it.route.Destination
 	if dest == "" {
 		dest = row.Topic
 	}
 	row.CreatedAt = r.plausibleCreatedAt(row.CreatedAt)
-	it.env = &Envelope{
+	it.env = &publisher.Envelope{
 		ID:          row.MessageID,
 		Topic:       row.Topic,
 		Key:         row.Key,
@@ -352,7 +353,7 @@ func (r *Relay) plausibleCreatedAt(t time.Time) time.Time {
 // headers). Rows from Producer always name theirs.
 func sniffContentType(payload []byte) string {
 	if json.Valid(payload) {
-		return DefaultContentType
+		return publisher.DefaultContentType
 	}
 	return TextContentType
 }
@@ -537,7 +538,7 @@ func deferItems(rs *routeState, items []*item, wait time.Duration, why string) {
 // their outcomes in memory, telling the route's health how it went.
 func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item, rd *delivery, probe bool) {
 	aborted := rd.aborted
-	batch := make([]*Envelope, len(group))
+	batch := make([]*publisher.Envelope, len(group))
 	spans := make([]trace.Span, len(group))
 	for i, it := range group {
 		batch[i] = it.env
@@ -592,17 +593,17 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 			// nothing is charged, and it waits behind that message (the
 			// read skips a key whose earlier message waits).
 			it.decided = true
-			cls, _ := ClassOf(err)
-			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Unknown: cls == ClassUnknown || it.uncertain(),
+			cls, _ := classOf(err)
+			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Unknown: cls == publisher.ClassUnknown || it.uncertain(),
 				Error: "not counted (an earlier message of its key failed in the same call): " + redact.Text(oneLine(err.Error()))}
-		case passed != nil && passed[i] && class(err) == ClassPermanent:
+		case passed != nil && passed[i] && class(err) == publisher.ClassPermanent:
 			// A later message of its key is at the destination already:
 			// only going dead keeps the key's order.
 			it.decided = true
 			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusDead, Error: redact.Text(oneLine(err.Error())), CountAttempt: true}
 		case !charge || retryAfter(err) > 0:
 			it.decided = true
-			cls, after := ClassOf(err)
+			cls, after := classOf(err)
 			after = rs.health.holdWait(after)
 			if probe {
 				// A failed probe comes due a little after the messages
@@ -611,7 +612,7 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 				// that is back marked down.
 				after = max(after, wait+rs.health.probeMin)
 			}
-			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: max(wait, after), Unknown: cls == ClassUnknown || it.uncertain(),
+			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: max(wait, after), Unknown: cls == publisher.ClassUnknown || it.uncertain(),
 				Error: "not counted (route " + rs.name + " down or holding): " + redact.Text(oneLine(err.Error()))}
 		default:
 			it.decided = true
@@ -642,7 +643,7 @@ func (r *Relay) runOrder(rs *routeState, group []*item, errs []error) (held, pas
 			held[i] = true
 		default:
 			passed[first] = true
-			if class(errs[first]) != ClassPermanent {
+			if class(errs[first]) != publisher.ClassPermanent {
 				r.log.Error("outbox relay: the publisher confirmed a message after an earlier message of its key failed; the key's order is broken",
 					"relay", r.id, "route", rs.name, "message_id", it.row.MessageID, "failed_message_id", group[first].row.MessageID)
 			}
@@ -652,7 +653,7 @@ func (r *Relay) runOrder(rs *routeState, group []*item, errs []error) (held, pas
 }
 
 func retryAfter(err error) time.Duration {
-	_, d := ClassOf(err)
+	_, d := classOf(err)
 	return d
 }
 
@@ -662,7 +663,7 @@ func retryAfter(err error) time.Duration {
 // panic in a call with several messages, each is published again on its
 // own, so only the message that panics fails; it is retried like an
 // attempt of unknown outcome and goes dead after its max_attempts.
-func (r *Relay) publishContained(ctx context.Context, rs *routeState, batch []*Envelope) []error {
+func (r *Relay) publishContained(ctx context.Context, rs *routeState, batch []*publisher.Envelope) []error {
 	errs, p := r.callPublisher(ctx, rs, batch)
 	if p == nil {
 		return errs
@@ -693,14 +694,14 @@ func (r *Relay) publishContained(ctx context.Context, rs *routeState, batch []*E
 type publisherPanic struct{ text, stack string }
 
 // callPublisher publishes batch, recovering a panic of the publisher.
-func (r *Relay) callPublisher(ctx context.Context, rs *routeState, batch []*Envelope) (errs []error, panicked *publisherPanic) {
+func (r *Relay) callPublisher(ctx context.Context, rs *routeState, batch []*publisher.Envelope) (errs []error, panicked *publisherPanic) {
 	defer func() {
 		if p := recover(); p != nil {
 			text, stack := recovered(p)
 			panicked = &publisherPanic{text: text, stack: stack}
 		}
 	}()
-	return failpoint.PublishBatch(ctx, batch, func(e *Envelope) string { return e.ID }, envelopeKey, rs.Publisher.Publish), nil
+	return failpoint.PublishBatch(ctx, batch, func(e *publisher.Envelope) string { return e.ID }, envelopeKey, rs.Publisher.Publish), nil
 }
 
 // panicError is the failure recorded for a message whose publish panicked
@@ -715,11 +716,11 @@ func panicError(text string) error {
 // the route's retry budget by age (budgetSpent), whichever comes first.
 func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 	row := it.row
-	cls, after := ClassOf(err)
+	cls, after := classOf(err)
 	msg := redact.Text(oneLine(err.Error()))
 	attempt := it.attempt()
 	switch cls {
-	case ClassPermanent:
+	case publisher.ClassPermanent:
 		return store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}
 	}
 	if attempt >= row.MaxAttempts {
@@ -734,13 +735,13 @@ func (r *Relay) failure(rs *routeState, it *item, err error) store.Outcome {
 	if out, ok := r.budgetSpent(rs, row, attempt, delay, msg); ok {
 		return out
 	}
-	return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: delay, Error: msg, CountAttempt: true, Unknown: cls == ClassUnknown || it.uncertain()}
+	return store.Outcome{ID: row.ID, Status: store.StatusPending, Delay: delay, Error: msg, CountAttempt: true, Unknown: cls == publisher.ClassUnknown || it.uncertain()}
 }
 
 // class is err's class.
-func class(err error) Class {
-	c, _ := ClassOf(err)
+func class(err error) publisher.ErrorClass {
+	c, _ := classOf(err)
 	return c
 }
 
-func envelopeKey(e *Envelope) string { return e.Key }
+func envelopeKey(e *publisher.Envelope) string { return e.Key }

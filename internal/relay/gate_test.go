@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // TestGateSoloAndSpread: small rounds on every worker make worker 0 read
@@ -152,7 +153,7 @@ func TestWorkersNeverShareAPartition(t *testing.T) {
 	st := &readTracker{t: t, reading: map[int]bool{}}
 	var mu sync.Mutex
 	sent := map[string]bool{}
-	r := newTestRelay(t, st, publishFunc(func(e *Envelope) error {
+	r := newTestRelay(t, st, publishFunc(func(e *publisher.Envelope) error {
 		mu.Lock()
 		sent[e.ID] = true
 		mu.Unlock()

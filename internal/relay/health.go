@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/txoutbox/outbox/internal/redact"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // Route health.
@@ -20,7 +21,7 @@ import (
 // classes go dead at once, the others after max_attempts). The route goes
 // down when its destination, not the messages, is failing:
 //
-//   - a publish fails with ClassUnavailable (refused or reset connection,
+//   - a publish fails with publisher.ClassUnavailable (refused or reset connection,
 //     broker blocked, not connected) and nothing in the same call went
 //     through; or
 //   - messages that had never failed before (attempts 0) keep failing,
@@ -255,7 +256,7 @@ func (h *health) observe(now time.Time, results []result, c callInfo) (charge bo
 			ok++
 			continue
 		}
-		cls, after := ClassOf(res.err)
+		cls, after := classOf(res.err)
 		if after > 0 {
 			retryAfter = max(retryAfter, min(after, h.maxRetryAfter))
 			continue
@@ -263,7 +264,7 @@ func (h *health) observe(now time.Time, results []result, c callInfo) (charge bo
 		if first == nil {
 			first = res.err
 		}
-		if cls == ClassUnavailable && unavailable == nil {
+		if cls == publisher.ClassUnavailable && unavailable == nil {
 			unavailable = res.err
 		}
 		if res.fresh {

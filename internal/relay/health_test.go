@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 var (
 	errBusy     = errors.New("503 Service Unavailable")
-	errRejected = Mark(errors.New("400 Bad Request"), ClassPermanent, 0)
-	errRefused  = Mark(errors.New("connection refused"), ClassUnavailable, 0)
+	errRejected = publisher.Permanent(errors.New("400 Bad Request"))
+	errRefused  = publisher.Unavailable(errors.New("connection refused"))
 )
 
 // call is one publish call in a sequence: its results (nil: sent) and
@@ -99,7 +100,7 @@ func TestHealthRule(t *testing.T) {
 			{errs: []error{errRefused, nil}, fresh: true, charge: true},
 		}},
 		{"Retry-After holds the route without taking it down", []call{
-			{errs: errsOf(5, Mark(errBusy, ClassTransient, 3*time.Second)), fresh: true, charge: true},
+			{errs: errsOf(5, publisher.RetryAfter(errBusy, 3*time.Second)), fresh: true, charge: true},
 		}},
 	}
 	for _, c := range cases {
@@ -264,7 +265,7 @@ func errResults(n int) []result {
 func TestHealthRetryAfterHolds(t *testing.T) {
 	h := newHealth(Route{})
 	now := time.Unix(1000, 0)
-	h.observe(now, []result{{err: Mark(errBusy, ClassTransient, 3*time.Second), fresh: true}, {}}, callInfo{})
+	h.observe(now, []result{{err: publisher.RetryAfter(errBusy, 3*time.Second), fresh: true}, {}}, callInfo{})
 	if m, wait, _ := h.admit(now.Add(time.Second)); m != admitWait || wait != 2*time.Second {
 		t.Fatalf("admit: %v %v, want a 2s wait", m, wait)
 	}
@@ -284,7 +285,7 @@ func TestHealthRetryAfterProbeRamp(t *testing.T) {
 	limited := func(n int) []result {
 		res := make([]result, n)
 		for i := range res {
-			res[i] = result{err: Mark(errBusy, ClassTransient, 3*time.Second), fresh: true, id: int64(i)}
+			res[i] = result{err: publisher.RetryAfter(errBusy, 3*time.Second), fresh: true, id: int64(i)}
 		}
 		return res
 	}
@@ -342,7 +343,7 @@ func TestHealthRetryAfterProbeRamp(t *testing.T) {
 func TestHealthRetryAfterProbeOtherFailure(t *testing.T) {
 	h := newHealth(Route{})
 	now := time.Unix(1000, 0)
-	h.observe(now, []result{{err: Mark(errBusy, ClassTransient, time.Second), fresh: true}, {}}, callInfo{})
+	h.observe(now, []result{{err: publisher.RetryAfter(errBusy, time.Second), fresh: true}, {}}, callInfo{})
 	now = now.Add(time.Second)
 	if m, _, _ := h.admit(now); m != admitProbe {
 		t.Fatal("no probe after the hold")
@@ -365,7 +366,7 @@ func TestHealthRetryAfterProbeOtherFailure(t *testing.T) {
 func TestHealthShortHoldProbe(t *testing.T) {
 	h := newHealth(Route{})
 	now := time.Unix(1000, 0)
-	h.observe(now, []result{{err: Mark(errBusy, ClassTransient, 100*time.Millisecond), fresh: true}}, callInfo{})
+	h.observe(now, []result{{err: publisher.RetryAfter(errBusy, 100*time.Millisecond), fresh: true}}, callInfo{})
 	now = now.Add(100 * time.Millisecond)
 	if m, _, _ := h.admit(now); m != admitProbe {
 		t.Fatal("no probe after the hold")
@@ -383,7 +384,7 @@ func TestHealthShortHoldProbe(t *testing.T) {
 // holds it for MaxRetryAfter; the default is an hour.
 func TestHealthMaxRetryAfter(t *testing.T) {
 	now := time.Unix(1000, 0)
-	year := Mark(errBusy, ClassTransient, 365*24*time.Hour)
+	year := publisher.RetryAfter(errBusy, 365*24*time.Hour)
 	for _, c := range []struct {
 		rt   Route
 		want time.Duration
@@ -420,10 +421,10 @@ func TestRoundRetryAfterOneRequest(t *testing.T) {
 	st := &fakeStore{}
 	limited := true
 	published := 0
-	r := newRouteRelay(t, st, Route{Pattern: "order.*", MaxRetryAfter: 20 * time.Millisecond, Publisher: publishFunc(func(*Envelope) error {
+	r := newRouteRelay(t, st, Route{Pattern: "order.*", MaxRetryAfter: 20 * time.Millisecond, Publisher: publishFunc(func(*publisher.Envelope) error {
 		published++
 		if limited {
-			return Mark(errBusy, ClassTransient, time.Hour) // capped at 20ms
+			return publisher.RetryAfter(errBusy, time.Hour) // capped at 20ms
 		}
 		return nil
 	})})
@@ -474,7 +475,7 @@ func TestRoundOutageChargesNothing(t *testing.T) {
 	st := &fakeStore{rows: rows}
 	failing := true
 	published := 0
-	r := newTestRelay(t, st, publishFunc(func(e *Envelope) error {
+	r := newTestRelay(t, st, publishFunc(func(e *publisher.Envelope) error {
 		published++
 		if failing || e.ID == "m3" {
 			return errBusy
@@ -522,7 +523,7 @@ func TestRoundLaterWaveFailuresAreTheirs(t *testing.T) {
 		rows = append(rows, row(int64(2*i+1), "order.created", key, ""), row(int64(2*i+2), "order.created", key, ""))
 	}
 	st := &fakeStore{rows: rows}
-	r := newTestRelay(t, st, publishFunc(func(e *Envelope) error {
+	r := newTestRelay(t, st, publishFunc(func(e *publisher.Envelope) error {
 		if e.ID[1]%2 == 0 { // the second message of each key
 			return errRejected
 		}
@@ -551,7 +552,7 @@ func TestRoundLaterWaveFailuresAreTheirs(t *testing.T) {
 // message.
 func TestRoundFailedProbeRotates(t *testing.T) {
 	st := &fakeStore{}
-	r := newTestRelay(t, st, publishFunc(func(*Envelope) error { return errBusy }))
+	r := newTestRelay(t, st, publishFunc(func(*publisher.Envelope) error { return errBusy }))
 	h := r.router.routes[0].health
 	now := time.Now()
 	h.observe(now.Add(-time.Minute), errResults(20), callInfo{}) // down, a probe due
@@ -575,7 +576,7 @@ func TestRoundOutageChargesNoKeyedMessage(t *testing.T) {
 		rows = append(rows, row(int64(i+1), "order.created", fmt.Sprintf("k%d", i%6), ""))
 	}
 	st := &fakeStore{rows: rows}
-	r := newTestRelay(t, st, publishFunc(func(e *Envelope) error { return errBusy }))
+	r := newTestRelay(t, st, publishFunc(func(e *publisher.Envelope) error { return errBusy }))
 	w := &worker{batchSize: 100, wake: make(chan struct{}, 1)}
 	if _, err := r.round(t.Context(), w); err != nil {
 		t.Fatal(err)

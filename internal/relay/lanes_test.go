@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // keyedRow is row with an id-based message id for any id.
@@ -112,7 +113,7 @@ func TestRoundFailureMidRunHoldsTheKey(t *testing.T) {
 	st := &fakeStore{rows: rows}
 	var mu sync.Mutex
 	published := map[string][]int64{}
-	pub := publishFunc(func(e *Envelope) error {
+	pub := publishFunc(func(e *publisher.Envelope) error {
 		var id int64
 		fmt.Sscanf(e.ID, "m%d", &id)
 		mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // leaseStore keeps the lease table of one database in memory for the
@@ -110,7 +111,7 @@ func (f *leaseStore) Release(_ context.Context, owner string, parts []int) error
 // messages while the other relay does too).
 func TestReleaseRacingTheLeaseReadIsNotTakenBack(t *testing.T) {
 	st := &leaseStore{live: []string{"b"}, owner: map[int]string{}}
-	r := newTestRelay(t, st, publishFunc(func(*Envelope) error { return nil }))
+	r := newTestRelay(t, st, publishFunc(func(*publisher.Envelope) error { return nil }))
 	r.id = "b"
 	r.own.parts = nil
 	ctx := t.Context()
@@ -167,7 +168,7 @@ func TestReleaseRacingTheLeaseReadIsNotTakenBack(t *testing.T) {
 // renewal guarantees.
 func TestSettledRelayNoticesALostLease(t *testing.T) {
 	st := &leaseStore{live: []string{"b"}, owner: map[int]string{}}
-	r := newTestRelay(t, st, publishFunc(func(*Envelope) error { return nil }))
+	r := newTestRelay(t, st, publishFunc(func(*publisher.Envelope) error { return nil }))
 	r.id = "b"
 	r.own.parts, r.own.validUntil = nil, time.Time{}
 	const ttl = 500 * time.Millisecond
@@ -234,7 +235,7 @@ func TestSettledRelayNoticesALostLease(t *testing.T) {
 // of this id the relay does not know of) reads the leases back.
 func TestBalanceTrustsOnlyAnExactRenewal(t *testing.T) {
 	st := &leaseStore{live: []string{"b"}, owner: map[int]string{}}
-	r := newTestRelay(t, st, publishFunc(func(*Envelope) error { return nil }))
+	r := newTestRelay(t, st, publishFunc(func(*publisher.Envelope) error { return nil }))
 	r.id = "b"
 	r.own.parts = nil
 	ctx := t.Context()

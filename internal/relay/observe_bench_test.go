@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // benchItems are n sent items over 10 topics, as a round leaves them.
@@ -22,8 +23,8 @@ func benchItems(rs *routeState, n int) []*item {
 		row := &store.Row{ID: int64(i), MessageID: "m" + strconv.Itoa(i), Topic: "bench.t" + strconv.Itoa(i%10), CreatedAt: now.Add(-time.Second)}
 		items[i] = &item{row: row, route: rs, decided: true, confirmed: now,
 			out: store.Outcome{ID: row.ID, Status: store.StatusSent, CountAttempt: true},
-			env: &Envelope{ID: row.MessageID, Topic: row.Topic, Destination: row.Topic, Payload: []byte(`{}`), Attempt: 1,
-				Headers: map[string]string{HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", HeaderContentType: "application/json"}}}
+			env: &publisher.Envelope{ID: row.MessageID, Topic: row.Topic, Destination: row.Topic, Payload: []byte(`{}`), Attempt: 1,
+				Headers: map[string]string{publisher.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", publisher.HeaderContentType: "application/json"}}}
 	}
 	return items
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/txoutbox/outbox/internal/failpoint"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // setFailpoints installs spec for the test.
@@ -25,7 +26,7 @@ func setFailpoints(t *testing.T, spec string) {
 func TestPreparePanicIsTheRowsDeadLetter(t *testing.T) {
 	setFailpoints(t, "prepare=panic:m2")
 	st := &fakeStore{rows: []store.Row{row(1, "order.created", "k", ""), row(2, "order.created", "k", ""), row(3, "order.created", "k", "")}}
-	r := newTestRelay(t, st, publishFunc(func(*Envelope) error { return nil }))
+	r := newTestRelay(t, st, publishFunc(func(*publisher.Envelope) error { return nil }))
 	if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestPreparePanicIsTheRowsDeadLetter(t *testing.T) {
 func TestSuspectChargedBeforePrepare(t *testing.T) {
 	setFailpoints(t, "prepare=panic:m1")
 	st := &fakeStore{rows: []store.Row{row(1, "order.created", "k", "")}}
-	r := newTestRelay(t, st, publishFunc(func(*Envelope) error { return nil }))
+	r := newTestRelay(t, st, publishFunc(func(*publisher.Envelope) error { return nil }))
 	r.own.suspect = map[int]int64{0: 1}
 	if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // prepareRelay is a relay routing every topic to a publisher that accepts
@@ -19,7 +20,7 @@ import (
 func prepareRelay(t testing.TB) *Relay {
 	t.Helper()
 	r, err := New(&store.Backend{}, Config{
-		Routes: []Route{{Pattern: "*", Publisher: publishFunc(func(*Envelope) error { return nil })}}, ID: "test",
+		Routes: []Route{{Pattern: "*", Publisher: publishFunc(func(*publisher.Envelope) error { return nil })}}, ID: "test",
 		Logger: slog.New(slog.DiscardHandler), BatchSize: 100, Workers: 1, MinBatchSize: 100,
 		MinPollInterval: time.Millisecond, MaxPollInterval: time.Second, PublishTimeout: 5 * time.Second,
 		ShutdownTimeout: time.Second, LeaseTTL: 5 * time.Second, MaxPayloadBytes: 1 << 20, MetricsInterval: time.Minute,
@@ -106,13 +107,13 @@ func TestPrepareRowsWrittenByPlainSQL(t *testing.T) {
 			}
 			for k := range it.env.Headers {
 				switch _, wanted := c.want[k]; {
-				case wanted, k == HeaderTopic, k == HeaderBusinessKey, k == HeaderContentType:
+				case wanted, k == publisher.HeaderTopic, k == publisher.HeaderBusinessKey, k == publisher.HeaderContentType:
 				default:
 					t.Errorf("unexpected header %q", k)
 				}
 			}
-			if it.env.Headers[HeaderTopic] != row.Topic {
-				t.Errorf("outbox-topic header %q", it.env.Headers[HeaderTopic])
+			if it.env.Headers[publisher.HeaderTopic] != row.Topic {
+				t.Errorf("outbox-topic header %q", it.env.Headers[publisher.HeaderTopic])
 			}
 			if c.name == "payload not UTF-8" && string(it.env.Payload) != row.Payload {
 				t.Errorf("payload %q, want the row's bytes %q", it.env.Payload, row.Payload)
@@ -189,8 +190,8 @@ func TestCheckerPanicIsTheMessages(t *testing.T) {
 			return r
 		}(),
 	}}
-	r := newRouteRelay(t, st, Route{Pattern: "order.*", Publisher: publishFunc(func(*Envelope) error { return nil }),
-		Checker: checkFunc(func(context.Context, *Envelope) (bool, error) { panic("checker bug") })})
+	r := newRouteRelay(t, st, Route{Pattern: "order.*", Publisher: publishFunc(func(*publisher.Envelope) error { return nil }),
+		Checker: checkFunc(func(context.Context, *publisher.Envelope) (bool, error) { panic("checker bug") })})
 	if _, err := r.round(t.Context(), &worker{batchSize: 100, wake: make(chan struct{}, 1)}); err != nil {
 		t.Fatal(err)
 	}

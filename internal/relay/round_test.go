@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // fakeStore serves rounds from memory: Read hands out the rows given to it
@@ -58,9 +59,9 @@ func (f *fakeStore) outcome(t *testing.T, id int64) (store.Outcome, bool) {
 }
 
 // publishFunc is a Publisher calling fn for each envelope in turn.
-type publishFunc func(env *Envelope) error
+type publishFunc func(env *publisher.Envelope) error
 
-func (f publishFunc) Publish(_ context.Context, batch []*Envelope) []error {
+func (f publishFunc) Publish(_ context.Context, batch []*publisher.Envelope) []error {
 	errs := make([]error, len(batch))
 	for i, e := range batch {
 		errs[i] = f(e)
@@ -112,7 +113,7 @@ func TestRoundOutcomes(t *testing.T) {
 	}}
 	var mu sync.Mutex
 	var published []string
-	pub := publishFunc(func(e *Envelope) error {
+	pub := publishFunc(func(e *publisher.Envelope) error {
 		mu.Lock()
 		published = append(published, e.ID)
 		mu.Unlock()
@@ -120,12 +121,12 @@ func TestRoundOutcomes(t *testing.T) {
 		case "m1":
 			return errors.New("broker hiccup")
 		case "m6":
-			return Mark(errors.New("rejected"), ClassPermanent, 0)
+			return publisher.Permanent(errors.New("rejected"))
 		case "m7":
 			panic("boom")
 		case "m3":
-			if e.Headers["a"] != "b" || e.Headers[HeaderTopic] != "order.paid" || e.Headers[HeaderBusinessKey] != "k2" || e.Headers[HeaderContentType] != DefaultContentType {
-				return Mark(errors.New("headers "+strings.Join([]string{e.Headers["a"], e.Headers[HeaderTopic]}, ",")), ClassPermanent, 0)
+			if e.Headers["a"] != "b" || e.Headers[publisher.HeaderTopic] != "order.paid" || e.Headers[publisher.HeaderBusinessKey] != "k2" || e.Headers[publisher.HeaderContentType] != publisher.DefaultContentType {
+				return publisher.Permanent(errors.New("headers " + strings.Join([]string{e.Headers["a"], e.Headers[publisher.HeaderTopic]}, ",")))
 			}
 		}
 		return nil
@@ -175,9 +176,9 @@ func TestRoundOutcomes(t *testing.T) {
 func TestRoundUnavailablePausesRoute(t *testing.T) {
 	st := &fakeStore{rows: []store.Row{row(1, "order.created", "", ""), row(2, "order.created", "", "")}}
 	calls := 0
-	r := newTestRelay(t, st, publishFunc(func(*Envelope) error {
+	r := newTestRelay(t, st, publishFunc(func(*publisher.Envelope) error {
 		calls++
-		return Mark(errors.New("connection refused"), ClassUnavailable, 0)
+		return publisher.Unavailable(errors.New("connection refused"))
 	}))
 	w := &worker{batchSize: 100, wake: make(chan struct{}, 1)}
 	if _, err := r.round(t.Context(), w); err != nil {
@@ -215,12 +216,12 @@ func TestContentTypeOfPlainSQLRows(t *testing.T) {
 	rows[1].Payload = "order 42 shipped"
 	rows[2].Payload = "<order id='42'/>"
 	rows[3].Payload = "not json either" // named JSON: trusted, delivered as named
-	want := map[string]string{"m1": DefaultContentType, "m2": TextContentType, "m3": "application/xml", "m4": DefaultContentType}
+	want := map[string]string{"m1": publisher.DefaultContentType, "m2": TextContentType, "m3": "application/xml", "m4": publisher.DefaultContentType}
 	var mu sync.Mutex
 	got := map[string]string{}
-	pub := publishFunc(func(e *Envelope) error {
+	pub := publishFunc(func(e *publisher.Envelope) error {
 		mu.Lock()
-		got[e.ID] = e.Headers[HeaderContentType]
+		got[e.ID] = e.Headers[publisher.HeaderContentType]
 		mu.Unlock()
 		return nil
 	})
@@ -235,9 +236,11 @@ func TestContentTypeOfPlainSQLRows(t *testing.T) {
 	}
 }
 
-type checkFunc func(context.Context, *Envelope) (bool, error)
+type checkFunc func(context.Context, *publisher.Envelope) (bool, error)
 
-func (f checkFunc) Delivered(ctx context.Context, env *Envelope) (bool, error) { return f(ctx, env) }
+func (f checkFunc) Delivered(ctx context.Context, env *publisher.Envelope) (bool, error) {
+	return f(ctx, env)
+}
 
 // TestRoundCheckerCannotSay: when the Checker of an uncertain message
 // fails, the message is neither sent again nor charged: it waits to be
@@ -251,14 +254,14 @@ func TestRoundCheckerCannotSay(t *testing.T) {
 	st := &fakeStore{rows: rows}
 	var mu sync.Mutex
 	var published []string
-	pub := publishFunc(func(e *Envelope) error {
+	pub := publishFunc(func(e *publisher.Envelope) error {
 		mu.Lock()
 		published = append(published, e.ID)
 		mu.Unlock()
 		return nil
 	})
 	r := newTestRelay(t, st, pub)
-	r.router.routes[0].Checker = checkFunc(func(_ context.Context, e *Envelope) (bool, error) {
+	r.router.routes[0].Checker = checkFunc(func(_ context.Context, e *publisher.Envelope) (bool, error) {
 		switch e.ID {
 		case "m1":
 			return false, errors.New("check endpoint answered 503")
@@ -309,9 +312,9 @@ func TestRoundUncertaintyIsKept(t *testing.T) {
 		rows[i].UnknownOutcome, rows[i].Attempts = true, 1
 	}
 	st := &fakeStore{rows: rows}
-	pub := publishFunc(func(e *Envelope) error { return errors.New("HTTP 503") })
+	pub := publishFunc(func(e *publisher.Envelope) error { return errors.New("HTTP 503") })
 	r := newTestRelay(t, st, pub)
-	r.router.routes[0].Checker = checkFunc(func(_ context.Context, e *Envelope) (bool, error) {
+	r.router.routes[0].Checker = checkFunc(func(_ context.Context, e *publisher.Envelope) (bool, error) {
 		if e.ID == "m2" {
 			return false, nil
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // runPublisher keeps the run promise: within a call, a key's messages
@@ -22,7 +23,7 @@ type runPublisher struct {
 	broken bool
 }
 
-func (p *runPublisher) Publish(_ context.Context, batch []*Envelope) []error {
+func (p *runPublisher) Publish(_ context.Context, batch []*publisher.Envelope) []error {
 	errs := make([]error, len(batch))
 	var ids []int64
 	failed := map[string]error{}
@@ -37,7 +38,7 @@ func (p *runPublisher) Publish(_ context.Context, batch []*Envelope) []error {
 		if p.fail != nil {
 			errs[i] = p.fail(id)
 		}
-		if errs[i] != nil && class(errs[i]) != ClassPermanent {
+		if errs[i] != nil && class(errs[i]) != publisher.ClassPermanent {
 			failed[e.Key] = errs[i]
 		}
 	}
@@ -179,7 +180,7 @@ func TestRoundRunPermanentFailureUnblocksItsKey(t *testing.T) {
 	st := &fakeStore{rows: rows}
 	pub := &runPublisher{fail: func(id int64) error {
 		if id == 4 {
-			return Mark(fmt.Errorf("record too large"), ClassPermanent, 0)
+			return publisher.Permanent(fmt.Errorf("record too large"))
 		}
 		return nil
 	}}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/txoutbox/outbox/internal/redact"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // tracerName is the instrumentation scope of the relay's spans.
@@ -32,7 +33,7 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 func (r *Relay) startSend(rs *routeState, it *item) trace.Span {
 	ctx := context.Background()
 	h := it.env.Headers
-	if _, ok := h[HeaderTraceParent]; ok {
+	if _, ok := h[publisher.HeaderTraceParent]; ok {
 		ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(h))
 	}
 	_, span := r.tracer.Start(ctx, "send", trace.WithSpanKind(trace.SpanKindProducer))
@@ -50,7 +51,7 @@ func (r *Relay) startSend(rs *routeState, it *item) trace.Span {
 		attribute.String("outbox.route", rs.name),
 		attribute.Int("outbox.attempt", it.env.Attempt),
 	)
-	delete(h, HeaderTraceState)
+	delete(h, publisher.HeaderTraceState)
 	propagation.TraceContext{}.Inject(trace.ContextWithSpan(context.Background(), span), propagation.MapCarrier(h))
 	return span
 }
@@ -59,7 +60,7 @@ func (r *Relay) startSend(rs *routeState, it *item) trace.Span {
 func endSend(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		span.SetStatus(codes.Error, redact.Text(oneLine(err.Error())))
-		cls, _ := ClassOf(err)
+		cls, _ := classOf(err)
 		span.SetAttributes(attribute.String("outbox.error_class", cls.String()))
 	}
 	span.End()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // TestUnroutedWaitsWhileAnotherRelayRoutesIt: a topic no route here
@@ -38,7 +39,7 @@ func TestUnroutedWaitsWhileAnotherRelayRoutesIt(t *testing.T) {
 				row(3, "order.created", "k2", ""), // another key
 			}}
 			var sent []string
-			r := newTestRelay(t, st, publishFunc(func(e *Envelope) error {
+			r := newTestRelay(t, st, publishFunc(func(e *publisher.Envelope) error {
 				sent = append(sent, e.ID)
 				return nil
 			}))

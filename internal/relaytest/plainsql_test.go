@@ -17,6 +17,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // recorder is a publisher that accepts every message and keeps the last
@@ -316,7 +317,7 @@ func TestHeadersNullIsNoHeaders(t *testing.T) {
 			if !ok {
 				t.Fatal("the row with headers null was not delivered")
 			}
-			want := map[string]string{outbox.HeaderTopic: "php.created", outbox.HeaderBusinessKey: "p1", outbox.HeaderContentType: outbox.DefaultContentType}
+			want := map[string]string{publisher.HeaderTopic: "php.created", publisher.HeaderBusinessKey: "p1", publisher.HeaderContentType: publisher.DefaultContentType}
 			if !maps.Equal(env.Headers, want) {
 				t.Errorf("headers %v, want %v", env.Headers, want)
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/seal"
 )
 
@@ -152,7 +153,7 @@ func TestSealedRoundTrip(t *testing.T) {
 			if !ok || !bytes.Equal(e.Payload, openJSON) {
 				t.Errorf("opened payload %q, want %q", e.Payload, openJSON)
 			}
-			if _, sealed := e.Headers[seal.HeaderAlgorithm]; sealed || e.Headers[outbox.HeaderContentType] != "application/json" ||
+			if _, sealed := e.Headers[seal.HeaderAlgorithm]; sealed || e.Headers[publisher.HeaderContentType] != "application/json" ||
 				e.Headers["x-email"] != "alice@example.com" || e.Headers["x-tenant"] != "acme" {
 				t.Errorf("opened message headers %v", e.Headers)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
@@ -216,7 +217,7 @@ func TestCloudEventsMQTT(t *testing.T) {
 
 	bad := ceEnvelope(dest, map[string]string{"x-tenant": "acme"})
 	errs := p.Publish(ctx, []*outbox.Envelope{bad})
-	if outbox.Classify(errs[0]) != outbox.ClassPermanent || !strings.Contains(errs[0].Error(), "x-tenant") {
+	if publisher.Classify(errs[0]) != publisher.ClassPermanent || !strings.Contains(errs[0].Error(), "x-tenant") {
 		t.Errorf("a header that is no attribute name: %v, want a permanent error naming it", errs[0])
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 	"github.com/txoutbox/outbox/webhooksig"
 )
@@ -42,8 +43,8 @@ var ceCreatedAt = time.Date(2026, 12, 1, 10, 30, 0, 123456000, time.UTC)
 // and, where extra is set, a producer header.
 func ceEnvelope(dest string, extra map[string]string) *outbox.Envelope {
 	h := map[string]string{
-		outbox.HeaderTopic: "order.created", outbox.HeaderBusinessKey: "order-42",
-		outbox.HeaderContentType: "application/json", outbox.HeaderTraceParent: traceParent,
+		publisher.HeaderTopic: "order.created", publisher.HeaderBusinessKey: "order-42",
+		publisher.HeaderContentType: "application/json", publisher.HeaderTraceParent: traceParent,
 	}
 	for k, v := range extra {
 		h[k] = v

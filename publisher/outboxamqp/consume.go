@@ -12,8 +12,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -90,8 +90,8 @@ func Decode(d amqp.Delivery) (*inbox.Message, error) {
 	}
 	m := &inbox.Message{
 		ID:          d.MessageId,
-		Topic:       h[outbox.HeaderTopic],
-		Key:         h[outbox.HeaderBusinessKey],
+		Topic:       h[publisher.HeaderTopic],
+		Key:         h[publisher.HeaderBusinessKey],
 		ContentType: d.ContentType,
 		Headers:     h,
 		Payload:     d.Body,
@@ -100,7 +100,7 @@ func Decode(d amqp.Delivery) (*inbox.Message, error) {
 		m.Topic = d.Type
 	}
 	if m.ContentType == "" {
-		m.ContentType = h[outbox.HeaderContentType]
+		m.ContentType = h[publisher.HeaderContentType]
 	}
 	return m, nil
 }

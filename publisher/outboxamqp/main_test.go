@@ -10,9 +10,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -176,8 +176,8 @@ func received(d amqp.Delivery) publishertest.Received {
 	}
 	return publishertest.Received{
 		ID:          d.MessageId,
-		Key:         h[outbox.HeaderBusinessKey],
-		Topic:       h[outbox.HeaderTopic],
+		Key:         h[publisher.HeaderBusinessKey],
+		Topic:       h[publisher.HeaderTopic],
 		Destination: d.RoutingKey,
 		Payload:     d.Body,
 		Headers:     h,

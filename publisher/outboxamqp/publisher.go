@@ -49,9 +49,9 @@
 // though an ack follows, and so does every message of a channel the broker
 // closed because the exchange does not exist. A nack is transient. A
 // message that was sent but not confirmed before the context ended or the
-// connection was lost is an unknown outcome (outbox.Unknown). A broker that
+// connection was lost is an unknown outcome (publisher.Unknown). A broker that
 // cannot be reached, or that has blocked publishing (resource alarm), makes
-// every message of the batch outbox.Unavailable, so that the relay takes down
+// every message of the batch publisher.Unavailable, so that the relay takes down
 // the route instead of spending attempts.
 //
 // The publisher connects on the first Publish and again on the next
@@ -74,7 +74,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -191,7 +191,7 @@ type Publisher struct {
 	closed bool
 }
 
-var _ outbox.Publisher = (*Publisher)(nil)
+var _ publisher.Publisher = (*Publisher)(nil)
 
 // New returns a Publisher for the broker at rawURL (see the package
 // documentation for its form). It does not connect: the first Publish
@@ -314,7 +314,7 @@ func (p *Publisher) Exchange() string { return p.exchange }
 // Publish sends the batch pipelined on the confirm-mode channel, at most
 // MaxInFlight unconfirmed at a time, and waits for every confirm or for
 // ctx. Messages go out in batch order. Results are in batch order.
-func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
 	errs := make([]error, len(batch))
 	fill := func(err error) {
 		for i := range errs {
@@ -366,7 +366,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 		return errs
 	}
 	if reason := s.blockedReason(); reason != "" {
-		fill(outbox.Unavailable(fmt.Errorf("broker %s blocked publishing: %s", p.redacted, reason)))
+		fill(publisher.Unavailable(fmt.Errorf("broker %s blocked publishing: %s", p.redacted, reason)))
 		return errs
 	}
 	p.publish(ctx, s, batch, todo, errs)
@@ -384,29 +384,29 @@ func (p *Publisher) notSent(ctx context.Context) error {
 }
 
 // check refuses, permanently, what the broker could never accept.
-func (p *Publisher) check(env *outbox.Envelope) error {
+func (p *Publisher) check(env *publisher.Envelope) error {
 	switch {
 	case env == nil:
-		return outbox.Permanent(errors.New("outboxamqp: nil envelope"))
+		return publisher.Permanent(errors.New("outboxamqp: nil envelope"))
 	case len(env.Destination) > maxShortString:
-		return outbox.Permanent(fmt.Errorf("routing key (destination) is longer than %d bytes", maxShortString))
+		return publisher.Permanent(fmt.Errorf("routing key (destination) is longer than %d bytes", maxShortString))
 	case len(env.ID) > maxShortString:
-		return outbox.Permanent(fmt.Errorf("message id is longer than %d bytes", maxShortString))
+		return publisher.Permanent(fmt.Errorf("message id is longer than %d bytes", maxShortString))
 	}
 	if limit := p.maxBytes.Load(); limit > 0 && int64(len(env.Payload)) > limit {
-		return outbox.Permanent(fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(env.Payload), limit))
+		return publisher.Permanent(fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(env.Payload), limit))
 	}
 	for k, v := range env.Headers {
 		if k == "" || len(k) > maxShortString {
-			return outbox.Permanent(fmt.Errorf("a header name is empty or longer than %d bytes", maxShortString))
+			return publisher.Permanent(fmt.Errorf("a header name is empty or longer than %d bytes", maxShortString))
 		}
-		if k == outbox.HeaderContentType && len(v) > maxShortString {
-			return outbox.Permanent(fmt.Errorf("content type is longer than %d bytes", maxShortString))
+		if k == publisher.HeaderContentType && len(v) > maxShortString {
+			return publisher.Permanent(fmt.Errorf("content type is longer than %d bytes", maxShortString))
 		}
 	}
 	if p.ce != nil {
 		if _, err := p.ce.Headers(outboxce.AMQP, env); err != nil {
-			return outbox.Permanent(err)
+			return publisher.Permanent(err)
 		}
 	}
 	return nil
@@ -421,7 +421,7 @@ func senderSelected(name string) bool {
 }
 
 // message renders an envelope as an AMQP publishing.
-func (p *Publisher) message(env *outbox.Envelope) amqp.Publishing {
+func (p *Publisher) message(env *publisher.Envelope) amqp.Publishing {
 	headers := env.Headers
 	if p.ce != nil {
 		headers, _ = p.ce.Headers(outboxce.AMQP, env) // check refused the failures
@@ -439,7 +439,7 @@ func (p *Publisher) message(env *outbox.Envelope) amqp.Publishing {
 	}
 	return amqp.Publishing{
 		Headers:      h,
-		ContentType:  env.Headers[outbox.HeaderContentType],
+		ContentType:  env.Headers[publisher.HeaderContentType],
 		DeliveryMode: amqp.Persistent,
 		MessageId:    env.ID,
 		Timestamp:    ts,

@@ -11,15 +11,15 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
-func env(dest, key, payload string) *outbox.Envelope {
+func env(dest, key, payload string) *publisher.Envelope {
 	return publishertest.Envelope(dest, key, []byte(payload), "application/json", nil)
 }
 
@@ -32,7 +32,7 @@ func TestMixedBatch(t *testing.T) {
 	unbound := testdb.RandomName("mixed.unbound.")
 	c := consume(t, outboxamqp.DefaultExchange, bound)
 	p := newPublisher(t, rabbitURL, nil)
-	var batch []*outbox.Envelope
+	var batch []*publisher.Envelope
 	for i := range 40 {
 		dest := bound
 		if i%3 == 1 {
@@ -50,7 +50,7 @@ func TestMixedBatch(t *testing.T) {
 			}
 			continue
 		}
-		publishertest.WantClass(t, fmt.Sprint("message ", i, " to an unbound key"), err, outbox.ClassPermanent)
+		publishertest.WantClass(t, fmt.Sprint("message ", i, " to an unbound key"), err, publisher.ClassPermanent)
 		want := fmt.Sprintf(`unroutable: no queue bound to exchange "amq.topic" with routing key %q`, unbound)
 		if !errors.Is(err, outboxamqp.ErrUnroutable) || !strings.Contains(err.Error(), want) {
 			t.Errorf("message %d: error %q, want it to say %q", i, err, want)
@@ -73,9 +73,9 @@ func TestMissingExchange(t *testing.T) {
 	exchange := testdb.RandomName("outbox-test-missing-")
 	p := newPublisher(t, rabbitURL, &outboxamqp.Config{Exchange: exchange})
 	dest := testdb.RandomName("missing.")
-	batch := []*outbox.Envelope{env(dest, "a", `1`), env(dest, "b", `2`), env(dest, "c", `3`)}
+	batch := []*publisher.Envelope{env(dest, "a", `1`), env(dest, "b", `2`), env(dest, "c", `3`)}
 	for i, err := range p.Publish(publishCtx(t, 20*time.Second), batch) {
-		publishertest.WantClass(t, fmt.Sprint("message ", i), err, outbox.ClassPermanent)
+		publishertest.WantClass(t, fmt.Sprint("message ", i), err, publisher.ClassPermanent)
 		if !errors.Is(err, outboxamqp.ErrNoExchange) || !strings.Contains(err.Error(), exchange) {
 			t.Errorf("message %d: error %q does not say exchange %s does not exist", i, err, exchange)
 		}
@@ -90,7 +90,7 @@ func TestMissingExchange(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
 	c := consume(t, exchange, dest)
-	if errs := p.Publish(publishCtx(t, 20*time.Second), []*outbox.Envelope{env(dest, "a", `4`)}); errs[0] != nil {
+	if errs := p.Publish(publishCtx(t, 20*time.Second), []*publisher.Envelope{env(dest, "a", `4`)}); errs[0] != nil {
 		t.Fatalf("publish once the exchange exists: %v", errs[0])
 	}
 	if d := c.waitN(t, 1, 20*time.Second)[0]; d.Exchange != exchange || string(d.Body) != "4" {
@@ -116,12 +116,12 @@ func TestNackIsTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newPublisher(t, rabbitURL, nil)
-	errs := p.Publish(publishCtx(t, 20*time.Second), []*outbox.Envelope{env(dest, "a", `1`), env(dest, "b", `2`), env(dest, "c", `3`)})
+	errs := p.Publish(publishCtx(t, 20*time.Second), []*publisher.Envelope{env(dest, "a", `1`), env(dest, "b", `2`), env(dest, "c", `3`)})
 	if errs[0] != nil {
 		t.Fatalf("first message, into an empty queue: %v", errs[0])
 	}
 	for i := 1; i < 3; i++ {
-		publishertest.WantClass(t, fmt.Sprint("message ", i, " into a full queue"), errs[i], outbox.ClassTransient)
+		publishertest.WantClass(t, fmt.Sprint("message ", i, " into a full queue"), errs[i], publisher.ClassTransient)
 		if !errors.Is(errs[i], outboxamqp.ErrNacked) {
 			t.Errorf("message %d: %q is not ErrNacked", i, errs[i])
 		}
@@ -140,8 +140,8 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	p := newPublisher(t, "amqp://guest:s3cr3t-pw@"+addr+"/", &outboxamqp.Config{DialTimeout: 2 * time.Second})
-	for i, err := range p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env("x.y", "a", `1`), env("x.y", "b", `2`)}) {
-		publishertest.WantClass(t, fmt.Sprint("message ", i), err, outbox.ClassUnavailable)
+	for i, err := range p.Publish(publishCtx(t, 10*time.Second), []*publisher.Envelope{env("x.y", "a", `1`), env("x.y", "b", `2`)}) {
+		publishertest.WantClass(t, fmt.Sprint("message ", i), err, publisher.ClassUnavailable)
 		if strings.Contains(err.Error(), "s3cr3t-pw") || !strings.Contains(err.Error(), addr) {
 			t.Errorf("error %q: want the address and no password", err)
 		}
@@ -154,8 +154,8 @@ func TestBadCredentialsAreUnavailable(t *testing.T) {
 	t.Parallel()
 	dialRabbit(t)
 	p := newPublisher(t, "amqp://outbox-nobody:wr0ng-pw@"+rabbitAddr(t)+"/", nil)
-	err := p.Publish(publishCtx(t, 20*time.Second), []*outbox.Envelope{env("x.y", "a", `1`)})[0]
-	publishertest.WantClass(t, "publish with a bad password", err, outbox.ClassUnavailable)
+	err := p.Publish(publishCtx(t, 20*time.Second), []*publisher.Envelope{env("x.y", "a", `1`)})[0]
+	publishertest.WantClass(t, "publish with a bad password", err, publisher.ClassUnavailable)
 	if strings.Contains(err.Error(), "wr0ng-pw") {
 		t.Errorf("error %q leaks the password", err)
 	}
@@ -170,7 +170,7 @@ func throughProxy(t *testing.T, prefix string) (*faultproxy.Proxy, string, *cons
 	dest := testdb.RandomName(prefix)
 	c := consume(t, outboxamqp.DefaultExchange, dest)
 	p := newPublisher(t, viaAddr(t, proxy.Addr()), &outboxamqp.Config{DialTimeout: 2 * time.Second})
-	if err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `0`)})[0]; err != nil {
+	if err := p.Publish(publishCtx(t, 10*time.Second), []*publisher.Envelope{env(dest, "a", `0`)})[0]; err != nil {
 		t.Fatal(err)
 	}
 	return proxy, dest, c, p
@@ -184,19 +184,19 @@ func TestReconnect(t *testing.T) {
 	proxy, dest, c, p := throughProxy(t, "reconnect.")
 	proxy.SetMode(faultproxy.Refuse)
 	for i := range 3 {
-		err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `2`)})[0]
+		err := p.Publish(publishCtx(t, 10*time.Second), []*publisher.Envelope{env(dest, "a", `2`)})[0]
 		if err == nil {
 			t.Fatalf("publish %d succeeded while the broker was unreachable", i)
 		}
-		if cls := outbox.Classify(err); cls != outbox.ClassUnavailable && cls != outbox.ClassUnknown {
+		if cls := publisher.Classify(err); cls != publisher.ClassUnavailable && cls != publisher.ClassUnknown {
 			t.Fatalf("publish %d while unreachable: %q is %v, want unavailable (or unknown)", i, err, cls)
 		}
 	}
-	err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `2`)})[0]
-	publishertest.WantClass(t, "publish on a refused connection", err, outbox.ClassUnavailable)
+	err := p.Publish(publishCtx(t, 10*time.Second), []*publisher.Envelope{env(dest, "a", `2`)})[0]
+	publishertest.WantClass(t, "publish on a refused connection", err, publisher.ClassUnavailable)
 	proxy.SetMode(faultproxy.Pass)
 	last := env(dest, "a", `3`)
-	if err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{last})[0]; err != nil {
+	if err := p.Publish(publishCtx(t, 10*time.Second), []*publisher.Envelope{last})[0]; err != nil {
 		t.Fatalf("publish after the broker came back: %v", err)
 	}
 	relaytest.WaitFor(t, 20*time.Second, "the message sent after reconnecting", func() bool { return c.has(last.ID) })
@@ -211,19 +211,19 @@ func TestBlackhole(t *testing.T) {
 	proxy, dest, c, p := throughProxy(t, "blackhole.")
 
 	proxy.SetMode(faultproxy.Blackhole)
-	var batch []*outbox.Envelope
+	var batch []*publisher.Envelope
 	for i := range 20 {
 		batch = append(batch, env(dest, fmt.Sprint("k", i), fmt.Sprint(i+1)))
 	}
 	for i, err := range p.Publish(publishCtx(t, 2*time.Second), batch) {
-		publishertest.WantClass(t, fmt.Sprint("blackholed message ", i), err, outbox.ClassUnknown)
+		publishertest.WantClass(t, fmt.Sprint("blackholed message ", i), err, publisher.ClassUnknown)
 	}
 	// The connection was dropped; a new one cannot get through either.
-	err := p.Publish(publishCtx(t, 5*time.Second), []*outbox.Envelope{env(dest, "a", `21`)})[0]
+	err := p.Publish(publishCtx(t, 5*time.Second), []*publisher.Envelope{env(dest, "a", `21`)})[0]
 	if err == nil {
 		t.Fatal("publish succeeded through a blackhole")
 	}
-	if cls := outbox.Classify(err); cls != outbox.ClassUnavailable && cls != outbox.ClassUnknown {
+	if cls := publisher.Classify(err); cls != publisher.ClassUnavailable && cls != publisher.ClassUnknown {
 		t.Fatalf("publish through a blackhole: %q is %v", err, cls)
 	}
 	time.Sleep(time.Second) // hold the blackhole a little longer
@@ -231,7 +231,7 @@ func TestBlackhole(t *testing.T) {
 	proxy.SetMode(faultproxy.Pass)
 	last := env(dest, "a", `22`)
 	relaytest.WaitFor(t, 30*time.Second, "a successful publish after the blackhole", func() bool {
-		return p.Publish(publishCtx(t, 5*time.Second), []*outbox.Envelope{last})[0] == nil
+		return p.Publish(publishCtx(t, 5*time.Second), []*publisher.Envelope{last})[0] == nil
 	})
 	relaytest.WaitFor(t, 20*time.Second, "the message published after recovery", func() bool { return c.has(last.ID) })
 }
@@ -243,11 +243,11 @@ func TestMaxMessageBytes(t *testing.T) {
 	dest := testdb.RandomName("size.")
 	c := consume(t, outboxamqp.DefaultExchange, dest)
 	p := newPublisher(t, rabbitURL, &outboxamqp.Config{MaxMessageBytes: 10})
-	errs := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env(dest, "a", `"short"`), env(dest, "b", `"far too long"`)})
+	errs := p.Publish(publishCtx(t, 10*time.Second), []*publisher.Envelope{env(dest, "a", `"short"`), env(dest, "b", `"far too long"`)})
 	if errs[0] != nil {
 		t.Fatalf("small message: %v", errs[0])
 	}
-	publishertest.WantClass(t, "oversized message", errs[1], outbox.ClassPermanent)
+	publishertest.WantClass(t, "oversized message", errs[1], publisher.ClassPermanent)
 	if !errors.Is(errs[1], outboxamqp.ErrTooLarge) {
 		t.Errorf("%q is not ErrTooLarge", errs[1])
 	}
@@ -267,13 +267,13 @@ func TestCloseDuringPublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{env("close.x", "a", `0`)})[0]; err == nil || outbox.Classify(err) != outbox.ClassPermanent {
+	if err := p.Publish(publishCtx(t, 10*time.Second), []*publisher.Envelope{env("close.x", "a", `0`)})[0]; err == nil || publisher.Classify(err) != publisher.ClassPermanent {
 		t.Fatalf("unbound key: %v, want unroutable", err)
 	}
 	proxy.SetMode(faultproxy.Blackhole)
 	result := make(chan []error, 1)
 	go func() {
-		result <- p.Publish(context.Background(), []*outbox.Envelope{env("close.x", "a", `1`), env("close.x", "b", `2`)})
+		result <- p.Publish(context.Background(), []*publisher.Envelope{env("close.x", "a", `1`), env("close.x", "b", `2`)})
 	}()
 	// Give the publish time to get stuck; the assertions below hold even if
 	// Close comes first.
@@ -293,7 +293,7 @@ func TestCloseDuringPublish(t *testing.T) {
 			t.Errorf("message %d reported delivered through a blackhole", i)
 		}
 	}
-	if err := p.Publish(publishCtx(t, time.Second), []*outbox.Envelope{env("close.x", "a", `3`)})[0]; !errors.Is(err, outboxamqp.ErrClosed) {
+	if err := p.Publish(publishCtx(t, time.Second), []*publisher.Envelope{env("close.x", "a", `3`)})[0]; !errors.Is(err, outboxamqp.ErrClosed) {
 		t.Fatalf("publish after Close: %v, want ErrClosed", err)
 	}
 	if err := p.Close(); err != nil {
@@ -313,7 +313,7 @@ func TestConnectOption(t *testing.T) {
 		return amqp.DialConfig(rabbitURL, amqp.Config{Properties: amqp.Table{"connection_name": "caller's own"}})
 	}})
 	e := env(dest, "a", `1`)
-	if err := p.Publish(publishCtx(t, 10*time.Second), []*outbox.Envelope{e})[0]; err != nil {
+	if err := p.Publish(publishCtx(t, 10*time.Second), []*publisher.Envelope{e})[0]; err != nil {
 		t.Fatal(err)
 	}
 	if dials != 1 || c.waitN(t, 1, 10*time.Second)[0].MessageId != e.ID {

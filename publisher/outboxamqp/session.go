@@ -13,7 +13,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // session is one connection with one confirm-mode channel, and the
@@ -137,7 +137,7 @@ func (p *Publisher) open(ctx context.Context, prev *session) (*session, error) {
 		if octx.Err() != nil {
 			err = fmt.Errorf("no answer within %v", time.Since(start).Round(100*time.Millisecond))
 		}
-		return nil, outbox.Unavailable(fmt.Errorf("connect %s: %v", p.redacted, err))
+		return nil, publisher.Unavailable(fmt.Errorf("connect %s: %v", p.redacted, err))
 	}
 	var conn *amqp.Connection
 	var err error
@@ -340,7 +340,7 @@ func (s *session) confirm(c amqp.Confirmation) {
 	case !c.Ack:
 		err = fmt.Errorf("%w (negative publisher confirm)", ErrNacked)
 	case f.returned != nil:
-		err = outbox.Permanent(fmt.Errorf("%w: no queue bound to exchange %q with routing key %q (%d %s)",
+		err = publisher.Permanent(fmt.Errorf("%w: no queue bound to exchange %q with routing key %q (%d %s)",
 			ErrUnroutable, f.returned.Exchange, f.returned.RoutingKey, f.returned.ReplyCode, f.returned.ReplyText))
 	}
 	s.resolveLocked(c.DeliveryTag, f, err)
@@ -411,13 +411,13 @@ func (s *session) lost(f *flight, sent bool) error {
 	switch {
 	case e == nil:
 		if sent {
-			return outbox.Unknown(errors.New("connection closed before the broker confirmed the message"))
+			return publisher.Unknown(errors.New("connection closed before the broker confirmed the message"))
 		}
 		return errors.New("not sent: connection closed")
 	case e.Server && e.Code == amqp.NotFound && strings.Contains(e.Reason, "exchange"):
-		return outbox.Permanent(&exchangeError{exchange: s.exchange, vhost: s.vhost})
+		return publisher.Permanent(&exchangeError{exchange: s.exchange, vhost: s.vhost})
 	case e.Code == amqp.PreconditionFailed && s.oversize > 0 && f != nil && int64(f.size) > s.oversize:
-		return outbox.Permanent(fmt.Errorf("%w: %d bytes, the broker's max_message_size is %d", ErrTooLarge, f.size, s.oversize))
+		return publisher.Permanent(fmt.Errorf("%w: %d bytes, the broker's max_message_size is %d", ErrTooLarge, f.size, s.oversize))
 	}
 	what, why := "channel closed", fmt.Sprintf("%d %s", e.Code, e.Reason)
 	switch {
@@ -427,16 +427,16 @@ func (s *session) lost(f *flight, sent bool) error {
 		what = "connection closed by the broker"
 	}
 	if sent {
-		return outbox.Unknown(fmt.Errorf("%s before the broker confirmed the message: %s", what, why))
+		return publisher.Unknown(fmt.Errorf("%s before the broker confirmed the message: %s", what, why))
 	}
 	if what != "channel closed" {
-		return outbox.Unavailable(fmt.Errorf("not sent: %s: %s", what, why))
+		return publisher.Unavailable(fmt.Errorf("not sent: %s: %s", what, why))
 	}
 	return fmt.Errorf("not sent: %s: %s", what, why)
 }
 
 // publish pipelines the batch's todo indexes on s and fills errs.
-func (p *Publisher) publish(ctx context.Context, s *session, batch []*outbox.Envelope, todo []int, errs []error) {
+func (p *Publisher) publish(ctx context.Context, s *session, batch []*publisher.Envelope, todo []int, errs []error) {
 	b := &batchState{
 		errs:  errs,
 		state: make([]uint8, len(batch)),
@@ -465,7 +465,7 @@ func (p *Publisher) publish(ctx context.Context, s *session, batch []*outbox.Env
 		for i, st := range b.state {
 			switch st {
 			case stateSent:
-				errs[i] = outbox.Unknown(fmt.Errorf("no confirm from the broker: %w", ctx.Err()))
+				errs[i] = publisher.Unknown(fmt.Errorf("no confirm from the broker: %w", ctx.Err()))
 			case stateUnsent:
 				errs[i] = p.notSent(ctx)
 			}
@@ -478,7 +478,7 @@ func (p *Publisher) publish(ctx context.Context, s *session, batch []*outbox.Env
 
 // write sends the batch in order, each message once a slot of the
 // in-flight window is free.
-func (p *Publisher) write(s *session, b *batchState, batch []*outbox.Envelope, todo []int) {
+func (p *Publisher) write(s *session, b *batchState, batch []*publisher.Envelope, todo []int) {
 	for n, i := range todo {
 		env := batch[i]
 		select {

@@ -7,7 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 func TestParseMaxSize(t *testing.T) {
@@ -32,27 +32,27 @@ func TestLost(t *testing.T) {
 		err   *amqp.Error
 		f     *flight
 		sent  bool
-		want  outbox.ErrorClass
+		want  publisher.ErrorClass
 		is    error
 		words string
 	}{
-		{"clean close, sent", nil, small, true, outbox.ClassUnknown, nil, "connection closed"},
-		{"clean close, unsent", nil, nil, false, outbox.ClassTransient, nil, "not sent"},
-		{"missing exchange", &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no exchange 'x' in vhost '/'", Server: true, Recover: true}, small, true, outbox.ClassPermanent, ErrNoExchange, `exchange "ex" does not exist in vhost "/"`},
-		{"missing exchange, unsent", &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no exchange 'x' in vhost '/'", Server: true, Recover: true}, nil, false, outbox.ClassPermanent, ErrNoExchange, "does not exist"},
-		{"too large", &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - message size 200 is larger than configured max size 100", Server: true, Recover: true}, big, true, outbox.ClassPermanent, ErrTooLarge, "max_message_size is 100"},
-		{"small one on a channel killed by a large one", &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - message size 200 is larger than configured max size 100", Server: true, Recover: true}, small, true, outbox.ClassUnknown, nil, "channel closed"},
-		{"network, sent", &amqp.Error{Code: amqp.FrameError, Reason: "EOF"}, small, true, outbox.ClassUnknown, nil, "connection lost"},
-		{"network, unsent", &amqp.Error{Code: amqp.FrameError, Reason: "EOF"}, nil, false, outbox.ClassUnavailable, nil, "connection lost"},
-		{"broker shutdown, unsent", &amqp.Error{Code: amqp.ConnectionForced, Reason: "CONNECTION_FORCED - shutdown", Server: true}, nil, false, outbox.ClassUnavailable, nil, "closed by the broker"},
-		{"access refused, unsent", &amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED - write access", Server: true, Recover: true}, nil, false, outbox.ClassTransient, nil, "ACCESS_REFUSED"},
+		{"clean close, sent", nil, small, true, publisher.ClassUnknown, nil, "connection closed"},
+		{"clean close, unsent", nil, nil, false, publisher.ClassTransient, nil, "not sent"},
+		{"missing exchange", &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no exchange 'x' in vhost '/'", Server: true, Recover: true}, small, true, publisher.ClassPermanent, ErrNoExchange, `exchange "ex" does not exist in vhost "/"`},
+		{"missing exchange, unsent", &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no exchange 'x' in vhost '/'", Server: true, Recover: true}, nil, false, publisher.ClassPermanent, ErrNoExchange, "does not exist"},
+		{"too large", &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - message size 200 is larger than configured max size 100", Server: true, Recover: true}, big, true, publisher.ClassPermanent, ErrTooLarge, "max_message_size is 100"},
+		{"small one on a channel killed by a large one", &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - message size 200 is larger than configured max size 100", Server: true, Recover: true}, small, true, publisher.ClassUnknown, nil, "channel closed"},
+		{"network, sent", &amqp.Error{Code: amqp.FrameError, Reason: "EOF"}, small, true, publisher.ClassUnknown, nil, "connection lost"},
+		{"network, unsent", &amqp.Error{Code: amqp.FrameError, Reason: "EOF"}, nil, false, publisher.ClassUnavailable, nil, "connection lost"},
+		{"broker shutdown, unsent", &amqp.Error{Code: amqp.ConnectionForced, Reason: "CONNECTION_FORCED - shutdown", Server: true}, nil, false, publisher.ClassUnavailable, nil, "closed by the broker"},
+		{"access refused, unsent", &amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED - write access", Server: true, Recover: true}, nil, false, publisher.ClassTransient, nil, "ACCESS_REFUSED"},
 	} {
 		s := &session{exchange: "ex", vhost: "/", closeErr: tc.err}
 		if tc.err != nil && tc.err.Code == amqp.PreconditionFailed {
 			s.oversize = parseMaxSize(tc.err.Reason)
 		}
 		err := s.lost(tc.f, tc.sent)
-		if got := outbox.Classify(err); got != tc.want {
+		if got := publisher.Classify(err); got != tc.want {
 			t.Errorf("%s: %q is %v, want %v", tc.name, err, got, tc.want)
 		}
 		if tc.is != nil && !errors.Is(err, tc.is) {
@@ -81,7 +81,7 @@ func TestRedact(t *testing.T) {
 // route the message to further routing keys; they never reach the wire.
 func TestSenderSelectedHeadersNotSent(t *testing.T) {
 	p := &Publisher{}
-	m := p.message(&outbox.Envelope{ID: "id", Headers: map[string]string{"CC": "admin.cmd", "bcc": "x", "x-tenant": "t"}})
+	m := p.message(&publisher.Envelope{ID: "id", Headers: map[string]string{"CC": "admin.cmd", "bcc": "x", "x-tenant": "t"}})
 	if _, ok := m.Headers["CC"]; ok {
 		t.Error("CC was sent")
 	}

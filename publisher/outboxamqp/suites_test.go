@@ -10,12 +10,12 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -90,7 +90,7 @@ func checkDelivery(t *testing.T, d amqp.Delivery, dest string) {
 	if d.Exchange != outboxamqp.DefaultExchange || d.RoutingKey != dest {
 		t.Errorf("message %s: exchange %q routing key %q; want amq.topic, %q", d.MessageId, d.Exchange, d.RoutingKey, dest)
 	}
-	if d.DeliveryMode != amqp.Persistent || d.ContentType != h[outbox.HeaderContentType] || d.Type != h[outbox.HeaderTopic] || d.AppId != outboxamqp.AppID || d.Timestamp.IsZero() {
+	if d.DeliveryMode != amqp.Persistent || d.ContentType != h[publisher.HeaderContentType] || d.Type != h[publisher.HeaderTopic] || d.AppId != outboxamqp.AppID || d.Timestamp.IsZero() {
 		t.Errorf("message %s: delivery mode %d, content type %q, type %q, app id %q, timestamp %v", d.MessageId, d.DeliveryMode, d.ContentType, d.Type, d.AppId, d.Timestamp)
 	}
 	if _, ok := h["message-id"]; ok {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -13,12 +13,12 @@ import (
 // ?format=cloudevents&ce_source=/orders.
 func ExampleFormat_Headers() {
 	f, _ := outboxce.Parse("cloudevents", "/orders")
-	env := &outbox.Envelope{
+	env := &publisher.Envelope{
 		ID: "0190e6b4-8f3a-7c1e-9a4b-3f2d1c0b9a87", Topic: "order.created", Key: "order-42",
 		Payload: []byte(`{"id":42}`), CreatedAt: time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC),
 		Headers: map[string]string{
-			outbox.HeaderTopic: "order.created", outbox.HeaderBusinessKey: "order-42",
-			outbox.HeaderContentType: "application/json", "x-tenant": "acme",
+			publisher.HeaderTopic: "order.created", publisher.HeaderBusinessKey: "order-42",
+			publisher.HeaderContentType: "application/json", "x-tenant": "acme",
 		},
 	}
 	h, _ := f.Headers(outboxce.Kafka, env)

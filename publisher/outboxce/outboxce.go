@@ -49,7 +49,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // Values of the CloudEvents wire.
@@ -203,7 +203,7 @@ var ours = map[string]bool{
 // specversion, id, source, type, time, datacontenttype, then subject,
 // partitionkey (when partitionKey and the message has a key), traceparent
 // and tracestate when present.
-func (f *Format) Attributes(env *outbox.Envelope, partitionKey bool) []Attribute {
+func (f *Format) Attributes(env *publisher.Envelope, partitionKey bool) []Attribute {
 	a := []Attribute{
 		{AttrSpecVersion, SpecVersion},
 		{AttrID, env.ID},
@@ -220,7 +220,7 @@ func (f *Format) Attributes(env *outbox.Envelope, partitionKey bool) []Attribute
 			a = append(a, Attribute{AttrPartitionKey, env.Key})
 		}
 	}
-	for _, n := range []string{outbox.HeaderTraceParent, outbox.HeaderTraceState} {
+	for _, n := range []string{publisher.HeaderTraceParent, publisher.HeaderTraceState} {
 		if v := env.Headers[n]; v != "" {
 			a = append(a, Attribute{n, v})
 		}
@@ -228,11 +228,11 @@ func (f *Format) Attributes(env *outbox.Envelope, partitionKey bool) []Attribute
 	return a
 }
 
-func contentType(env *outbox.Envelope) string {
-	if ct := env.Headers[outbox.HeaderContentType]; ct != "" {
+func contentType(env *publisher.Envelope) string {
+	if ct := env.Headers[publisher.HeaderContentType]; ct != "" {
 		return ct
 	}
-	return outbox.DefaultContentType
+	return publisher.DefaultContentType
 }
 
 // Binding is how one protocol carries the attributes in binary mode.
@@ -284,12 +284,12 @@ func ValidExtensionName(name string) bool {
 // outbox-topic and outbox-business-key are left out: type and subject
 // carry them. The error is permanent: a producer header that the binding
 // would read as an attribute but cannot be one.
-func (f *Format) Headers(b Binding, env *outbox.Envelope) (map[string]string, error) {
+func (f *Format) Headers(b Binding, env *publisher.Envelope) (map[string]string, error) {
 	h := make(map[string]string, len(env.Headers)+10)
 	lp := strings.ToLower(b.Prefix)
 	for k, v := range env.Headers {
 		switch k {
-		case outbox.HeaderTopic, outbox.HeaderBusinessKey, outbox.HeaderContentType, outbox.HeaderTraceParent, outbox.HeaderTraceState:
+		case publisher.HeaderTopic, publisher.HeaderBusinessKey, publisher.HeaderContentType, publisher.HeaderTraceParent, publisher.HeaderTraceState:
 			continue
 		}
 		if lk := strings.ToLower(k); strings.HasPrefix(lk, lp) {
@@ -303,7 +303,7 @@ func (f *Format) Headers(b Binding, env *outbox.Envelope) (map[string]string, er
 		}
 		h[k] = v
 	}
-	for _, n := range []string{outbox.HeaderTraceParent, outbox.HeaderTraceState} {
+	for _, n := range []string{publisher.HeaderTraceParent, publisher.HeaderTraceState} {
 		if v := env.Headers[n]; v != "" {
 			h[n] = v
 		}
@@ -311,7 +311,7 @@ func (f *Format) Headers(b Binding, env *outbox.Envelope) (map[string]string, er
 	for _, a := range f.Attributes(env, b.PartitionKey) {
 		if a.Name == AttrDataContentType {
 			switch {
-			case b.ContentType == outbox.HeaderContentType:
+			case b.ContentType == publisher.HeaderContentType:
 				h[b.ContentType] = a.Value // the protocol's own header, as it is
 			case b.ContentType != "":
 				h[b.ContentType] = b.escape(a.Value)
@@ -427,7 +427,7 @@ func (b Binding) IsBinary(headers map[string]string) bool {
 func (b Binding) DecodeEvent(headers map[string]string, property string, payload []byte) (*Message, error) {
 	ct := property
 	if ct == "" {
-		ct = headers[outbox.HeaderContentType]
+		ct = headers[publisher.HeaderContentType]
 	}
 	switch {
 	case IsStructuredType(ct):
@@ -477,8 +477,8 @@ func (b Binding) Decode(headers map[string]string, contentType string, payload [
 	switch {
 	case contentType != "":
 		m.ContentType = contentType
-	case b.ContentType == outbox.HeaderContentType:
-		m.ContentType = headers[outbox.HeaderContentType]
+	case b.ContentType == publisher.HeaderContentType:
+		m.ContentType = headers[publisher.HeaderContentType]
 	case b.ContentType != "":
 		if m.ContentType, err = attr(AttrDataContentType); err != nil {
 			return nil, fmt.Errorf("%s%s: %v", b.Prefix, AttrDataContentType, err)
@@ -497,12 +497,12 @@ func (b Binding) Decode(headers map[string]string, contentType string, payload [
 
 // fill sets the plain wire's headers from the decoded fields.
 func (m *Message) fill() {
-	m.Headers[outbox.HeaderTopic] = m.Topic
+	m.Headers[publisher.HeaderTopic] = m.Topic
 	if m.Key != "" {
-		m.Headers[outbox.HeaderBusinessKey] = m.Key
+		m.Headers[publisher.HeaderBusinessKey] = m.Key
 	}
 	if m.ContentType != "" {
-		m.Headers[outbox.HeaderContentType] = m.ContentType
+		m.Headers[publisher.HeaderContentType] = m.ContentType
 	}
 }
 
@@ -523,7 +523,7 @@ func IsStructuredType(ct string) bool {
 // attributes, then the payload as data (JSON payloads embedded as they
 // are, byte for byte; other UTF-8 text as a JSON string) or, for bytes
 // that are not UTF-8 or claim JSON without being JSON, as data_base64.
-func (f *Format) Structured(env *outbox.Envelope) []byte {
+func (f *Format) Structured(env *publisher.Envelope) []byte {
 	var b []byte
 	b = append(b, '{')
 	for i, a := range f.Attributes(env, false) {
@@ -558,16 +558,16 @@ func appendJSONString(b []byte, s string) []byte {
 // structured-mode event: the producer's own headers, the plain
 // traceparent and tracestate, and content-type
 // application/cloudevents+json.
-func (f *Format) StructuredHeaders(env *outbox.Envelope) map[string]string {
+func (f *Format) StructuredHeaders(env *publisher.Envelope) map[string]string {
 	h := make(map[string]string, len(env.Headers))
 	for k, v := range env.Headers {
 		switch k {
-		case outbox.HeaderTopic, outbox.HeaderBusinessKey:
+		case publisher.HeaderTopic, publisher.HeaderBusinessKey:
 			continue
 		}
 		h[k] = v
 	}
-	h[outbox.HeaderContentType] = StructuredContentType
+	h[publisher.HeaderContentType] = StructuredContentType
 	return h
 }
 
@@ -615,7 +615,7 @@ func DecodeStructured(headers map[string]string, body []byte) (*Message, error) 
 		return nil, errors.New("structured CloudEvent without id or type")
 	}
 	if m.ContentType == "" {
-		m.ContentType = outbox.DefaultContentType // the JSON event format's default
+		m.ContentType = publisher.DefaultContentType // the JSON event format's default
 	}
 	for _, n := range []string{AttrTraceParent, AttrTraceState} {
 		if v, err := str(n); err == nil && v != "" {

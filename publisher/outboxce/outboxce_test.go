@@ -6,17 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
-func envelope() *outbox.Envelope {
-	return &outbox.Envelope{
+func envelope() *publisher.Envelope {
+	return &publisher.Envelope{
 		ID: "0190e6b4-8f3a-7c1e-9a4b-3f2d1c0b9a87", Topic: "order.created", Key: "order 42 – €",
 		Destination: "orders", Payload: []byte(`{"id": 42}`),
 		Headers: map[string]string{
-			outbox.HeaderTopic: "order.created", outbox.HeaderBusinessKey: "order 42 – €",
-			outbox.HeaderContentType: "application/json; charset=utf-8", outbox.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+			publisher.HeaderTopic: "order.created", publisher.HeaderBusinessKey: "order 42 – €",
+			publisher.HeaderContentType: "application/json; charset=utf-8", publisher.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 			"x-tenant": "acme", "ce-region": "eu west",
 		},
 		CreatedAt: time.Date(2026, 12, 1, 10, 30, 0, 123456000, time.FixedZone("CET", 3600)),
@@ -100,10 +100,10 @@ func TestBindingsRoundTrip(t *testing.T) {
 			if got := lower[lp+"time"]; got != "2026-12-01T09:30:00.123456Z" {
 				t.Errorf("time = %q", got)
 			}
-			if _, ok := h[outbox.HeaderTopic]; ok {
+			if _, ok := h[publisher.HeaderTopic]; ok {
 				t.Errorf("headers %v keep outbox-topic", h)
 			}
-			if h[outbox.HeaderTraceParent] != env.Headers[outbox.HeaderTraceParent] {
+			if h[publisher.HeaderTraceParent] != env.Headers[publisher.HeaderTraceParent] {
 				t.Errorf("plain traceparent lost: %v", h)
 			}
 			if b.PartitionKey != (lower[lp+"partitionkey"] != "") {
@@ -123,10 +123,10 @@ func TestBindingsRoundTrip(t *testing.T) {
 			if m.ID != env.ID || m.Topic != env.Topic || m.Key != env.Key || m.ContentType != "application/json; charset=utf-8" || !bytes.Equal(m.Payload, env.Payload) {
 				t.Errorf("decoded %+v", m)
 			}
-			if b.ContentType == outbox.HeaderContentType && h[b.ContentType] != "application/json; charset=utf-8" {
+			if b.ContentType == publisher.HeaderContentType && h[b.ContentType] != "application/json; charset=utf-8" {
 				t.Errorf("%s header %q, want the content type as it is", b.ContentType, h[b.ContentType])
 			}
-			for _, k := range []string{outbox.HeaderTopic, outbox.HeaderBusinessKey, outbox.HeaderContentType, outbox.HeaderTraceParent} {
+			for _, k := range []string{publisher.HeaderTopic, publisher.HeaderBusinessKey, publisher.HeaderContentType, publisher.HeaderTraceParent} {
 				if m.Headers[k] != env.Headers[k] {
 					t.Errorf("decoded header %s = %q, want %q", k, m.Headers[k], env.Headers[k])
 				}
@@ -149,7 +149,7 @@ func TestHeadersRefuseAttributeLikeNames(t *testing.T) {
 		{outboxce.AMQP, "cloudEvents:type"},
 	} {
 		env := envelope()
-		env.Headers = map[string]string{outbox.HeaderContentType: "application/json", c.header: "v"}
+		env.Headers = map[string]string{publisher.HeaderContentType: "application/json", c.header: "v"}
 		if _, err := f.Headers(c.b, env); err == nil || !strings.Contains(err.Error(), c.header) {
 			t.Errorf("%s with header %q: err = %v", c.b.Name, c.header, err)
 		}
@@ -169,15 +169,15 @@ func TestStructuredRoundTrip(t *testing.T) {
 		{"application/json", []byte("not json"), `"data_base64":"bm90IGpzb24="`},
 	} {
 		env := envelope()
-		env.Headers[outbox.HeaderContentType] = c.ct
+		env.Headers[publisher.HeaderContentType] = c.ct
 		env.Payload = c.payload
 		body := f.Structured(env)
 		if !bytes.Contains(body, []byte(c.member)) || !bytes.Contains(body, []byte(`"source":"/outbox"`)) {
 			t.Errorf("%s: body %s lacks %s", c.ct, body, c.member)
 		}
 		h := f.StructuredHeaders(env)
-		if h[outbox.HeaderContentType] != outboxce.StructuredContentType {
-			t.Errorf("content-type = %q", h[outbox.HeaderContentType])
+		if h[publisher.HeaderContentType] != outboxce.StructuredContentType {
+			t.Errorf("content-type = %q", h[publisher.HeaderContentType])
 		}
 		m, err := outboxce.DecodeStructured(h, body)
 		if err != nil {
@@ -186,7 +186,7 @@ func TestStructuredRoundTrip(t *testing.T) {
 		if m.ID != env.ID || m.Topic != env.Topic || m.Key != env.Key || m.ContentType != c.ct || !bytes.Equal(m.Payload, c.payload) {
 			t.Errorf("%s: decoded %+v", c.ct, m)
 		}
-		if m.Headers[outbox.HeaderContentType] != c.ct || m.Headers[outbox.HeaderTraceParent] == "" {
+		if m.Headers[publisher.HeaderContentType] != c.ct || m.Headers[publisher.HeaderTraceParent] == "" {
 			t.Errorf("%s: decoded headers %v", c.ct, m.Headers)
 		}
 	}

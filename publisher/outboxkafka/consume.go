@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -72,13 +72,13 @@ func Decode(r *kgo.Record) (*inbox.Message, error) {
 	}
 	key := string(r.Key)
 	if key == "" {
-		key = h[outbox.HeaderBusinessKey]
+		key = h[publisher.HeaderBusinessKey]
 	}
 	return &inbox.Message{
 		ID:          id,
-		Topic:       h[outbox.HeaderTopic],
+		Topic:       h[publisher.HeaderTopic],
 		Key:         key,
-		ContentType: h[outbox.HeaderContentType],
+		ContentType: h[publisher.HeaderContentType],
 		Headers:     h,
 		Payload:     r.Value,
 	}, nil
@@ -96,7 +96,7 @@ func decodeEvent(r *kgo.Record, h map[string]string) (*inbox.Message, error) {
 	}
 	if len(r.Key) > 0 {
 		m.Key = string(r.Key)
-		m.Headers[outbox.HeaderBusinessKey] = m.Key
+		m.Headers[publisher.HeaderBusinessKey] = m.Key
 	}
 	return inbox.FromCloudEvent(m), nil
 }

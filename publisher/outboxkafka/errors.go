@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // ErrClosed is returned for every message published after Close.
@@ -23,7 +23,7 @@ var errRecreated = errors.New("the topic was deleted and created again; the next
 
 // classify turns a record's produce error into the class the relay acts
 // on.
-func (p *Publisher) classify(env *outbox.Envelope, err error) error {
+func (p *Publisher) classify(env *publisher.Envelope, err error) error {
 	topic := env.Destination
 	wrap := func(format string, args ...any) error {
 		return fmt.Errorf("kafka: topic %s: "+format, append([]any{topic}, args...)...)
@@ -31,9 +31,9 @@ func (p *Publisher) classify(env *outbox.Envelope, err error) error {
 	switch {
 	case errors.Is(err, kgo.ErrClientClosed):
 		if p.closed.Load() {
-			return outbox.Unknown(wrap("publisher closed before the broker answered: %w", err))
+			return publisher.Unknown(wrap("publisher closed before the broker answered: %w", err))
 		}
-		return outbox.Unknown(wrap("%w before the broker answered", err))
+		return publisher.Unknown(wrap("%w before the broker answered", err))
 	case errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries):
 		// The client gave up on the record. After a dial error no broker
 		// could be reached at all; after a broker's error answer the
@@ -43,25 +43,25 @@ func (p *Publisher) classify(env *outbox.Envelope, err error) error {
 		var ke *kerr.Error
 		switch {
 		case isDial(err) || refused(err):
-			return outbox.Unavailable(wrap("no broker reachable: %w", err))
+			return publisher.Unavailable(wrap("no broker reachable: %w", err))
 		case errors.As(err, &ke):
 			return wrap("%w", err)
 		}
-		return outbox.Unknown(wrap("%w", err))
+		return publisher.Unknown(wrap("%w", err))
 	case isDial(err) || refused(err):
-		return outbox.Unavailable(wrap("no broker reachable: %w", err))
+		return publisher.Unavailable(wrap("no broker reachable: %w", err))
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return outbox.Permanent(wrap("topic does not exist (topics are created by the operator; the relay creates none): %w", err))
+		return publisher.Permanent(wrap("topic does not exist (topics are created by the operator; the relay creates none): %w", err))
 	case errors.Is(err, kerr.UnknownTopicID):
 		return wrap("%w (%w)", errRecreated, err)
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return outbox.Permanent(wrap("record of %d bytes is too large for the broker or the client (message.max.bytes, kgo.ProducerBatchMaxBytes): %w", recordSize(env), err))
+		return publisher.Permanent(wrap("record of %d bytes is too large for the broker or the client (message.max.bytes, kgo.ProducerBatchMaxBytes): %w", recordSize(env), err))
 	case errors.Is(err, kerr.InvalidTopicException):
-		return outbox.Permanent(wrap("not a valid topic for the broker: %w", err))
+		return publisher.Permanent(wrap("not a valid topic for the broker: %w", err))
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
-		return outbox.Permanent(wrap("not authorized to write to the topic: %w", err))
+		return publisher.Permanent(wrap("not authorized to write to the topic: %w", err))
 	case errors.Is(err, kerr.InvalidRecord):
-		return outbox.Permanent(wrap("the broker rejected the record: %w", err))
+		return publisher.Permanent(wrap("the broker rejected the record: %w", err))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client fails a record on its context only while it is
 		// sure the broker does not have it: a plain retry.
@@ -94,7 +94,7 @@ func refused(err error) bool {
 }
 
 // recordSize is the payload, key and header bytes of env's record.
-func recordSize(env *outbox.Envelope) int {
+func recordSize(env *publisher.Envelope) int {
 	n := len(env.Payload) + len(env.Key) + len(HeaderMessageID) + len(env.ID)
 	for k, v := range env.Headers {
 		n += len(k) + len(v)
@@ -104,7 +104,7 @@ func recordSize(env *outbox.Envelope) int {
 
 // purgeRecreated makes the client forget topics that were recreated under
 // a new id, so that the retry produces to the new topic.
-func (p *Publisher) purgeRecreated(batch []*outbox.Envelope, errs []error) {
+func (p *Publisher) purgeRecreated(batch []*publisher.Envelope, errs []error) {
 	var topics []string
 	seen := map[string]bool{}
 	for i, err := range errs {

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 )
 
@@ -34,16 +34,16 @@ func ExampleNew() {
 	}
 	defer pub.Close()
 
-	errs := pub.Publish(context.Background(), []*outbox.Envelope{{
+	errs := pub.Publish(context.Background(), []*publisher.Envelope{{
 		ID: "0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e", Topic: "order.created", Destination: "order.created",
 		Key: "order-42", Payload: []byte(`{"order_id":42}`),
-		Headers: map[string]string{outbox.HeaderTopic: "order.created", outbox.HeaderBusinessKey: "order-42", outbox.HeaderContentType: "application/json"},
+		Headers: map[string]string{publisher.HeaderTopic: "order.created", publisher.HeaderBusinessKey: "order-42", publisher.HeaderContentType: "application/json"},
 	}, {
 		ID: "0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4f", Topic: "order.created", Destination: "no-such-topic",
 		Payload: []byte(`{}`),
 	}})
 	fmt.Println("order-42:", errs[0])
-	fmt.Println("missing topic:", outbox.Classify(errs[1]))
+	fmt.Println("missing topic:", publisher.Classify(errs[1]))
 	// Output:
 	// order-42: <nil>
 	// missing topic: permanent

@@ -15,14 +15,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/kafkatest"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
-func envelope(topic, key, payload string) *outbox.Envelope {
+func envelope(topic, key, payload string) *publisher.Envelope {
 	return publishertest.Envelope(topic, key, []byte(payload), "application/json", nil)
 }
 
@@ -72,7 +72,7 @@ func TestNotLeaderThatPersistsIsRetryable(t *testing.T) {
 	if errs[0] == nil {
 		t.Fatal("publish succeeded while every produce was refused")
 	}
-	if cls := outbox.Classify(errs[0]); cls != outbox.ClassTransient && cls != outbox.ClassUnknown {
+	if cls := publisher.Classify(errs[0]); cls != publisher.ClassTransient && cls != publisher.ClassUnknown {
 		t.Fatalf("error %q is %v, want a retried class (transient or unknown)", errs[0], cls)
 	}
 	if injected.Load() < 2 {
@@ -89,7 +89,7 @@ func TestMessageTooLargeIsPermanent(t *testing.T) {
 	})
 	p := dial(t, c)
 	errs := publishertest.Publish(t, p, 15*time.Second, envelope("orders", "k", `{"big":true}`))
-	if cls := outbox.Classify(errs[0]); errs[0] == nil || cls != outbox.ClassPermanent {
+	if cls := publisher.Classify(errs[0]); errs[0] == nil || cls != publisher.ClassPermanent {
 		t.Fatalf("MESSAGE_TOO_LARGE from the broker gave %v (%v), want a permanent error", errs[0], cls)
 	}
 	if !strings.Contains(errs[0].Error(), "too large") {
@@ -109,7 +109,7 @@ func TestRecordOverClientLimitIsPermanent(t *testing.T) {
 	big := publishertest.Envelope("orders", "k", bytes.Repeat([]byte("x"), 100<<10), "text/plain", nil)
 	small := envelope("orders", "other", `1`)
 	errs := publishertest.Publish(t, p, 15*time.Second, big, small)
-	if cls := outbox.Classify(errs[0]); errs[0] == nil || cls != outbox.ClassPermanent {
+	if cls := publisher.Classify(errs[0]); errs[0] == nil || cls != publisher.ClassPermanent {
 		t.Fatalf("100 KiB record over a 64 KiB limit gave %v (%v), want permanent", errs[0], cls)
 	}
 	if errs[1] != nil {
@@ -134,7 +134,7 @@ func TestUnansweredProduceIsUnknown(t *testing.T) {
 	if errs[0] == nil {
 		t.Fatal("an unanswered produce was reported delivered")
 	}
-	if cls := outbox.Classify(errs[0]); cls != outbox.ClassUnknown {
+	if cls := publisher.Classify(errs[0]); cls != publisher.ClassUnknown {
 		t.Fatalf("unanswered produce gave %q (%v), want unknown", errs[0], cls)
 	}
 	if swallowed.Load() == 0 {
@@ -153,7 +153,7 @@ func TestMissingTopicIsPermanentAndNotCreated(t *testing.T) {
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 	p := dial(t, c)
 	errs := publishertest.Publish(t, p, 15*time.Second, envelope("no-such-topic", "k", `1`), envelope("orders", "k", `1`))
-	if cls := outbox.Classify(errs[0]); errs[0] == nil || cls != outbox.ClassPermanent || !strings.Contains(errs[0].Error(), "does not exist") {
+	if cls := publisher.Classify(errs[0]); errs[0] == nil || cls != publisher.ClassPermanent || !strings.Contains(errs[0].Error(), "does not exist") {
 		t.Fatalf("missing topic gave %v (%v), want permanent 'does not exist'", errs[0], cls)
 	}
 	if errs[1] != nil {
@@ -192,7 +192,7 @@ func TestBrokerDownIsUnavailableAndRecovers(t *testing.T) {
 	c.Close()
 	for i := range 2 {
 		errs := publishertest.Publish(t, p, time.Minute, envelope("orders", "k", fmt.Sprint(i+2)))
-		if cls := outbox.Classify(errs[0]); cls != outbox.ClassUnavailable {
+		if cls := publisher.Classify(errs[0]); cls != publisher.ClassUnavailable {
 			t.Fatalf("publish %d with the broker down: %v (%v), want unavailable", i+1, errs[0], cls)
 		}
 	}
@@ -230,7 +230,7 @@ func TestSameKeySamePartition(t *testing.T) {
 	p := dial(t, c)
 	keys := []string{"order-1", "order-2", "order-3", "order-4", "order-5"}
 	for seq := range 20 { // as the relay does: one message per key per batch
-		var batch []*outbox.Envelope
+		var batch []*publisher.Envelope
 		for _, k := range keys {
 			batch = append(batch, envelope("orders", k, fmt.Sprintf(`{"seq":%d}`, seq)))
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -127,7 +127,7 @@ func headers(r *kgo.Record) map[string]string {
 func received(r *kgo.Record) publishertest.Received {
 	h := headers(r)
 	return publishertest.Received{
-		ID: h[outboxkafka.HeaderMessageID], Key: string(r.Key), Topic: h[outbox.HeaderTopic],
+		ID: h[outboxkafka.HeaderMessageID], Key: string(r.Key), Topic: h[publisher.HeaderTopic],
 		Destination: r.Topic, Payload: r.Value, Headers: h,
 	}
 }

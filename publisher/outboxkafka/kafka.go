@@ -41,7 +41,7 @@
 // credentials may not write to are permanent: the message goes dead with
 // the reason. When no broker can be used (connections refused, the
 // brokers' certificate not trusted, the credentials rejected) the result
-// is outbox.Unavailable, so the relay takes the route down without spending
+// is publisher.Unavailable, so the relay takes the route down without spending
 // attempts; the Publisher then checks that a broker answers before
 // producing again. A publish that ends before the broker answered is an
 // unknown outcome (the record may still be written). Everything else
@@ -58,7 +58,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -133,7 +133,7 @@ type Publisher struct {
 	runs   *runs // nil unless manual
 }
 
-var _ outbox.RunPublisher = (*Publisher)(nil)
+var _ publisher.RunPublisher = (*Publisher)(nil)
 
 // New returns a Publisher over client, which the caller configured and
 // keeps: Close leaves it open. The client must produce durably and keep
@@ -150,7 +150,7 @@ var _ outbox.RunPublisher = (*Publisher)(nil)
 //
 // A client with kgo.ManualFlushing (as Dial builds) is flushed by the
 // Publisher, which then publishes a key's run of messages in one call
-// (outbox.RunPublisher): every record of a call is buffered before any of
+// (publisher.RunPublisher): every record of a call is buffered before any of
 // them is sent, so that a failed record fails the ones behind it in its
 // partition. Without it, the relay gives the Publisher one message per key
 // per call.
@@ -280,7 +280,7 @@ func (p *Publisher) Client() *kgo.Client { return p.client }
 // ctx to end. Results are in batch order; nil means the record is written
 // to all in-sync replicas. A record still unanswered when ctx ends is an
 // unknown outcome: it may yet be written.
-func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
 	errs := make([]error, len(batch))
 	fail := func(err error) []error {
 		for i := range errs {
@@ -311,7 +311,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 		for i, env := range batch {
 			rec, err := newRecord(env, p.ce)
 			if err != nil {
-				errs[i] = outbox.Permanent(err)
+				errs[i] = publisher.Permanent(err)
 				continue
 			}
 			waiting++
@@ -330,7 +330,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 			return
 		}
 		errs[r.i] = p.classify(batch[r.i], r.err)
-		if outbox.Classify(errs[r.i]) == outbox.ClassUnavailable {
+		if publisher.Classify(errs[r.i]) == publisher.ClassUnavailable {
 			doubt = true
 		}
 	}
@@ -370,9 +370,9 @@ wait:
 				continue
 			}
 			if gone != nil {
-				errs[i] = outbox.Unavailable(fmt.Errorf("kafka: topic %s: no broker reachable: %w (the record stays queued in the client and may still be written when a broker returns)", env.Destination, gone))
+				errs[i] = publisher.Unavailable(fmt.Errorf("kafka: topic %s: no broker reachable: %w (the record stays queued in the client and may still be written when a broker returns)", env.Destination, gone))
 			} else {
-				errs[i] = outbox.Unknown(fmt.Errorf("kafka: topic %s: no acknowledgement before the publish ended (%w); the record may still be written", env.Destination, context.Cause(ctx)))
+				errs[i] = publisher.Unknown(fmt.Errorf("kafka: topic %s: no acknowledgement before the publish ended (%w); the record may still be written", env.Destination, context.Cause(ctx)))
 			}
 		}
 		if confirmed == 0 {
@@ -419,7 +419,7 @@ func (p *Publisher) probe(ctx context.Context) error {
 	case errors.Is(err, kgo.ErrClientClosed):
 		return ErrClosed
 	}
-	return outbox.Unavailable(fmt.Errorf("kafka: no broker reachable: %w", err))
+	return publisher.Unavailable(fmt.Errorf("kafka: no broker reachable: %w", err))
 }
 
 // Close makes later Publish calls fail. A client built by Dial is closed,

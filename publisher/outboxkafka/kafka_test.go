@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -101,8 +101,8 @@ func TestInvalidMessagesArePermanent(t *testing.T) {
 	ok := envelope("orders", "k", `1`)
 	errs := publishertest.Publish(t, p, 15*time.Second, envelope("order:created", "k", `1`), nil, envelope("", "k", `1`), ok)
 	for i, want := range []string{"':'", "nil envelope", "empty topic"} {
-		if errs[i] == nil || outbox.Classify(errs[i]) != outbox.ClassPermanent || !strings.Contains(errs[i].Error(), want) {
-			t.Errorf("message %d: %v (%v), want a permanent error saying %s", i, errs[i], outbox.Classify(errs[i]), want)
+		if errs[i] == nil || publisher.Classify(errs[i]) != publisher.ClassPermanent || !strings.Contains(errs[i].Error(), want) {
+			t.Errorf("message %d: %v (%v), want a permanent error saying %s", i, errs[i], publisher.Classify(errs[i]), want)
 		}
 	}
 	if errs[3] != nil {
@@ -219,8 +219,8 @@ func TestCloseDuringPublish(t *testing.T) {
 	_ = p.Close()
 	select {
 	case errs := <-done:
-		if errs[0] == nil || outbox.Classify(errs[0]) == outbox.ClassPermanent {
-			t.Fatalf("publish cut by Close: %v (%v), want a retried error", errs[0], outbox.Classify(errs[0]))
+		if errs[0] == nil || publisher.Classify(errs[0]) == publisher.ClassPermanent {
+			t.Fatalf("publish cut by Close: %v (%v), want a retried error", errs[0], publisher.Classify(errs[0]))
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Publish did not return after Close")

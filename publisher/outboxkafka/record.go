@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -16,7 +16,7 @@ const maxTopicLen = 249
 
 // newRecord renders an envelope as a record (see the package doc). Its
 // errors are permanent: the message cannot become a record.
-func newRecord(env *outbox.Envelope, ce *outboxce.Format) (*kgo.Record, error) {
+func newRecord(env *publisher.Envelope, ce *outboxce.Format) (*kgo.Record, error) {
 	if env == nil {
 		return nil, errors.New("kafka: nil envelope")
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // Key runs.
@@ -210,14 +210,14 @@ func (r *runs) close() {
 // error in errs; one left out because the buffer is full, or because the
 // gate could not be had, gets a retryable error. Every record buffered
 // sends its answer to results. It returns how many were buffered.
-func (r *runs) buffer(ctx context.Context, p *Publisher, batch []*outbox.Envelope, errs []error, results chan<- result) int {
+func (r *runs) buffer(ctx context.Context, p *Publisher, batch []*publisher.Envelope, errs []error, results chan<- result) int {
 	recs := make([]*kgo.Record, len(batch))
 	var topics []string
 	seen := map[string]bool{}
 	for i, env := range batch {
 		rec, err := newRecord(env, p.ce)
 		if err != nil {
-			errs[i] = outbox.Permanent(err)
+			errs[i] = publisher.Permanent(err)
 			continue
 		}
 		recs[i] = rec
@@ -237,14 +237,14 @@ func (r *runs) buffer(ctx context.Context, p *Publisher, batch []*outbox.Envelop
 	}
 	if err := r.lim.learn(ctx, r.client, topics); err != nil && refused(err) {
 		p.suspect.Store(true)
-		return notSent(outbox.Unavailable(fmt.Errorf("kafka: not sent: no broker reachable: %w", err)))
+		return notSent(publisher.Unavailable(fmt.Errorf("kafka: not sent: no broker reachable: %w", err)))
 	}
 	for i, rec := range recs {
 		if rec == nil {
 			continue
 		}
 		if n, max := recordBound(rec), r.lim.recordMax(rec.Topic); n > int(max) {
-			errs[i] = outbox.Permanent(fmt.Errorf("kafka: topic %s: record of up to %d bytes does not fit in a batch of %d bytes (the topic's max.message.bytes or kgo.ProducerBatchMaxBytes)", rec.Topic, n, max))
+			errs[i] = publisher.Permanent(fmt.Errorf("kafka: topic %s: record of up to %d bytes does not fit in a batch of %d bytes (the topic's max.message.bytes or kgo.ProducerBatchMaxBytes)", rec.Topic, n, max))
 			recs[i] = nil
 		}
 	}
@@ -265,7 +265,7 @@ func (r *runs) buffer(ctx context.Context, p *Publisher, batch []*outbox.Envelop
 			// Everything after the first record that does not fit stays
 			// out, so that no key's later record goes without it.
 			full = true
-			errs[i] = outbox.RetryAfter(errors.New("kafka: not sent: the client's buffer is full (kgo.MaxBufferedRecords, kgo.MaxBufferedBytes)"), 100*time.Millisecond)
+			errs[i] = publisher.RetryAfter(errors.New("kafka: not sent: the client's buffer is full (kgo.MaxBufferedRecords, kgo.MaxBufferedBytes)"), 100*time.Millisecond)
 			continue
 		}
 		free--
@@ -298,11 +298,11 @@ func (r *runs) acquire(ctx context.Context, p *Publisher) error {
 		case <-ctx.Done():
 			// Not the messages' fault: the records before them are
 			// still being answered.
-			return outbox.RetryAfter(fmt.Errorf("kafka: not sent: earlier records were still unanswered when the publish ended (%w)", context.Cause(ctx)), time.Second)
+			return publisher.RetryAfter(fmt.Errorf("kafka: not sent: earlier records were still unanswered when the publish ended (%w)", context.Cause(ctx)), time.Second)
 		case <-check.C:
 			if err := p.ping(ctx, checkInterval); err != nil && refused(err) {
 				p.suspect.Store(true)
-				return outbox.Unavailable(fmt.Errorf("kafka: not sent: no broker reachable: %w", err))
+				return publisher.Unavailable(fmt.Errorf("kafka: not sent: no broker reachable: %w", err))
 			}
 		}
 	}

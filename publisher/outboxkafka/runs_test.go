@@ -13,14 +13,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/kafkatest"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
 // run is n envelopes of one key, payloads "0" … "n-1" padded to size.
-func run(topic, key string, n, size int) []*outbox.Envelope {
-	out := make([]*outbox.Envelope, n)
+func run(topic, key string, n, size int) []*publisher.Envelope {
+	out := make([]*publisher.Envelope, n)
 	for i := range out {
 		body := fmt.Sprintf("%d", i)
 		body += strings.Repeat(" ", max(size-len(body), 0))
@@ -92,7 +92,7 @@ func TestRunFailureFailsTheRest(t *testing.T) {
 	if first <= 0 {
 		t.Fatalf("first failure at %d: want a failure in the middle of the run (the third produce request)", first)
 	}
-	if cls := outbox.Classify(errs[first]); cls == outbox.ClassPermanent {
+	if cls := publisher.Classify(errs[first]); cls == publisher.ClassPermanent {
 		t.Fatalf("a broker's policy answer is %v, want it retried: %v", cls, errs[first])
 	}
 	recs := newConsumer(t, c.ListenAddrs(), "orders").readN(t, first, 20*time.Second)
@@ -130,11 +130,11 @@ func TestRunBatchesFitTheTopicLimit(t *testing.T) {
 	p := dial(t, c)
 	batch := run("small", "k", 100, 300)
 	big := publishertest.Envelope("small", "k", []byte(strings.Repeat("x", 5000)), "text/plain", nil)
-	batch = append(batch[:50], append([]*outbox.Envelope{big}, batch[50:]...)...)
+	batch = append(batch[:50], append([]*publisher.Envelope{big}, batch[50:]...)...)
 	errs := publishertest.Publish(t, p, 15*time.Second, batch...)
 	for i, err := range errs {
 		if i == 50 {
-			if outbox.Classify(err) != outbox.ClassPermanent || !strings.Contains(err.Error(), "max.message.bytes") {
+			if publisher.Classify(err) != publisher.ClassPermanent || !strings.Contains(err.Error(), "max.message.bytes") {
 				t.Fatalf("a 5,000-byte record to a 4,096-byte topic: %v, want permanent naming the limit", err)
 			}
 			continue

@@ -20,10 +20,10 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -144,8 +144,8 @@ func (s *subscriber) record(p *paho.Publish) {
 		}
 	}
 	m.ID = m.Headers[outboxmqtt.PropertyMessageID]
-	m.Key = m.Headers[outbox.HeaderBusinessKey]
-	m.Topic = m.Headers[outbox.HeaderTopic]
+	m.Key = m.Headers[publisher.HeaderBusinessKey]
+	m.Topic = m.Headers[publisher.HeaderTopic]
 	s.mu.Lock()
 	s.got = append(s.got, m)
 	s.ids[m.ID]++
@@ -294,12 +294,12 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // env builds an envelope for dest as the relay would.
-func env(dest, key, payload string) *outbox.Envelope {
+func env(dest, key, payload string) *publisher.Envelope {
 	return publishertest.Envelope(dest, key, []byte(payload), "application/json", nil)
 }
 
 // publish publishes a batch with a deadline and returns the results.
-func publish(p outbox.Publisher, d time.Duration, batch ...*outbox.Envelope) []error {
+func publish(p publisher.Publisher, d time.Duration, batch ...*publisher.Envelope) []error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return p.Publish(ctx, batch)

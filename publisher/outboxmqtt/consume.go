@@ -13,8 +13,8 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -124,17 +124,17 @@ func Decode(p *paho.Publish) (*inbox.Message, error) {
 	if id == "" {
 		return nil, fmt.Errorf("%w (topic %s)", ErrNoMessageID, quoted(p.Topic))
 	}
-	topic := headers[outbox.HeaderTopic]
+	topic := headers[publisher.HeaderTopic]
 	if topic == "" {
 		topic = p.Topic
 	}
-	if v := headers[outbox.HeaderContentType]; v != "" {
+	if v := headers[publisher.HeaderContentType]; v != "" {
 		contentType = v
 	}
 	return &inbox.Message{
 		ID:          id,
 		Topic:       topic,
-		Key:         headers[outbox.HeaderBusinessKey],
+		Key:         headers[publisher.HeaderBusinessKey],
 		ContentType: contentType,
 		Headers:     headers,
 		Payload:     p.Payload,

@@ -14,9 +14,9 @@ import (
 
 	"github.com/eclipse/paho.golang/packets"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -39,7 +39,7 @@ func TestInvalidTopicIsPermanentWithoutSending(t *testing.T) {
 	noName := env("ok.topic", "", `1`)
 	noName.Headers[""] = "v"
 	cases := []struct {
-		env  *outbox.Envelope
+		env  *publisher.Envelope
 		want string
 	}{
 		{env("sensor.+.temp", "", `1`), "wildcard"},
@@ -53,15 +53,15 @@ func TestInvalidTopicIsPermanentWithoutSending(t *testing.T) {
 		{tab, "x-note"},
 		{noName, "empty"},
 	}
-	batch := []*outbox.Envelope{env("fine.topic", "", `1`)}
+	batch := []*publisher.Envelope{env("fine.topic", "", `1`)}
 	for _, c := range cases {
 		batch = append(batch, c.env)
 	}
 	errs := publish(p, 10*time.Second, batch...)
-	publishertest.WantClass(t, "valid topic while disconnected", errs[0], outbox.ClassUnavailable)
+	publishertest.WantClass(t, "valid topic while disconnected", errs[0], publisher.ClassUnavailable)
 	for i, c := range cases {
 		err := errs[i+1]
-		publishertest.WantClass(t, "destination "+quote(c.env.Destination), err, outbox.ClassPermanent)
+		publishertest.WantClass(t, "destination "+quote(c.env.Destination), err, publisher.ClassPermanent)
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("destination %s: error %q does not say %q", quote(c.env.Destination), err, c.want)
 		}
@@ -83,7 +83,7 @@ func TestNotConnectedIsUnavailable(t *testing.T) {
 	p := dial(t, deadAddr(t), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{ConnectWait: 200 * time.Millisecond, Logger: relaytest.Logger()}})
 	errs := publish(p, 10*time.Second, env("a.b", "k1", `1`), env("a.b", "k2", `2`))
 	for i, err := range errs {
-		publishertest.WantClass(t, "publish while the broker is down", err, outbox.ClassUnavailable)
+		publishertest.WantClass(t, "publish while the broker is down", err, publisher.ClassUnavailable)
 		if !strings.Contains(err.Error(), "not connected") {
 			t.Errorf("message %d: %q does not say it is not connected", i, err)
 		}
@@ -91,7 +91,7 @@ func TestNotConnectedIsUnavailable(t *testing.T) {
 	// The error tells the operator why.
 	relaytest.WaitFor(t, 10*time.Second, "the error to give the reason", func() bool {
 		err := publish(p, 10*time.Second, env("a.b", "k1", `1`))[0]
-		return outbox.Classify(err) == outbox.ClassUnavailable && strings.Contains(err.Error(), "connection refused")
+		return publisher.Classify(err) == publisher.ClassUnavailable && strings.Contains(err.Error(), "connection refused")
 	})
 }
 
@@ -108,7 +108,7 @@ func TestNotAuthorizedIsPermanent(t *testing.T) {
 	m := startMosquitto(t, "acl_file "+acl+"\n")
 	p := dial(t, m.addr, &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	errs := publish(p, 20*time.Second, env("closed.orders", "k", `1`), env("open.orders", "k2", `2`))
-	publishertest.WantClass(t, "publish to a topic the ACL denies", errs[0], outbox.ClassPermanent)
+	publishertest.WantClass(t, "publish to a topic the ACL denies", errs[0], publisher.ClassPermanent)
 	var pe *outboxmqtt.PubackError
 	if !errors.As(errs[0], &pe) || pe.ReasonCode != 0x87 || pe.Topic != "closed/orders" {
 		t.Fatalf("error %q: want a PubackError 0x87 for closed/orders, got %#v", errs[0], pe)
@@ -136,7 +136,7 @@ func TestTooLargeIsPermanentWithoutSending(t *testing.T) {
 	}
 	big, small := env(dest, "a", `"`+strings.Repeat("x", 5000)+`"`), env(dest, "b", `2`)
 	errs := publish(p, 20*time.Second, big, small)
-	publishertest.WantClass(t, "a 5000-byte message to a 4000-byte broker", errs[0], outbox.ClassPermanent)
+	publishertest.WantClass(t, "a 5000-byte message to a 4000-byte broker", errs[0], publisher.ClassPermanent)
 	if !strings.Contains(errs[0].Error(), "maximum packet size is 4000") {
 		t.Errorf("error %q does not name the limit", errs[0])
 	}
@@ -163,13 +163,13 @@ func TestPubackReasonCodes(t *testing.T) {
 	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	cases := []struct {
 		code byte
-		want outbox.ErrorClass // -1: success
+		want publisher.ErrorClass // -1: success
 	}{
 		{0x00, -1}, {0x10, -1},
-		{0x87, outbox.ClassPermanent}, {0x90, outbox.ClassPermanent}, {0x99, outbox.ClassPermanent},
-		{0x97, outbox.ClassTransient}, {0x83, outbox.ClassTransient}, {0x80, outbox.ClassTransient}, {0x91, outbox.ClassTransient},
+		{0x87, publisher.ClassPermanent}, {0x90, publisher.ClassPermanent}, {0x99, publisher.ClassPermanent},
+		{0x97, publisher.ClassTransient}, {0x83, publisher.ClassTransient}, {0x80, publisher.ClassTransient}, {0x91, publisher.ClassTransient},
 	}
-	var batch []*outbox.Envelope
+	var batch []*publisher.Envelope
 	for i, c := range cases {
 		e := env(fmt.Sprintf("codes.c%d", i), "", `1`)
 		mu.Lock()
@@ -201,7 +201,7 @@ func TestConnectionLostAfterSendIsUnknown(t *testing.T) {
 	f := newFakeBroker(t, 100, func(*packets.Publish, func(byte)) int { return -1 })
 	p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{Logger: relaytest.Logger()}})
 	errs := publish(p, 5*time.Minute, env("lost.x", "k", `1`))
-	publishertest.WantClass(t, "connection dropped after PUBLISH", errs[0], outbox.ClassUnknown)
+	publishertest.WantClass(t, "connection dropped after PUBLISH", errs[0], publisher.ClassUnknown)
 	if !strings.Contains(errs[0].Error(), "connection to the broker lost") {
 		t.Errorf("error %q does not say the connection was lost", errs[0])
 	}
@@ -218,7 +218,7 @@ func TestNoPubackIsUnknown(t *testing.T) {
 	}
 	errs := publish(p, 2*time.Second, env("silent.x", "a", `1`), env("silent.x", "b", `2`))
 	for _, err := range errs {
-		publishertest.WantClass(t, "no PUBACK before the deadline", err, outbox.ClassUnknown)
+		publishertest.WantClass(t, "no PUBACK before the deadline", err, publisher.ClassUnknown)
 	}
 }
 
@@ -245,7 +245,7 @@ func TestInFlightIsBounded(t *testing.T) {
 			return -2
 		})
 		p := dial(t, f.addr(), &outboxmqtt.DialConfig{Config: outboxmqtt.Config{MaxInFlight: tc.maxIn, Logger: relaytest.Logger()}})
-		var batch []*outbox.Envelope
+		var batch []*publisher.Envelope
 		for i := range 30 {
 			batch = append(batch, env("bounded.x", fmt.Sprint("k", i), `1`))
 		}
@@ -272,7 +272,7 @@ func TestReconnectsAfterBrokerRestart(t *testing.T) {
 	m.kill()
 	relaytest.WaitFor(t, 20*time.Second, "publishing to the stopped broker to fail as unavailable", func() bool {
 		err := publish(p, 5*time.Second, env("restart.x", "k", `2`))[0]
-		return err != nil && outbox.Classify(err) == outbox.ClassUnavailable
+		return err != nil && publisher.Classify(err) == publisher.ClassUnavailable
 	})
 	m.start()
 	sub := subscribe(t, m.addr, "restart/x")
@@ -303,7 +303,7 @@ func TestCloseEndsPublishInProgress(t *testing.T) {
 	select {
 	case errs := <-done:
 		for i, err := range errs {
-			publishertest.WantClass(t, fmt.Sprint("message ", i, " in flight at Close"), err, outbox.ClassUnknown)
+			publishertest.WantClass(t, fmt.Sprint("message ", i, " in flight at Close"), err, publisher.ClassUnknown)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Publish still running a minute after Close")

@@ -80,7 +80,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session/state"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -153,7 +153,7 @@ type Publisher struct {
 	cancel context.CancelFunc
 }
 
-var _ outbox.Publisher = (*Publisher)(nil)
+var _ publisher.Publisher = (*Publisher)(nil)
 
 // New returns a Publisher over a connection manager the caller runs (and
 // disconnects: Close leaves cm alone). cm must speak MQTT 5, which
@@ -434,7 +434,7 @@ func (p *Publisher) notConnected() error {
 	if why != "" {
 		why = ": last attempt: " + why
 	}
-	return outbox.Unavailable(fmt.Errorf("mqtt: not connected to %s (waited %v)%s", p.server, p.connectWait, why))
+	return publisher.Unavailable(fmt.Errorf("mqtt: not connected to %s (waited %v)%s", p.server, p.connectWait, why))
 }
 
 // awaitConnection waits at most ConnectWait for the connection and returns
@@ -475,7 +475,7 @@ func (p *Publisher) inFlight() int {
 // Publish sends every envelope of the batch at QoS 1, up to MaxInFlight
 // (and the server's Receive Maximum) awaiting their PUBACK at once, and
 // returns the results in batch order.
-func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
 	errs := make([]error, len(batch))
 	p.mu.RLock()
 	if p.closed {

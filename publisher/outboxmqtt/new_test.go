@@ -9,7 +9,7 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 )
 
@@ -45,7 +45,7 @@ func TestNewOverCallersConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var batch []*outbox.Envelope
+	var batch []*publisher.Envelope
 	for _, k := range []string{"a", "b", "c"} {
 		batch = append(batch, env(dest, k, `{"k":"`+k+`"}`))
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testtls"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 	"github.com/txoutbox/outbox/publisher/publishertest"
@@ -27,7 +27,7 @@ func TestTLS(t *testing.T) {
 	srv := ca.Server(t, "server", "127.0.0.1", "mqtt.test")
 	m := startMosquitto(t, "certfile "+srv.CertFile+"\nkeyfile "+srv.KeyFile+"\n")
 	base := "mqtts://" + m.addr + "?connect_timeout=2s&" + outboxurl.ParamCAFile + "=" + url.QueryEscape(ca.File)
-	open := func(raw string) outbox.Publisher {
+	open := func(raw string) publisher.Publisher {
 		t.Helper()
 		p, err := outboxurl.Open(raw, nil)
 		if err != nil {
@@ -61,7 +61,7 @@ func TestTLS(t *testing.T) {
 			Config: outboxmqtt.Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))},
 		})
 		err = publish(p, 10*time.Second, env("tls.orders", "k", `2`))[0]
-		publishertest.WantClass(t, "publish over unverifiable TLS ("+raw+")", err, outbox.ClassUnavailable)
+		publishertest.WantClass(t, "publish over unverifiable TLS ("+raw+")", err, publisher.ClassUnavailable)
 		relaytest.WaitFor(t, 10*time.Second, "a certificate error in the log", func() bool { return strings.Contains(logs.String(), "certificate") })
 	}
 	// The certificate's other name verifies when asked for.

@@ -13,7 +13,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -100,19 +100,19 @@ func quoted(topic string) string {
 // packet builds the PUBLISH for env, or a permanent error when the message
 // cannot be expressed on the MQTT 5 wire. maxPacket is the server's
 // Maximum Packet Size, 0 when unknown.
-func packet(env *outbox.Envelope, maxPacket uint32, ce *outboxce.Format) (*paho.Publish, error) {
+func packet(env *publisher.Envelope, maxPacket uint32, ce *outboxce.Format) (*paho.Publish, error) {
 	if env == nil {
-		return nil, outbox.Permanent(errors.New("mqtt: nil envelope"))
+		return nil, publisher.Permanent(errors.New("mqtt: nil envelope"))
 	}
 	topic := Topic(env.Destination)
 	if why := invalidTopic(topic); why != "" {
-		return nil, outbox.Permanent(fmt.Errorf("mqtt: cannot publish to %s (destination %s): %s", quoted(topic), quoted(env.Destination), why))
+		return nil, publisher.Permanent(fmt.Errorf("mqtt: cannot publish to %s (destination %s): %s", quoted(topic), quoted(env.Destination), why))
 	}
 	headers := env.Headers
 	if ce != nil {
 		h, err := ce.Headers(outboxce.MQTT, env)
 		if err != nil {
-			return nil, outbox.Permanent(err)
+			return nil, publisher.Permanent(err)
 		}
 		headers = h
 	}
@@ -128,7 +128,7 @@ func packet(env *outbox.Envelope, maxPacket uint32, ce *outboxce.Format) (*paho.
 		props.User = append(props.User, paho.UserProperty{Key: PropertyMessageID, Value: env.ID})
 	}
 	if why := invalidString(env.ID); why != "" {
-		return nil, outbox.Permanent(fmt.Errorf("mqtt: message id %s", why))
+		return nil, publisher.Permanent(fmt.Errorf("mqtt: message id %s", why))
 	}
 	for _, k := range names {
 		v := headers[k]
@@ -136,14 +136,14 @@ func packet(env *outbox.Envelope, maxPacket uint32, ce *outboxce.Format) (*paho.
 			if k == "" {
 				why = "empty"
 			}
-			return nil, outbox.Permanent(fmt.Errorf("mqtt: header name %s: %s", quoted(k), why))
+			return nil, publisher.Permanent(fmt.Errorf("mqtt: header name %s: %s", quoted(k), why))
 		}
 		if why := invalidString(v); why != "" {
-			return nil, outbox.Permanent(fmt.Errorf("mqtt: header %s: value %s", quoted(k), why))
+			return nil, publisher.Permanent(fmt.Errorf("mqtt: header %s: value %s", quoted(k), why))
 		}
 		props.User = append(props.User, paho.UserProperty{Key: k, Value: v})
 	}
-	props.ContentType = env.Headers[outbox.HeaderContentType]
+	props.ContentType = env.Headers[publisher.HeaderContentType]
 	pub := &paho.Publish{QoS: 1, Topic: topic, Payload: env.Payload, Properties: props}
 	size := packetSize(pub)
 	if size > maxPacketSize || (maxPacket > 0 && size > int(maxPacket)) {
@@ -151,7 +151,7 @@ func packet(env *outbox.Envelope, maxPacket uint32, ce *outboxce.Format) (*paho.
 		if maxPacket > 0 {
 			limit = int(maxPacket)
 		}
-		return nil, outbox.Permanent(fmt.Errorf("mqtt: message too large for the broker: a %d-byte PUBLISH packet (payload %d bytes), the server's maximum packet size is %d", size, len(env.Payload), limit))
+		return nil, publisher.Permanent(fmt.Errorf("mqtt: message too large for the broker: a %d-byte PUBLISH packet (payload %d bytes), the server's maximum packet size is %d", size, len(env.Payload), limit))
 	}
 	return pub, nil
 }
@@ -248,28 +248,28 @@ func classify(ctx context.Context, topic string, resp *paho.PublishResponse, err
 			pe.Reason = resp.Properties.ReasonString
 		}
 		if pe.Permanent() {
-			return outbox.Permanent(pe)
+			return publisher.Permanent(pe)
 		}
 		return pe
 	}
 	if err == nil {
 		if resp == nil {
-			return outbox.Unknown(fmt.Errorf("mqtt: PUBLISH to %s: no PUBACK", quoted(topic)))
+			return publisher.Unknown(fmt.Errorf("mqtt: PUBLISH to %s: no PUBACK", quoted(topic)))
 		}
 		return nil
 	}
 	switch {
 	case errors.Is(err, autopaho.ConnectionDownError), errors.Is(err, session.ErrNoConnection):
 		// Refused before anything was written.
-		return outbox.Unavailable(fmt.Errorf("mqtt: not connected to the broker: %w", err))
+		return publisher.Unavailable(fmt.Errorf("mqtt: not connected to the broker: %w", err))
 	case errors.Is(err, paho.ErrInvalidArguments):
-		return outbox.Permanent(fmt.Errorf("mqtt: the broker cannot take PUBLISH to %s: %w", quoted(topic), err))
+		return publisher.Permanent(fmt.Errorf("mqtt: the broker cannot take PUBLISH to %s: %w", quoted(topic), err))
 	case errors.Is(context.Cause(ctx), errLoss):
-		return outbox.Unknown(fmt.Errorf("mqtt: PUBLISH to %s: %w; it may have been delivered", quoted(topic), errLoss))
+		return publisher.Unknown(fmt.Errorf("mqtt: PUBLISH to %s: %w; it may have been delivered", quoted(topic), errLoss))
 	case errors.Is(err, context.DeadlineExceeded):
-		return outbox.Unknown(fmt.Errorf("mqtt: PUBLISH to %s: no PUBACK in time: %w", quoted(topic), err))
+		return publisher.Unknown(fmt.Errorf("mqtt: PUBLISH to %s: no PUBACK in time: %w", quoted(topic), err))
 	}
 	// Anything else (cancelled, shut down mid-flight) happened after the
 	// packet may have gone out.
-	return outbox.Unknown(fmt.Errorf("mqtt: PUBLISH to %s: %w; it may have been delivered", quoted(topic), err))
+	return publisher.Unknown(fmt.Errorf("mqtt: PUBLISH to %s: %w; it may have been delivered", quoted(topic), err))
 }

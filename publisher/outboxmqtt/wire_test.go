@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // TestPacketSize checks the size computed for the server's maximum packet
@@ -13,10 +13,10 @@ import (
 func TestPacketSize(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{0, 1, 100, 16_000, 2_100_000} {
-		env := &outbox.Envelope{
+		env := &publisher.Envelope{
 			ID: "0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e", Destination: "order.created." + strings.Repeat("é", n%50),
 			Payload: bytes.Repeat([]byte{0xff}, n),
-			Headers: map[string]string{outbox.HeaderTopic: "order.created", outbox.HeaderContentType: "application/octet-stream", "x-" + strings.Repeat("k", n%300): strings.Repeat("v", n%70000%65535)},
+			Headers: map[string]string{publisher.HeaderTopic: "order.created", publisher.HeaderContentType: "application/octet-stream", "x-" + strings.Repeat("k", n%300): strings.Repeat("v", n%70000%65535)},
 		}
 		pub, err := packet(env, 0, nil)
 		if err != nil {
@@ -34,7 +34,7 @@ func TestPacketSize(t *testing.T) {
 		if _, err := packet(env, uint32(buf.Len()), nil); err != nil {
 			t.Errorf("payload %d: a packet of exactly the maximum size refused: %v", n, err)
 		}
-		if _, err := packet(env, uint32(buf.Len()-1), nil); outbox.Classify(err) != outbox.ClassPermanent {
+		if _, err := packet(env, uint32(buf.Len()-1), nil); publisher.Classify(err) != publisher.ClassPermanent {
 			t.Errorf("payload %d: a packet one byte over the maximum: %v", n, err)
 		}
 	}
@@ -44,8 +44,8 @@ func TestPacketSize(t *testing.T) {
 // name; a header named like the id property cannot shadow it.
 func TestPacketProperties(t *testing.T) {
 	t.Parallel()
-	env := &outbox.Envelope{ID: "id-1", Destination: "a.b", Headers: map[string]string{
-		"zeta": "z", outbox.HeaderContentType: "text/plain", PropertyMessageID: "forged", outbox.HeaderTopic: "a.b",
+	env := &publisher.Envelope{ID: "id-1", Destination: "a.b", Headers: map[string]string{
+		"zeta": "z", publisher.HeaderContentType: "text/plain", PropertyMessageID: "forged", publisher.HeaderTopic: "a.b",
 	}}
 	pub, err := packet(env, 0, nil)
 	if err != nil {

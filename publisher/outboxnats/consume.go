@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -58,15 +58,15 @@ func Decode(msg jetstream.Msg) (*inbox.Message, error) {
 	if id == "" {
 		return nil, fmt.Errorf("%w (subject %q)", ErrNoMessageID, msg.Subject())
 	}
-	topic := headers[outbox.HeaderTopic]
+	topic := headers[publisher.HeaderTopic]
 	if topic == "" {
 		topic = msg.Subject()
 	}
 	return &inbox.Message{
 		ID:          id,
 		Topic:       topic,
-		Key:         headers[outbox.HeaderBusinessKey],
-		ContentType: headers[outbox.HeaderContentType],
+		Key:         headers[publisher.HeaderBusinessKey],
+		ContentType: headers[publisher.HeaderContentType],
 		Headers:     headers,
 		Payload:     msg.Data(),
 	}, nil

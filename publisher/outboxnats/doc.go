@@ -63,7 +63,7 @@
 //     full, discard-new), a stream that exists but did not answer (a
 //     leader election), other JetStream API errors.
 //
-// The publisher does not implement outbox.Checker: JetStream can only
+// The publisher does not implement publisher.Checker: JetStream can only
 // tell whether a message id is within its duplicate window by receiving
 // the message again, which is exactly what a retry does.
 //

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // BenchmarkDrain measures one relay draining a PostgreSQL backlog of b.N
@@ -33,13 +33,13 @@ func BenchmarkPublish(b *testing.B) {
 	_, p, stream := publisherOn(b, nil)
 	payload := []byte(`{"order_id":1,"pad":"` + strings.Repeat("x", 440) + `"}`)
 	const size = 1000
-	batch := make([]*outbox.Envelope, size)
+	batch := make([]*publisher.Envelope, size)
 	b.ResetTimer()
 	for sent := 0; sent < b.N; sent += size {
 		n := min(size, b.N-sent)
 		for i := range n {
-			batch[i] = &outbox.Envelope{ID: strconv.Itoa(sent + i), Topic: "order.created", Key: "k" + strconv.Itoa(i), Destination: stream + ".order.created", Payload: payload,
-				Headers: map[string]string{outbox.HeaderTopic: "order.created", outbox.HeaderBusinessKey: "k" + strconv.Itoa(i), outbox.HeaderContentType: "application/json"}}
+			batch[i] = &publisher.Envelope{ID: strconv.Itoa(sent + i), Topic: "order.created", Key: "k" + strconv.Itoa(i), Destination: stream + ".order.created", Payload: payload,
+				Headers: map[string]string{publisher.HeaderTopic: "order.created", publisher.HeaderBusinessKey: "k" + strconv.Itoa(i), publisher.HeaderContentType: "application/json"}}
 		}
 		for i, err := range p.Publish(context.Background(), batch[:n]) {
 			if err != nil {

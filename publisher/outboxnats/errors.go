@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // MaxSubjectLen is the longest subject published. NATS refuses protocol
@@ -76,25 +76,25 @@ func (p *Publisher) notConnected(subject string) error {
 	if err := p.nc.LastError(); err != nil {
 		msg += ": " + oneLine(err.Error())
 	}
-	return outbox.Unavailable(errors.New(msg))
+	return publisher.Unavailable(errors.New(msg))
 }
 
 // sendError classifies a failure to hand a message to the client: nothing
 // reached the server.
-func (p *Publisher) sendError(env *outbox.Envelope, msg *nats.Msg, err error) error {
+func (p *Publisher) sendError(env *publisher.Envelope, msg *nats.Msg, err error) error {
 	subject := env.Destination
 	switch {
 	case errors.Is(err, nats.ErrMaxPayload):
-		return outbox.Permanent(fmt.Errorf("outboxnats: subject %q: message too large: %d bytes of payload and headers, the server's max_payload is %d", subject, msg.Size()-len(msg.Subject), p.nc.MaxPayload()))
+		return publisher.Permanent(fmt.Errorf("outboxnats: subject %q: message too large: %d bytes of payload and headers, the server's max_payload is %d", subject, msg.Size()-len(msg.Subject), p.nc.MaxPayload()))
 	case errors.Is(err, nats.ErrBadSubject):
-		return outbox.Permanent(fmt.Errorf("outboxnats: invalid subject %q: %w", subject, err))
+		return publisher.Permanent(fmt.Errorf("outboxnats: invalid subject %q: %w", subject, err))
 	case errors.Is(err, nats.ErrBadHeaderMsg), errors.Is(err, nats.ErrHeadersNotSupported):
-		return outbox.Permanent(fmt.Errorf("outboxnats: subject %q: %w", subject, err))
+		return publisher.Permanent(fmt.Errorf("outboxnats: subject %q: %w", subject, err))
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting),
 		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrNoServers),
 		errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrConnectionDraining),
 		errors.Is(err, nats.ErrInvalidConnection), !p.nc.IsConnected():
-		return outbox.Unavailable(fmt.Errorf("outboxnats: subject %q: not sent: %w", subject, err))
+		return publisher.Unavailable(fmt.Errorf("outboxnats: subject %q: not sent: %w", subject, err))
 	}
 	// Nothing was sent: a plain error, retried with backoff.
 	return fmt.Errorf("outboxnats: subject %q: not sent: %v", subject, err)
@@ -102,7 +102,7 @@ func (p *Publisher) sendError(env *outbox.Envelope, msg *nats.Msg, err error) er
 
 // ackError classifies the error a PubAckFuture reported: the message
 // reached the client, maybe the server.
-func (p *Publisher) ackError(ctx context.Context, env *outbox.Envelope, err error, lookups map[string]error) error {
+func (p *Publisher) ackError(ctx context.Context, env *publisher.Envelope, err error, lookups map[string]error) error {
 	subject := env.Destination
 	var apiErr *jetstream.APIError
 	switch {
@@ -110,17 +110,17 @@ func (p *Publisher) ackError(ctx context.Context, env *outbox.Envelope, err erro
 		return p.noResponders(ctx, subject, lookups)
 	case errors.As(err, &apiErr):
 		if apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
-			return outbox.Permanent(fmt.Errorf("outboxnats: subject %q: message too large for the stream (max_msg_size): %s", subject, apiErr.Description))
+			return publisher.Permanent(fmt.Errorf("outboxnats: subject %q: message too large for the stream (max_msg_size): %s", subject, apiErr.Description))
 		}
 		// Limits reached with discard=new, storage full, a stream
 		// leader in flux: the stream refused this message, try later.
 		return fmt.Errorf("outboxnats: subject %q: JetStream refused the message: %s (err_code %d)", subject, apiErr.Description, apiErr.ErrorCode)
 	case errors.Is(err, nats.ErrDisconnected):
-		return outbox.Unknown(fmt.Errorf("outboxnats: subject %q: connection lost while the PubAck was awaited: %w", subject, err))
+		return publisher.Unknown(fmt.Errorf("outboxnats: subject %q: connection lost while the PubAck was awaited: %w", subject, err))
 	}
 	// A timeout, a closed publisher context, an unreadable ack: the
 	// message may be stored.
-	return outbox.Unknown(fmt.Errorf("outboxnats: subject %q: no PubAck: %w", subject, err))
+	return publisher.Unknown(fmt.Errorf("outboxnats: subject %q: no PubAck: %w", subject, err))
 }
 
 // noResponders explains a "no responders" answer: nothing on the server
@@ -139,9 +139,9 @@ func (p *Publisher) noResponders(ctx context.Context, subject string, lookups ma
 	case err == nil:
 		e = fmt.Errorf("outboxnats: subject %q: stream %s did not answer (no responders)", subject, name)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		e = outbox.Permanent(fmt.Errorf("outboxnats: no JetStream stream for subject %q", subject))
+		e = publisher.Permanent(fmt.Errorf("outboxnats: no JetStream stream for subject %q", subject))
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-		e = outbox.Permanent(fmt.Errorf("outboxnats: no JetStream stream for subject %q: %v", subject, err))
+		e = publisher.Permanent(fmt.Errorf("outboxnats: no JetStream stream for subject %q: %v", subject, err))
 	default:
 		// Not cached: the next message may find the server answering.
 		return fmt.Errorf("outboxnats: subject %q: no responders, and looking up its stream failed: %v", subject, err)

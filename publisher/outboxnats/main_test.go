@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
@@ -122,8 +122,8 @@ func received(m jetstream.Msg) publishertest.Received {
 	}
 	return publishertest.Received{
 		ID:          h[jetstream.MsgIDHeader],
-		Key:         h[outbox.HeaderBusinessKey],
-		Topic:       h[outbox.HeaderTopic],
+		Key:         h[publisher.HeaderBusinessKey],
+		Topic:       h[publisher.HeaderTopic],
 		Destination: m.Subject(),
 		Payload:     m.Data(),
 		Headers:     h,

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -63,7 +63,7 @@ type Publisher struct {
 	closed        atomic.Bool
 }
 
-var _ outbox.Publisher = (*Publisher)(nil)
+var _ publisher.Publisher = (*Publisher)(nil)
 
 // New returns a Publisher over js, a JetStream context the caller
 // configured; its WithPublishAsyncMaxPending bounds the PubAcks in flight.
@@ -113,7 +113,7 @@ func orDefault(v, def time.Duration) time.Duration {
 // Publish sends every envelope of the batch with PublishMsgAsync and waits
 // for their PubAcks until ctx ends. Results are in batch order; nil only
 // for a message JetStream acknowledged (a duplicate ack included).
-func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
 	errs := make([]error, len(batch))
 	if p.closed.Load() {
 		for i := range errs {
@@ -126,7 +126,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 	for i, env := range batch {
 		msg, err := message(env, p.ce)
 		if err != nil {
-			errs[i] = outbox.Permanent(err)
+			errs[i] = publisher.Permanent(err)
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -174,7 +174,7 @@ func (p *Publisher) send(ctx context.Context, msg *nats.Msg) (jetstream.PubAckFu
 // await collects the PubAck or error of every future, in order, until ctx
 // ends or the connection drops; what is still outstanding then is an
 // unknown outcome.
-func (p *Publisher) await(ctx context.Context, batch []*outbox.Envelope, futures []jetstream.PubAckFuture, errs []error) {
+func (p *Publisher) await(ctx context.Context, batch []*publisher.Envelope, futures []jetstream.PubAckFuture, errs []error) {
 	w := waiter{p: p, ctx: ctx, tick: time.NewTicker(p.checkEvery), lookups: map[string]error{}}
 	defer w.tick.Stop()
 	for i, f := range futures {
@@ -193,7 +193,7 @@ type waiter struct {
 	lost    error            // why waiting stopped: ctx ended or the connection dropped
 }
 
-func (w *waiter) wait(env *outbox.Envelope, f jetstream.PubAckFuture) error {
+func (w *waiter) wait(env *publisher.Envelope, f jetstream.PubAckFuture) error {
 	ok, failed := f.Ok(), f.Err()
 	for w.lost == nil {
 		select {
@@ -215,7 +215,7 @@ func (w *waiter) wait(env *outbox.Envelope, f jetstream.PubAckFuture) error {
 	case err := <-failed:
 		return w.p.ackError(w.ctx, env, err, w.lookups)
 	default:
-		return outbox.Unknown(fmt.Errorf("outboxnats: subject %q: no PubAck: %w", env.Destination, w.lost))
+		return publisher.Unknown(fmt.Errorf("outboxnats: subject %q: no PubAck: %w", env.Destination, w.lost))
 	}
 }
 
@@ -232,7 +232,7 @@ func (p *Publisher) Close() error {
 }
 
 // message builds the NATS message of env, or says why it cannot be sent.
-func message(env *outbox.Envelope, ce *outboxce.Format) (*nats.Msg, error) {
+func message(env *publisher.Envelope, ce *outboxce.Format) (*nats.Msg, error) {
 	if env == nil {
 		return nil, errors.New("outboxnats: nil envelope")
 	}

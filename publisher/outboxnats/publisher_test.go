@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -39,7 +39,7 @@ func newPublisher(t testing.TB, js jetstream.JetStream) *outboxnats.Publisher {
 	return p
 }
 
-func env(dest, key, payload string) *outbox.Envelope {
+func env(dest, key, payload string) *publisher.Envelope {
 	return publishertest.Envelope(dest, key, []byte(payload), "application/json", nil)
 }
 
@@ -65,7 +65,7 @@ func TestDuplicateIDIsSuccess(t *testing.T) {
 	first := env(stream+".orders", "k", `{"n":1}`)
 	again := *first
 	again.Attempt = 2
-	for i, e := range []*outbox.Envelope{first, &again} {
+	for i, e := range []*publisher.Envelope{first, &again} {
 		if errs := publishertest.Publish(t, p, 10*time.Second, e); errs[0] != nil {
 			t.Fatalf("publish %d: %v", i+1, errs[0])
 		}
@@ -85,7 +85,7 @@ func TestInvalidMessagesArePermanent(t *testing.T) {
 	nc, js := connect(t)
 	p := newPublisher(t, js)
 	stream := newStream(t, js, nil)
-	withHeader := func(k, v string) *outbox.Envelope {
+	withHeader := func(k, v string) *publisher.Envelope {
 		e := env(stream+".orders", "k", `{}`)
 		e.Headers[k] = v
 		return e
@@ -96,7 +96,7 @@ func TestInvalidMessagesArePermanent(t *testing.T) {
 	noID.ID = ""
 	for _, tc := range []struct {
 		name string
-		env  *outbox.Envelope
+		env  *publisher.Envelope
 		want string
 	}{
 		{"blank in subject", env(stream+".order created", "k", `{}`), "blanks"},
@@ -115,9 +115,9 @@ func TestInvalidMessagesArePermanent(t *testing.T) {
 		{"no message id", noID, "no id"},
 	} {
 		errs := publishertest.Publish(t, p, 10*time.Second, tc.env)
-		publishertest.WantClass(t, tc.name, errs[0], outbox.ClassPermanent, tc.want)
+		publishertest.WantClass(t, tc.name, errs[0], publisher.ClassPermanent, tc.want)
 	}
-	if errs := publishertest.Publish(t, p, 10*time.Second, nil); outbox.Classify(errs[0]) != outbox.ClassPermanent {
+	if errs := publishertest.Publish(t, p, 10*time.Second, nil); publisher.Classify(errs[0]) != publisher.ClassPermanent {
 		t.Errorf("nil envelope: %v, want a permanent error", errs[0])
 	}
 	if n := streamCount(t, js, stream); n != 0 {
@@ -130,7 +130,7 @@ func TestMixedBatchResultsInOrder(t *testing.T) {
 	t.Parallel()
 	js, p, stream := publisherOn(t, nil)
 	missing := testdb.RandomName("nostream_") + ".x"
-	batch := []*outbox.Envelope{
+	batch := []*publisher.Envelope{
 		env(stream+".a", "1", `1`), env(missing, "2", `2`), env(stream+".*", "3", `3`),
 		env(stream+".b", "4", `4`), env(missing, "5", `5`), env(stream+".c", "6", `6`),
 	}
@@ -139,11 +139,11 @@ func TestMixedBatchResultsInOrder(t *testing.T) {
 		if ok && errs[i] != nil {
 			t.Errorf("message %d: %v", i, errs[i])
 		}
-		if !ok && outbox.Classify(errs[i]) != outbox.ClassPermanent {
+		if !ok && publisher.Classify(errs[i]) != publisher.ClassPermanent {
 			t.Errorf("message %d: %v, want a permanent error", i, errs[i])
 		}
 	}
-	publishertest.WantClass(t, "missing stream", errs[1], outbox.ClassPermanent, "no JetStream stream for subject")
+	publishertest.WantClass(t, "missing stream", errs[1], publisher.ClassPermanent, "no JetStream stream for subject")
 	got := map[string]bool{}
 	for _, m := range readStream(t, js, stream, 3, 10*time.Second) {
 		got[m.Headers().Get(jetstream.MsgIDHeader)] = true
@@ -161,7 +161,7 @@ func TestStreamMaxMsgSizeIsPermanent(t *testing.T) {
 	t.Parallel()
 	_, p, stream := publisherOn(t, func(c *jetstream.StreamConfig) { c.MaxMsgSize = 1024 })
 	e := env(stream+".orders", "k", `"`+strings.Repeat("x", 2048)+`"`)
-	publishertest.WantClass(t, "over max_msg_size", publishertest.Publish(t, p, 10*time.Second, e)[0], outbox.ClassPermanent, "max_msg_size")
+	publishertest.WantClass(t, "over max_msg_size", publishertest.Publish(t, p, 10*time.Second, e)[0], publisher.ClassPermanent, "max_msg_size")
 }
 
 // A full stream (limits with discard=new) refuses for now: retried, not
@@ -172,7 +172,7 @@ func TestFullStreamIsTransient(t *testing.T) {
 	if errs := publishertest.Publish(t, p, 10*time.Second, env(stream+".a", "k", `1`)); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	publishertest.WantClass(t, "full stream", publishertest.Publish(t, p, 10*time.Second, env(stream+".a", "k", `2`))[0], outbox.ClassTransient, "JetStream refused the message")
+	publishertest.WantClass(t, "full stream", publishertest.Publish(t, p, 10*time.Second, env(stream+".a", "k", `2`))[0], publisher.ClassTransient, "JetStream refused the message")
 }
 
 // proxied connects through a fault proxy in front of the local server.
@@ -220,9 +220,9 @@ func TestUnavailableThenReconnects(t *testing.T) {
 	}
 	v.fp.SetMode(faultproxy.Refuse)
 	relaytest.WaitFor(t, 10*time.Second, "the client to notice the disconnect", func() bool { return !v.nc.IsConnected() })
-	down := []*outbox.Envelope{env(v.stream+".a", "k1", `2`), env(v.stream+".b", "k2", `3`)}
+	down := []*publisher.Envelope{env(v.stream+".a", "k1", `2`), env(v.stream+".b", "k2", `3`)}
 	for i, err := range publishertest.Publish(t, v.p, 10*time.Second, down...) {
-		publishertest.WantClass(t, "publish while disconnected", err, outbox.ClassUnavailable, "not connected")
+		publishertest.WantClass(t, "publish while disconnected", err, publisher.ClassUnavailable, "not connected")
 		_ = i
 	}
 	v.fp.SetMode(faultproxy.Pass)
@@ -242,7 +242,7 @@ func TestNoPubAckIsUnknown(t *testing.T) {
 	v := newViaProxy(t)
 	v.fp.SetMode(faultproxy.Blackhole)
 	for _, err := range publishertest.Publish(t, v.p, time.Second, env(v.stream+".a", "k1", `1`), env(v.stream+".b", "k2", `2`)) {
-		publishertest.WantClass(t, "no PubAck", err, outbox.ClassUnknown, "no PubAck")
+		publishertest.WantClass(t, "no PubAck", err, publisher.ClassUnknown, "no PubAck")
 	}
 }
 
@@ -256,14 +256,14 @@ func TestDisconnectWhileAwaitingIsUnknown(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		done <- v.p.Publish(ctx, []*outbox.Envelope{env(v.stream+".a", "k1", `1`), env(v.stream+".b", "k2", `2`)})
+		done <- v.p.Publish(ctx, []*publisher.Envelope{env(v.stream+".a", "k1", `1`), env(v.stream+".b", "k2", `2`)})
 	}()
 	relaytest.WaitFor(t, 10*time.Second, "the messages to be in flight", func() bool { return v.js.PublishAsyncPending() == 2 })
 	v.fp.SetMode(faultproxy.Refuse)
 	select {
 	case errs := <-done:
 		for _, err := range errs {
-			publishertest.WantClass(t, "disconnect while awaiting", err, outbox.ClassUnknown, "connection")
+			publishertest.WantClass(t, "disconnect while awaiting", err, publisher.ClassUnknown, "connection")
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Publish kept waiting after the connection dropped")
@@ -286,11 +286,11 @@ func TestClosedConnection(t *testing.T) {
 	if !nc.IsConnected() {
 		t.Fatal("Close closed the caller's connection")
 	}
-	publishertest.WantClass(t, "publish after Close", publishertest.Publish(t, p, 5*time.Second, env(stream+".a", "k", `1`))[0], outbox.ClassTransient, "closed")
+	publishertest.WantClass(t, "publish after Close", publishertest.Publish(t, p, 5*time.Second, env(stream+".a", "k", `1`))[0], publisher.ClassTransient, "closed")
 
 	p2 := newPublisher(t, js)
 	nc.Close()
-	publishertest.WantClass(t, "closed connection", publishertest.Publish(t, p2, 5*time.Second, env(stream+".a", "k", `1`))[0], outbox.ClassUnavailable, "connection closed")
+	publishertest.WantClass(t, "closed connection", publishertest.Publish(t, p2, 5*time.Second, env(stream+".a", "k", `1`))[0], publisher.ClassUnavailable, "connection closed")
 }
 
 // A batch larger than the context's WithPublishAsyncMaxPending waits for
@@ -304,7 +304,7 @@ func TestBatchLargerThanMaxPending(t *testing.T) {
 	}
 	p := newPublisher(t, js)
 	stream := newStream(t, js, nil)
-	var batch []*outbox.Envelope
+	var batch []*publisher.Envelope
 	for i := range 300 {
 		batch = append(batch, env(stream+".orders", "key-"+strconv.Itoa(i), strconv.Itoa(i)))
 	}

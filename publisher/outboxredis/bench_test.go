@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // BenchmarkPublish measures the publisher alone: batches of 1000 messages
@@ -22,7 +22,7 @@ func BenchmarkPublish(b *testing.B) {
 	p := newPublisher(b, srv.client(b, nil), nil)
 	payload := fmt.Appendf(nil, `{"pad":%q}`, strings.Repeat("x", 480))
 	const batchSize = 1000
-	batch := make([]*outbox.Envelope, batchSize)
+	batch := make([]*publisher.Envelope, batchSize)
 	for i := range batch {
 		batch[i] = env("bench", fmt.Sprintf("key-%d", i), string(payload))
 	}

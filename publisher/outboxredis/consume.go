@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // Consume defaults.
@@ -96,7 +96,7 @@ func Decode(stream string, x redis.XMessage) (*inbox.Message, error) {
 		ID:          id,
 		Topic:       topic,
 		Key:         field(FieldBusinessKey),
-		ContentType: headers[outbox.HeaderContentType],
+		ContentType: headers[publisher.HeaderContentType],
 		Headers:     headers,
 		Payload:     []byte(field(FieldPayload)),
 	}, nil

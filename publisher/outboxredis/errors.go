@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // ErrStreamNotFound is wrapped by the permanent error of a message sent to
@@ -37,7 +37,7 @@ var serverWide = map[string]bool{
 func classify(ctx context.Context, err error, stream string) error {
 	if errors.Is(err, redis.Nil) {
 		// NOMKSTREAM answers nil when the stream is missing.
-		return outbox.Permanent(fmt.Errorf("outboxredis: XADD %q: %w; create it (e.g. XGROUP CREATE %s <group> $ MKSTREAM) or set create=true", stream, ErrStreamNotFound, stream))
+		return publisher.Permanent(fmt.Errorf("outboxredis: XADD %q: %w; create it (e.g. XGROUP CREATE %s <group> $ MKSTREAM) or set create=true", stream, ErrStreamNotFound, stream))
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
@@ -45,18 +45,18 @@ func classify(ctx context.Context, err error, stream string) error {
 		code, _, _ := strings.Cut(msg, " ")
 		switch {
 		case code == "WRONGTYPE":
-			return outbox.Permanent(fmt.Errorf("outboxredis: XADD %q: the key holds a value that is not a stream (%s)", stream, msg))
+			return publisher.Permanent(fmt.Errorf("outboxredis: XADD %q: the key holds a value that is not a stream (%s)", stream, msg))
 		case code == "NOPERM":
-			return outbox.Permanent(fmt.Errorf("outboxredis: XADD %q: the Redis user may not write this key (%s)", stream, msg))
+			return publisher.Permanent(fmt.Errorf("outboxredis: XADD %q: the Redis user may not write this key (%s)", stream, msg))
 		case code == "NOAUTH" || code == "WRONGPASS" || strings.HasPrefix(msg, "ERR max number of clients"):
 			// Refused at the handshake, before anything was sent.
-			return outbox.Unavailable(fmt.Errorf("outboxredis: XADD %q: connection refused by the server: %s", stream, msg))
+			return publisher.Unavailable(fmt.Errorf("outboxredis: XADD %q: connection refused by the server: %s", stream, msg))
 		case serverWide[code]:
 			// The server refuses every write for now, whatever the
 			// message: memory pressure, a restart reading its data, a
 			// long script, a replica or a failover, too few replicas, a
 			// failing snapshot. The route is down until a probe passes.
-			return outbox.Unavailable(fmt.Errorf("outboxredis: XADD %q: the server refuses writes: %s", stream, msg))
+			return publisher.Unavailable(fmt.Errorf("outboxredis: XADD %q: the server refuses writes: %s", stream, msg))
 		}
 		// Every other reply is transient: TRYAGAIN, MOVED, ASK (a slot
 		// being resharded) and replies this code does not know. A later
@@ -71,11 +71,11 @@ func classify(ctx context.Context, err error, stream string) error {
 			// The publish was cancelled while connecting: nothing went out.
 			return fmt.Errorf("outboxredis: XADD %q: not sent: %w", stream, err)
 		}
-		return outbox.Unavailable(fmt.Errorf("outboxredis: XADD %q: cannot reach the server: %w", stream, err))
+		return publisher.Unavailable(fmt.Errorf("outboxredis: XADD %q: cannot reach the server: %w", stream, err))
 	}
 	// The pipeline may have reached the server: a timeout or a connection
 	// lost while waiting for replies.
-	return outbox.Unknown(fmt.Errorf("outboxredis: XADD %q: no reply, the entry may have been written: %w", stream, err))
+	return publisher.Unknown(fmt.Errorf("outboxredis: XADD %q: no reply, the entry may have been written: %w", stream, err))
 }
 
 // notConnected reports whether err means no connection could be had, so

@@ -78,7 +78,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // Stream entry field names (CONTRACT §4).
@@ -157,7 +157,7 @@ type Publisher struct {
 	closed bool
 }
 
-var _ outbox.Publisher = (*Publisher)(nil)
+var _ publisher.Publisher = (*Publisher)(nil)
 
 // New returns a Publisher over client, which the caller configured
 // (address, credentials, TLS, timeouts). Set ContextTimeoutEnabled on it so
@@ -220,7 +220,7 @@ type entry struct {
 // pipeline and returns the results in batch order; nil means XADD
 // answered with the entry's id (and, with WaitReplicas, enough replicas
 // acknowledged it).
-func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
 	errs := make([]error, len(batch))
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -257,8 +257,8 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 			// The connection failed: later pipelines would fail the same
 			// way. Nothing of them was sent, so they are not unknown.
 			var rest error = fmt.Errorf("outboxredis: not sent after an earlier pipeline of the batch failed: %v", stop)
-			if outbox.Classify(stop) == outbox.ClassUnavailable {
-				rest = outbox.Unavailable(rest)
+			if publisher.Classify(stop) == publisher.ClassUnavailable {
+				rest = publisher.Unavailable(rest)
 			}
 			notSent(errs, entries[start:], rest)
 			break
@@ -275,16 +275,16 @@ func notSent(errs []error, entries []entry, err error) {
 
 // entry renders one envelope as XADD arguments; a message that cannot be
 // sent is a permanent error.
-func (p *Publisher) entry(env *outbox.Envelope) (entry, error) {
+func (p *Publisher) entry(env *publisher.Envelope) (entry, error) {
 	if env == nil {
-		return entry{}, outbox.Permanent(errors.New("outboxredis: nil envelope"))
+		return entry{}, publisher.Permanent(errors.New("outboxredis: nil envelope"))
 	}
 	if env.Destination == "" {
-		return entry{}, outbox.Permanent(fmt.Errorf("outboxredis: message %s: empty stream name", env.ID))
+		return entry{}, publisher.Permanent(fmt.Errorf("outboxredis: message %s: empty stream name", env.ID))
 	}
 	headers, err := headersJSON(env)
 	if err != nil {
-		return entry{}, outbox.Permanent(fmt.Errorf("outboxredis: message %s: headers: %v", env.ID, err))
+		return entry{}, publisher.Permanent(fmt.Errorf("outboxredis: message %s: headers: %v", env.ID, err))
 	}
 	args := &redis.XAddArgs{
 		Stream:     env.Destination,
@@ -306,19 +306,19 @@ func (p *Publisher) entry(env *outbox.Envelope) (entry, error) {
 
 // headersJSON renders the envelope's headers, adding the contract's own
 // when the envelope lacks them.
-func headersJSON(env *outbox.Envelope) ([]byte, error) {
+func headersJSON(env *publisher.Envelope) ([]byte, error) {
 	h := make(map[string]string, len(env.Headers)+3)
 	for k, v := range env.Headers {
 		h[k] = v
 	}
-	if _, ok := h[outbox.HeaderTopic]; !ok {
-		h[outbox.HeaderTopic] = env.Topic
+	if _, ok := h[publisher.HeaderTopic]; !ok {
+		h[publisher.HeaderTopic] = env.Topic
 	}
-	if _, ok := h[outbox.HeaderBusinessKey]; !ok && env.Key != "" {
-		h[outbox.HeaderBusinessKey] = env.Key
+	if _, ok := h[publisher.HeaderBusinessKey]; !ok && env.Key != "" {
+		h[publisher.HeaderBusinessKey] = env.Key
 	}
-	if h[outbox.HeaderContentType] == "" {
-		h[outbox.HeaderContentType] = outbox.DefaultContentType
+	if h[publisher.HeaderContentType] == "" {
+		h[publisher.HeaderContentType] = publisher.DefaultContentType
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -347,7 +347,7 @@ func (p *Publisher) send(ctx context.Context, chunk []entry, errs []error) error
 		want++
 	}
 	if len(cmds) != want {
-		err := outbox.Unknown(fmt.Errorf("outboxredis: pipeline returned %d replies for %d commands", len(cmds), want))
+		err := publisher.Unknown(fmt.Errorf("outboxredis: pipeline returned %d replies for %d commands", len(cmds), want))
 		notSent(errs, chunk, err)
 		return err
 	}
@@ -364,7 +364,7 @@ func (p *Publisher) send(ctx context.Context, chunk []entry, errs []error) error
 	for k, e := range chunk {
 		cmd, ok := cmds[k].(*redis.StringCmd)
 		if !ok {
-			errs[e.i] = outbox.Unknown(fmt.Errorf("outboxredis: XADD %q: unexpected reply type %T", e.args.Stream, cmds[k]))
+			errs[e.i] = publisher.Unknown(fmt.Errorf("outboxredis: XADD %q: unexpected reply type %T", e.args.Stream, cmds[k]))
 			continue
 		}
 		id, err := cmd.Result()
@@ -381,9 +381,9 @@ func (p *Publisher) send(ctx context.Context, chunk []entry, errs []error) error
 				stop = errs[e.i]
 			}
 		case id == "":
-			errs[e.i] = outbox.Unknown(fmt.Errorf("outboxredis: XADD %q: empty reply", e.args.Stream))
+			errs[e.i] = publisher.Unknown(fmt.Errorf("outboxredis: XADD %q: empty reply", e.args.Stream))
 		case waitErr != nil:
-			errs[e.i] = outbox.Unknown(fmt.Errorf("outboxredis: XADD %q wrote entry %s on the primary, but %w", e.args.Stream, id, waitErr))
+			errs[e.i] = publisher.Unknown(fmt.Errorf("outboxredis: XADD %q wrote entry %s on the primary, but %w", e.args.Stream, id, waitErr))
 		}
 	}
 	return stop

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/faultproxy"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxredis"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
@@ -29,22 +29,22 @@ func newPublisher(t testing.TB, c redis.UniversalClient, cfg *outboxredis.Config
 	return p
 }
 
-func publish(p outbox.Publisher, batch ...*outbox.Envelope) []error {
+func publish(p publisher.Publisher, batch ...*publisher.Envelope) []error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	return p.Publish(ctx, batch)
 }
 
-func env(dest, key, payload string) *outbox.Envelope {
+func env(dest, key, payload string) *publisher.Envelope {
 	return publishertest.Envelope(dest, key, []byte(payload), "application/json", nil)
 }
 
-func wantClass(t *testing.T, err error, want outbox.ErrorClass, contains ...string) {
+func wantClass(t *testing.T, err error, want publisher.ErrorClass, contains ...string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got success, want a %v error", want)
 	}
-	if got := outbox.Classify(err); got != want {
+	if got := publisher.Classify(err); got != want {
 		t.Fatalf("error %q is %v, want %v", err, got, want)
 	}
 	for _, s := range contains {
@@ -64,9 +64,9 @@ func TestWireFormat(t *testing.T) {
 	admin, stream := localStream(t, "wire")
 	p := newPublisher(t, admin, nil)
 	e := publishertest.Envelope(stream, "order-42", []byte(`{"order_id":42,"note":"<&>"}`), "application/json",
-		map[string]string{"x-tenant": "acme", outbox.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+		map[string]string{"x-tenant": "acme", publisher.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
 	e.Topic = "order.created"
-	e.Headers[outbox.HeaderTopic] = "order.created"
+	e.Headers[publisher.HeaderTopic] = "order.created"
 	if errs := publish(p, e); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -108,7 +108,7 @@ func TestWireFormat(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	got := readAll(t, admin, stream)
-	if len(got) != 2 || got[1].Key != "" || got[1].Headers[outbox.HeaderBusinessKey] != "" {
+	if len(got) != 2 || got[1].Key != "" || got[1].Headers[publisher.HeaderBusinessKey] != "" {
 		t.Fatalf("keyless entry: %+v", got[len(got)-1])
 	}
 }
@@ -126,7 +126,7 @@ func TestResultsPerMessage(t *testing.T) {
 	missing := streamName(t, admin, "missing")
 	p := newPublisher(t, admin, nil)
 
-	batch := []*outbox.Envelope{env(ok1, "a", `1`), env(wrong, "b", `2`), env(ok2, "c", `3`), env(missing, "d", `4`), env("", "e", `5`), nil, env(ok1, "f", `6`)}
+	batch := []*publisher.Envelope{env(ok1, "a", `1`), env(wrong, "b", `2`), env(ok2, "c", `3`), env(missing, "d", `4`), env("", "e", `5`), nil, env(ok1, "f", `6`)}
 	errs := publish(p, batch...)
 	if len(errs) != len(batch) {
 		t.Fatalf("%d results for %d messages", len(errs), len(batch))
@@ -136,13 +136,13 @@ func TestResultsPerMessage(t *testing.T) {
 			t.Errorf("message %d: %v", i, errs[i])
 		}
 	}
-	wantClass(t, errs[1], outbox.ClassPermanent, "WRONGTYPE", "not a stream", wrong)
-	wantClass(t, errs[3], outbox.ClassPermanent, "does not exist", missing, "create=true")
+	wantClass(t, errs[1], publisher.ClassPermanent, "WRONGTYPE", "not a stream", wrong)
+	wantClass(t, errs[3], publisher.ClassPermanent, "does not exist", missing, "create=true")
 	if !errors.Is(errs[3], outboxredis.ErrStreamNotFound) {
 		t.Errorf("missing stream error %q does not wrap ErrStreamNotFound", errs[3])
 	}
-	wantClass(t, errs[4], outbox.ClassPermanent, "empty stream name")
-	wantClass(t, errs[5], outbox.ClassPermanent, "nil envelope")
+	wantClass(t, errs[4], publisher.ClassPermanent, "empty stream name")
+	wantClass(t, errs[5], publisher.ClassPermanent, "nil envelope")
 	if n := len(readAll(t, admin, ok1)); n != 2 {
 		t.Errorf("%s holds %d entries, want 2", ok1, n)
 	}
@@ -173,7 +173,7 @@ func TestMaxLenTrims(t *testing.T) {
 	p := newPublisher(t, admin, &outboxredis.Config{MaxLen: 10})
 	const total = 600
 	for round := 0; round < total/100; round++ {
-		var batch []*outbox.Envelope
+		var batch []*publisher.Envelope
 		for i := 0; i < 100; i++ {
 			batch = append(batch, env(stream, fmt.Sprintf("k%d", i), `{}`))
 		}
@@ -199,7 +199,7 @@ func TestLargeBatchSplitsPipelines(t *testing.T) {
 	t.Parallel()
 	admin, stream := localStream(t, "split")
 	p := newPublisher(t, admin, &outboxredis.Config{MaxPipelineBytes: 4096})
-	var batch []*outbox.Envelope
+	var batch []*publisher.Envelope
 	for i := 0; i < 50; i++ {
 		batch = append(batch, env(stream, fmt.Sprintf("k%d", i), fmt.Sprintf(`{"i":%d,"pad":%q}`, i, strings.Repeat("x", 500))))
 	}
@@ -227,7 +227,7 @@ func TestWaitReplicas(t *testing.T) {
 	p := newPublisher(t, admin, &outboxredis.Config{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
 	errs := publish(p, env(stream, "a", `1`), env(stream, "b", `2`))
 	for _, err := range errs {
-		wantClass(t, err, outbox.ClassUnknown, "0 of 1 replicas", "on the primary")
+		wantClass(t, err, publisher.ClassUnknown, "0 of 1 replicas", "on the primary")
 	}
 	if n := len(readAll(t, admin, stream)); n != 2 {
 		t.Errorf("%d entries on the primary, want 2", n)
@@ -296,7 +296,7 @@ func TestCloseLeavesCallersClient(t *testing.T) {
 	var wg sync.WaitGroup
 	var inflight []error
 	wg.Go(func() {
-		var batch []*outbox.Envelope
+		var batch []*publisher.Envelope
 		for i := 0; i < 500; i++ {
 			batch = append(batch, env(stream, fmt.Sprintf("k%d", i), `{}`))
 		}
@@ -327,7 +327,7 @@ func TestConnectionRefusedIsUnavailable(t *testing.T) {
 	// Two pipelines: the second is not tried after the first cannot connect.
 	errs := publish(p, env("orders", "a", `1`), env("orders", "b", `2`))
 	for _, err := range errs {
-		wantClass(t, err, outbox.ClassUnavailable, "orders")
+		wantClass(t, err, publisher.ClassUnavailable, "orders")
 	}
 	if !strings.Contains(errs[0].Error(), "refused") {
 		t.Errorf("error %q does not say the connection was refused", errs[0])
@@ -350,7 +350,7 @@ func TestNoReplyIsUnknown(t *testing.T) {
 	}
 	proxy.SetMode(faultproxy.Blackhole)
 	for _, err := range publish(p, env(stream, "a", `1`), env(stream, "b", `2`)) {
-		wantClass(t, err, outbox.ClassUnknown, "no reply", stream)
+		wantClass(t, err, publisher.ClassUnknown, "no reply", stream)
 	}
 
 	// The connection is cut while the publish is on its way (the proxy
@@ -361,7 +361,7 @@ func TestNoReplyIsUnknown(t *testing.T) {
 	go func() { done <- publish(p, env(stream, "c", `3`)) }()
 	time.Sleep(100 * time.Millisecond)
 	proxy.SetMode(faultproxy.Refuse)
-	wantClass(t, (<-done)[0], outbox.ClassUnknown, "no reply")
+	wantClass(t, (<-done)[0], publisher.ClassUnknown, "no reply")
 
 	// The relay's deadline passes while waiting for the reply: unknown.
 	proxy.SetDelay(0)
@@ -374,7 +374,7 @@ func TestNoReplyIsUnknown(t *testing.T) {
 	proxy.SetMode(faultproxy.Blackhole)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	wantClass(t, p2.Publish(ctx, []*outbox.Envelope{env(stream, "d", `4`)})[0], outbox.ClassUnknown)
+	wantClass(t, p2.Publish(ctx, []*publisher.Envelope{env(stream, "d", `4`)})[0], publisher.ClassUnknown)
 }
 
 // TestRestartReconnects: while the server is down the publisher reports
@@ -389,7 +389,7 @@ func TestRestartReconnects(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	srv.kill()
-	wantClass(t, publish(p, env("orders", "b", `2`))[0], outbox.ClassUnavailable, "cannot reach")
+	wantClass(t, publish(p, env("orders", "b", `2`))[0], publisher.ClassUnavailable, "cannot reach")
 	srv.start()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -397,7 +397,7 @@ func TestRestartReconnects(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if c := outbox.Classify(err); c != outbox.ClassUnavailable && c != outbox.ClassUnknown {
+		if c := publisher.Classify(err); c != publisher.ClassUnavailable && c != publisher.ClassUnknown {
 			t.Fatalf("after restart: %v (%v)", err, c)
 		}
 		if time.Now().After(deadline) {
@@ -424,7 +424,7 @@ func TestServerErrors(t *testing.T) {
 	t.Run("OOM", func(t *testing.T) {
 		mustDo(t, admin, "CONFIG", "SET", "maxmemory", "1")
 		defer mustDo(t, admin, "CONFIG", "SET", "maxmemory", "0")
-		wantClass(t, publish(p, env("orders", "k", `1`))[0], outbox.ClassUnavailable, "OOM")
+		wantClass(t, publish(p, env("orders", "k", `1`))[0], publisher.ClassUnavailable, "OOM")
 	})
 
 	t.Run("NOPERM", func(t *testing.T) {
@@ -434,13 +434,13 @@ func TestServerErrors(t *testing.T) {
 		if errs[0] != nil {
 			t.Fatal(errs[0])
 		}
-		wantClass(t, errs[1], outbox.ClassPermanent, "NOPERM", "may not write")
+		wantClass(t, errs[1], publisher.ClassPermanent, "NOPERM", "may not write")
 	})
 
 	t.Run("WrongPassword", func(t *testing.T) {
 		bad := newPublisher(t, srv.client(t, func(o *redis.Options) { o.Username, o.Password = "orders-only", "wrong-pw-value" }), nil)
 		err := publish(bad, env("orders", "k", `1`))[0]
-		wantClass(t, err, outbox.ClassUnavailable)
+		wantClass(t, err, publisher.ClassUnavailable)
 		if strings.Contains(err.Error(), "wrong-pw-value") {
 			t.Errorf("error %q shows the password", err)
 		}
@@ -465,6 +465,6 @@ func TestServerErrors(t *testing.T) {
 		err := publish(p, env("orders", "k", `1`))[0]
 		mustDo(t, admin, "SCRIPT", "KILL")
 		<-done
-		wantClass(t, err, outbox.ClassUnavailable, "BUSY")
+		wantClass(t, err, publisher.ClassUnavailable, "BUSY")
 	})
 }

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/testtls"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
@@ -39,16 +39,16 @@ func TestTLSAndCredentials(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		url  string
-		want outbox.ErrorClass // -1: delivered
+		want publisher.ErrorClass // -1: delivered
 		says string
 	}{
 		{"rediss", "rediss://:" + password + "@" + srv.Addr() + "/0?" + q(full...), -1, ""},
 		{"tls=true", "redis://default:" + password + "@" + srv.Addr() + "?" + q(append(full, "tls", "true")...), -1, ""},
-		{"no server_name", "rediss://:" + password + "@" + srv.Addr() + "?" + q(full[:6]...), outbox.ClassUnavailable, "127.0.0.1"},
-		{"no client certificate", "rediss://:" + password + "@" + srv.Addr() + "?" + q("ca_file", ca.File, "server_name", "redis.test"), outbox.ClassUnavailable, "certificate"},
-		{"no ca_file", "rediss://:" + password + "@" + srv.Addr() + "?" + q(full[2:]...), outbox.ClassUnavailable, "certificate"},
-		{"wrong password", "rediss://:not-the-" + password + "@" + srv.Addr() + "?" + q(full...), outbox.ClassUnavailable, "WRONGPASS"},
-		{"plain text to a TLS port", "redis://:" + password + "@" + srv.Addr(), outbox.ClassUnknown, ""},
+		{"no server_name", "rediss://:" + password + "@" + srv.Addr() + "?" + q(full[:6]...), publisher.ClassUnavailable, "127.0.0.1"},
+		{"no client certificate", "rediss://:" + password + "@" + srv.Addr() + "?" + q("ca_file", ca.File, "server_name", "redis.test"), publisher.ClassUnavailable, "certificate"},
+		{"no ca_file", "rediss://:" + password + "@" + srv.Addr() + "?" + q(full[2:]...), publisher.ClassUnavailable, "certificate"},
+		{"wrong password", "rediss://:not-the-" + password + "@" + srv.Addr() + "?" + q(full...), publisher.ClassUnavailable, "WRONGPASS"},
+		{"plain text to a TLS port", "redis://:" + password + "@" + srv.Addr(), publisher.ClassUnknown, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pub, err := outboxurl.Open(tc.url, nil)

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxstdout"
 )
 
 func Example() {
 	pub := outboxstdout.New(os.Stdout)
-	errs := pub.Publish(context.Background(), []*outbox.Envelope{
+	errs := pub.Publish(context.Background(), []*publisher.Envelope{
 		{
 			ID:          "0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e",
 			Topic:       "order.created",

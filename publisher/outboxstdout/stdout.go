@@ -22,7 +22,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // Publisher writes messages as JSON lines to an io.Writer. It is safe for
@@ -32,7 +32,7 @@ type Publisher struct {
 	w  io.Writer
 }
 
-var _ outbox.Publisher = (*Publisher)(nil)
+var _ publisher.Publisher = (*Publisher)(nil)
 
 // New returns a Publisher writing to w. A w with a Flush() error method
 // (such as *bufio.Writer) is flushed after every batch, so a nil result
@@ -56,7 +56,7 @@ type line struct {
 // Publish writes one line per envelope, in batch order. A failed write is
 // the error of that envelope; once ctx is done the remaining envelopes are
 // not written and get ctx's error.
-func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
 	errs := make([]error, len(batch))
 	var buf bytes.Buffer
 	p.mu.Lock()
@@ -67,12 +67,12 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 			continue
 		}
 		if env == nil {
-			errs[i] = outbox.Permanent(errors.New("stdout: nil envelope"))
+			errs[i] = publisher.Permanent(errors.New("stdout: nil envelope"))
 			continue
 		}
 		buf.Reset()
 		if err := encode(&buf, env); err != nil {
-			errs[i] = outbox.Permanent(fmt.Errorf("stdout: encode message %s: %w", env.ID, err))
+			errs[i] = publisher.Permanent(fmt.Errorf("stdout: encode message %s: %w", env.ID, err))
 			continue
 		}
 		if _, err := p.w.Write(buf.Bytes()); err != nil {
@@ -95,7 +95,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []err
 func (p *Publisher) Close() error { return nil }
 
 // encode appends env's JSON line, newline included, to buf.
-func encode(buf *bytes.Buffer, env *outbox.Envelope) error {
+func encode(buf *bytes.Buffer, env *publisher.Envelope) error {
 	l := line{
 		MessageID:   env.ID,
 		Topic:       env.Topic,
@@ -108,7 +108,7 @@ func encode(buf *bytes.Buffer, env *outbox.Envelope) error {
 		l.Headers = map[string]string{}
 	}
 	switch {
-	case isJSON(env.Headers[outbox.HeaderContentType]) && json.Valid(env.Payload):
+	case isJSON(env.Headers[publisher.HeaderContentType]) && json.Valid(env.Payload):
 		l.Payload = json.RawMessage(env.Payload)
 	case utf8.Valid(env.Payload):
 		l.Payload = string(env.Payload)

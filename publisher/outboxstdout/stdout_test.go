@@ -12,12 +12,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxstdout"
 )
 
-func env(id, ct, payload string) *outbox.Envelope {
-	return &outbox.Envelope{
+func env(id, ct, payload string) *publisher.Envelope {
+	return &publisher.Envelope{
 		ID:          id,
 		Topic:       "order.created",
 		Key:         "order-42",
@@ -53,7 +53,7 @@ func str(t *testing.T, raw json.RawMessage) string {
 func TestLines(t *testing.T) {
 	t.Parallel()
 	binary := []byte{0, 1, 0xfe, 0xff, '\n'}
-	batch := []*outbox.Envelope{
+	batch := []*publisher.Envelope{
 		env("id-json", "application/json", "{\n  \"order_id\": 42,\n  \"note\": \"x\"\n}"),
 		env("id-cloudevents", "application/cloudevents+json; charset=utf-8", `[1,2]`),
 		env("id-badjson", "application/json", `{not json`),
@@ -146,7 +146,7 @@ func TestConcurrentBatchesDoNotInterleave(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
-			batch := make([]*outbox.Envelope, per)
+			batch := make([]*publisher.Envelope, per)
 			for i := range batch {
 				batch[i] = env("g"+strconv.Itoa(g)+"-"+strconv.Itoa(i), "application/json", `{"big":"`+strings.Repeat("x", 4096)+`"}`)
 			}
@@ -198,7 +198,7 @@ func TestWriteErrorIsThatMessagesError(t *testing.T) {
 	t.Parallel()
 	w := &failingWriter{fail: map[int]bool{1: true}}
 	p := outboxstdout.New(w)
-	errs := p.Publish(t.Context(), []*outbox.Envelope{env("a", "application/json", `1`), env("b", "application/json", `2`), env("c", "application/json", `3`)})
+	errs := p.Publish(t.Context(), []*publisher.Envelope{env("a", "application/json", `1`), env("b", "application/json", `2`), env("c", "application/json", `3`)})
 	if errs[0] != nil || errs[2] != nil {
 		t.Errorf("results = %v, want only the second to fail", errs)
 	}
@@ -220,14 +220,14 @@ func TestFlushes(t *testing.T) {
 	var out bytes.Buffer
 	bw := bufio.NewWriterSize(&out, 1<<20)
 	p := outboxstdout.New(bw)
-	if errs := p.Publish(t.Context(), []*outbox.Envelope{env("a", "application/json", `1`)}); errs[0] != nil {
+	if errs := p.Publish(t.Context(), []*publisher.Envelope{env("a", "application/json", `1`)}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	if out.Len() == 0 {
 		t.Error("a buffered writer was not flushed after the batch")
 	}
 	p = outboxstdout.New(bufio.NewWriterSize(brokenWriter{}, 1<<20))
-	if errs := p.Publish(t.Context(), []*outbox.Envelope{env("a", "application/json", `1`)}); errs[0] == nil {
+	if errs := p.Publish(t.Context(), []*publisher.Envelope{env("a", "application/json", `1`)}); errs[0] == nil {
 		t.Error("a failed flush reported success")
 	}
 }
@@ -238,7 +238,7 @@ func TestCanceledContext(t *testing.T) {
 	p := outboxstdout.New(&buf)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	errs := p.Publish(ctx, []*outbox.Envelope{env("a", "application/json", `1`)})
+	errs := p.Publish(ctx, []*publisher.Envelope{env("a", "application/json", `1`)})
 	if !errors.Is(errs[0], context.Canceled) || buf.Len() != 0 {
 		t.Errorf("result = %v, output %q; want context.Canceled and nothing written", errs[0], buf.String())
 	}

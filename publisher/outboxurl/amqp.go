@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 )
 
@@ -39,8 +39,8 @@ func init() { register(openAMQP, "amqp", "amqps") }
 
 // openAMQP returns a RabbitMQ publisher for an amqp:// or amqps:// URL.
 // It does not connect: the first publish does.
-func openAMQP(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error) {
-	fail := func(format string, args ...any) (outbox.Publisher, error) {
+func openAMQP(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, error) {
+	fail := func(format string, args ...any) (publisher.Publisher, error) {
 		return nil, fmt.Errorf("destination %s: "+format, append([]any{Redact(rawURL)}, args...)...)
 	}
 	if u.Opaque != "" || u.Hostname() == "" {

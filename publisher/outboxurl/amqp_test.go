@@ -13,11 +13,11 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testserver"
 	"github.com/txoutbox/outbox/internal/testtls"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
@@ -29,12 +29,12 @@ func openAMQP(t *testing.T, raw string, opts *outboxurl.Options) *outboxamqp.Pub
 	return openAs[*outboxamqp.Publisher](t, raw, opts)
 }
 
-func amqpEnvelope(dest string) *outbox.Envelope {
+func amqpEnvelope(dest string) *publisher.Envelope {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
-	return &outbox.Envelope{ID: id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:], Topic: dest, Destination: dest,
-		Payload: []byte(`{"n":1}`), Headers: map[string]string{outbox.HeaderTopic: dest, outbox.HeaderContentType: "application/json"}, Attempt: 1}
+	return &publisher.Envelope{ID: id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:], Topic: dest, Destination: dest,
+		Payload: []byte(`{"n":1}`), Headers: map[string]string{publisher.HeaderTopic: dest, publisher.HeaderContentType: "application/json"}, Attempt: 1}
 }
 
 func TestOpenAMQP(t *testing.T) {
@@ -101,7 +101,7 @@ func TestOpenAMQPPublishes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	env := amqpEnvelope(dest)
-	if err := p.Publish(ctx, []*outbox.Envelope{env})[0]; err != nil {
+	if err := p.Publish(ctx, []*publisher.Envelope{env})[0]; err != nil {
 		t.Fatal(err)
 	}
 	var d amqp.Delivery
@@ -114,8 +114,8 @@ func TestOpenAMQPPublishes(t *testing.T) {
 	}
 
 	missing := openAMQP(t, amqpTestURL+"?exchange=outboxurl-no-such-exchange", nil)
-	err = missing.Publish(ctx, []*outbox.Envelope{amqpEnvelope(dest)})[0]
-	if !errors.Is(err, outboxamqp.ErrNoExchange) || outbox.Classify(err) != outbox.ClassPermanent {
+	err = missing.Publish(ctx, []*publisher.Envelope{amqpEnvelope(dest)})[0]
+	if !errors.Is(err, outboxamqp.ErrNoExchange) || publisher.Classify(err) != publisher.ClassPermanent {
 		t.Fatalf("publish to a missing exchange: %v", err)
 	}
 }
@@ -139,19 +139,19 @@ func TestOpenAMQPTLS(t *testing.T) {
 		p := openAMQP(t, raw, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return p.Publish(ctx, []*outbox.Envelope{amqpEnvelope("tls.test")})[0]
+		return p.Publish(ctx, []*publisher.Envelope{amqpEnvelope("tls.test")})[0]
 	}
 
 	err = publish("amqps://guest:tls-secret@127.0.0.1:" + port + "/?connect_timeout=3s")
-	if outbox.Classify(err) != outbox.ClassUnavailable || !strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), "tls-secret") {
+	if publisher.Classify(err) != publisher.ClassUnavailable || !strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), "tls-secret") {
 		t.Errorf("untrusted server certificate: %v; want an unavailable certificate error without the password", err)
 	}
 	err = publish("amqps://guest:tls-secret@127.0.0.1:" + port + "/?connect_timeout=3s&ca_file=" + caFile)
-	if outbox.Classify(err) != outbox.ClassUnavailable || strings.Contains(err.Error(), "certificate") {
+	if publisher.Classify(err) != publisher.ClassUnavailable || strings.Contains(err.Error(), "certificate") {
 		t.Errorf("trusted server certificate: %v; want the TLS handshake to pass and the AMQP one to fail", err)
 	}
 	err = publish("amqp://guest:tls-secret@127.0.0.1:" + port + "/?connect_timeout=3s&ca_file=" + caFile + "&server_name=other.example")
-	if outbox.Classify(err) != outbox.ClassUnavailable || !strings.Contains(err.Error(), "certificate") {
+	if publisher.Classify(err) != publisher.ClassUnavailable || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("certificate for another name: %v; want a certificate error", err)
 	}
 }

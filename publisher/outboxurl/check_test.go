@@ -14,6 +14,7 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
@@ -57,8 +58,8 @@ func TestCheckURLStopsTheResend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := pub.(outbox.Checker); !ok {
-		t.Fatalf("a webhook with check_url opens as %T, which is not an outbox.Checker", pub)
+	if _, ok := pub.(publisher.Checker); !ok {
+		t.Fatalf("a webhook with check_url opens as %T, which is not an publisher.Checker", pub)
 	}
 	ids, err := relaytest.NewEnqueuer(t, db).Enqueue(t.Context(), []outbox.Message{
 		{Topic: "order.created", Payload: []byte(`{"order_id":1}`)},

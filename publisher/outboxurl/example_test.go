@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
@@ -15,7 +15,7 @@ func ExampleOpen() {
 		panic(err)
 	}
 	defer pub.Close()
-	pub.Publish(context.Background(), []*outbox.Envelope{{
+	pub.Publish(context.Background(), []*publisher.Envelope{{
 		ID: "0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e", Topic: "order.created", Destination: "order.created",
 		Payload: []byte(`{"order_id":42}`), Attempt: 1,
 	}})

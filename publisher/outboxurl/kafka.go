@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 )
 
@@ -39,12 +39,12 @@ func init() { register(openKafka, "kafka") }
 // openKafka builds a Kafka publisher (outboxkafka.Dial) from its URL. A
 // positive opts.Timeout (the relay's publish timeout) lowers the client's
 // record delivery timeout to two thirds of it.
-func openKafka(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error) {
+func openKafka(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, error) {
 	shown := Redact(rawURL)
 	if strings.ContainsFunc(shown, unicode.IsControl) {
 		shown = strconv.Quote(shown) // errors stay on one line
 	}
-	bad := func(format string, args ...any) (outbox.Publisher, error) {
+	bad := func(format string, args ...any) (publisher.Publisher, error) {
 		return nil, fmt.Errorf("destination %s: "+format, append([]any{shown}, args...)...)
 	}
 	if u.Opaque != "" || u.Host == "" {

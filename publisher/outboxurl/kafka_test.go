@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/testtls"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 	"github.com/txoutbox/outbox/publisher/publishertest"
@@ -39,11 +39,11 @@ func openKafka(t *testing.T, raw string, opts *outboxurl.Options) *outboxkafka.P
 }
 
 // kafkaPublish publishes one message to "orders" and returns its result.
-func kafkaPublish(p outbox.Publisher, d time.Duration) (*outbox.Envelope, error) {
+func kafkaPublish(p publisher.Publisher, d time.Duration) (*publisher.Envelope, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	env := publishertest.Envelope("orders", "k", []byte(`{"n":1}`), "application/json", nil)
-	return env, p.Publish(ctx, []*outbox.Envelope{env})[0]
+	return env, p.Publish(ctx, []*publisher.Envelope{env})[0]
 }
 
 // kafkaHasID reads "orders" from c until the message id shows up.
@@ -109,8 +109,8 @@ func TestOpenKafka(t *testing.T) {
 	// No connection is made at Open: an unreachable broker is the relay's
 	// to pause on, not a configuration error.
 	p := openKafka(t, "kafka://127.0.0.1:1,127.0.0.1:2", nil)
-	if _, err := kafkaPublish(p, 5*time.Second); outbox.Classify(err) != outbox.ClassUnavailable {
-		t.Errorf("publish to a closed port: %v (%v), want unavailable", err, outbox.Classify(err))
+	if _, err := kafkaPublish(p, 5*time.Second); publisher.Classify(err) != publisher.ClassUnavailable {
+		t.Errorf("publish to a closed port: %v (%v), want unavailable", err, publisher.Classify(err))
 	}
 }
 
@@ -189,8 +189,8 @@ func TestOpenKafkaTLS(t *testing.T) {
 	}
 	// Without the CA the broker is not trusted: nothing is delivered.
 	p := openKafka(t, "kafka://127.0.0.1:"+port+"?tls=true", nil)
-	if _, err := kafkaPublish(p, 10*time.Second); outbox.Classify(err) != outbox.ClassUnavailable || !strings.Contains(fmt.Sprint(err), "certificate") {
-		t.Fatalf("publish to a broker with an untrusted certificate: %v (%v), want unavailable naming the certificate", err, outbox.Classify(err))
+	if _, err := kafkaPublish(p, 10*time.Second); publisher.Classify(err) != publisher.ClassUnavailable || !strings.Contains(fmt.Sprint(err), "certificate") {
+		t.Fatalf("publish to a broker with an untrusted certificate: %v (%v), want unavailable naming the certificate", err, publisher.Classify(err))
 	}
 	// server_name pins the name checked: a wrong one fails.
 	p = openKafka(t, raw+"&server_name=other.example", nil)

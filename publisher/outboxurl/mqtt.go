@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 )
 
@@ -42,7 +42,7 @@ func init() { register(openMQTT, "mqtt", "mqtts") }
 
 // openMQTT returns an MQTT 5 publisher that connects in the background to
 // the broker of an mqtt:// or mqtts:// URL and owns its connection.
-func openMQTT(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error) {
+func openMQTT(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, error) {
 	cfg, err := mqttDialConfig(rawURL, u, opts)
 	if err != nil {
 		return nil, err

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testtls"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
@@ -123,7 +123,7 @@ func TestOpenMQTT(t *testing.T) {
 	p := openAs[*outboxmqtt.Publisher](t, "mqtt://"+addr+"?client_id=outboxurl-test-"+strings.ReplaceAll(t.Name(), "/", "-")+"&keepalive=15&max_inflight=8", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errs := p.Publish(ctx, []*outbox.Envelope{{ID: "0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e", Topic: "outboxurl.test", Destination: "outboxurl.test", Payload: []byte(`{}`), Attempt: 1}})
+	errs := p.Publish(ctx, []*publisher.Envelope{{ID: "0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e", Topic: "outboxurl.test", Destination: "outboxurl.test", Payload: []byte(`{}`), Attempt: 1}})
 	if errs[0] != nil {
 		t.Fatalf("Publish: %v", errs[0])
 	}

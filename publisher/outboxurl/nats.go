@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 )
 
@@ -54,8 +54,8 @@ func init() { register(openNATS, "nats") }
 // JetStream publisher that owns the connection. When no server answers
 // it still returns the publisher, connecting in the background: only a
 // bad URL or a server refusing the relay is an error.
-func openNATS(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error) {
-	fail := func(format string, args ...any) (outbox.Publisher, error) {
+func openNATS(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, error) {
+	fail := func(format string, args ...any) (publisher.Publisher, error) {
 		return nil, fmt.Errorf("destination %s: "+format, append([]any{Redact(rawURL)}, args...)...)
 	}
 	if u.Opaque != "" || u.Host == "" {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testtls"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
@@ -51,10 +51,10 @@ func TestOpenNATS(t *testing.T) {
 		"NATS://" + u.Host + "/",
 	} {
 		p := openAs[*outboxnats.Publisher](t, raw, nil)
-		env := &outbox.Envelope{ID: "id-" + strconv.Itoa(int(time.Now().UnixNano())), Topic: "order.created", Destination: stream + ".order.created", Payload: []byte(`{}`),
-			Headers: map[string]string{outbox.HeaderTopic: "order.created", outbox.HeaderContentType: "application/json"}}
+		env := &publisher.Envelope{ID: "id-" + strconv.Itoa(int(time.Now().UnixNano())), Topic: "order.created", Destination: stream + ".order.created", Payload: []byte(`{}`),
+			Headers: map[string]string{publisher.HeaderTopic: "order.created", publisher.HeaderContentType: "application/json"}}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		errs := p.Publish(ctx, []*outbox.Envelope{env})
+		errs := p.Publish(ctx, []*publisher.Envelope{env})
 		cancel()
 		if errs[0] != nil {
 			t.Fatalf("Open(%q): publish: %v", raw, errs[0])
@@ -62,7 +62,7 @@ func TestOpenNATS(t *testing.T) {
 		if err := p.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-		if errs := p.Publish(context.Background(), []*outbox.Envelope{env}); errs[0] == nil {
+		if errs := p.Publish(context.Background(), []*publisher.Envelope{env}); errs[0] == nil {
 			t.Fatalf("Open(%q): publish after Close succeeded", raw)
 		}
 	}

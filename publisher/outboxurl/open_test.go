@@ -4,13 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
 // openAs opens raw, closes the publisher at the end of the test, and fails
 // the test unless Open succeeds with a T.
-func openAs[T outbox.Publisher](t *testing.T, raw string, opts *outboxurl.Options) T {
+func openAs[T publisher.Publisher](t *testing.T, raw string, opts *outboxurl.Options) T {
 	t.Helper()
 	p, err := outboxurl.Open(raw, opts)
 	if err != nil {

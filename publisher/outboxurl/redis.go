@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxredis"
 )
 
@@ -40,7 +40,7 @@ const (
 
 // openRedis opens redis://[user:pass@]host[:port][/db][?params] and
 // rediss://… (TLS).
-func openRedis(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error) {
+func openRedis(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, error) {
 	shown := redactRedis(rawURL, u)
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("destination %s: "+format, append([]any{shown}, a...)...)

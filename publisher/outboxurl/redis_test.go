@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxredis"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 	"github.com/txoutbox/outbox/publisher/publishertest"
@@ -132,8 +132,8 @@ func TestOpenRedisPublishes(t *testing.T) {
 		t.Cleanup(func() { _ = admin.Del(context.Background(), n).Err() })
 		return n
 	}
-	send := func(p outbox.Publisher, dest string, n int) []error {
-		var batch []*outbox.Envelope
+	send := func(p publisher.Publisher, dest string, n int) []error {
+		var batch []*publisher.Envelope
 		for i := 0; i < n; i++ {
 			batch = append(batch, publishertest.Envelope(dest, "k"+publishertest.NewID()[:4], []byte(`{}`), "application/json", nil))
 		}
@@ -151,7 +151,7 @@ func TestOpenRedisPublishes(t *testing.T) {
 		t.Fatalf("publish: %v", err)
 	}
 	missing := name("missing")
-	if err := send(plain, missing, 1)[0]; outbox.Classify(err) != outbox.ClassPermanent || !errors.Is(err, outboxredis.ErrStreamNotFound) {
+	if err := send(plain, missing, 1)[0]; publisher.Classify(err) != publisher.ClassPermanent || !errors.Is(err, outboxredis.ErrStreamNotFound) {
 		t.Fatalf("publish to a missing stream without create=true: %v", err)
 	}
 
@@ -177,7 +177,7 @@ func TestOpenRedisPublishes(t *testing.T) {
 	}
 
 	wait, _ := openRedis(t, "redis://"+addr+"?wait=1&wait_timeout=20ms", nil)
-	if err := send(wait, existing, 1)[0]; outbox.Classify(err) != outbox.ClassUnknown || !strings.Contains(err.Error(), "replicas") {
+	if err := send(wait, existing, 1)[0]; publisher.Classify(err) != publisher.ClassUnknown || !strings.Contains(err.Error(), "replicas") {
 		t.Fatalf("wait=1 with no replica: %v, want an unknown outcome", err)
 	}
 }

@@ -10,10 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testnats"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
@@ -46,11 +46,11 @@ func TestOpenUnreachable(t *testing.T) {
 			defer func() { _ = p.Close() }()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			errs := p.Publish(ctx, []*outbox.Envelope{amqpEnvelope("order.created")})
+			errs := p.Publish(ctx, []*publisher.Envelope{amqpEnvelope("order.created")})
 			if len(errs) != 1 || errs[0] == nil {
 				t.Fatalf("publish with nothing listening: %v", errs)
 			}
-			if c := outbox.Classify(errs[0]); c != outbox.ClassUnavailable {
+			if c := publisher.Classify(errs[0]); c != publisher.ClassUnavailable {
 				t.Errorf("publish with nothing listening: %v, class %s; want unavailable", errs[0], c)
 			}
 			for _, s := range []string{"pw1secret", "tok1secret"} {
@@ -80,7 +80,7 @@ func TestOpenNATSServerLater(t *testing.T) {
 	p := openAs[*outboxnats.Publisher](t, srv.URL()+"?reconnect_wait=100ms", &outboxurl.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	env := amqpEnvelope("order.created")
 	env.Destination = "later.order.created"
-	if errs := p.Publish(ctx, []*outbox.Envelope{env}); errs[0] == nil || outbox.Classify(errs[0]) != outbox.ClassUnavailable {
+	if errs := p.Publish(ctx, []*publisher.Envelope{env}); errs[0] == nil || publisher.Classify(errs[0]) != publisher.ClassUnavailable {
 		t.Fatalf("publish while the server is down: %v, want unavailable", errs[0])
 	}
 	if !strings.Contains(logs.String(), "connecting in the background") {
@@ -89,7 +89,7 @@ func TestOpenNATSServerLater(t *testing.T) {
 
 	srv.Start(t)
 	for {
-		errs := p.Publish(ctx, []*outbox.Envelope{env})
+		errs := p.Publish(ctx, []*publisher.Envelope{env})
 		if errs[0] == nil {
 			break
 		}

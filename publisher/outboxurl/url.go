@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/publisher/outboxstdout"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
@@ -79,7 +79,7 @@ var Supported = []string{"stdout", "http", "https"}
 
 // opener builds a broker publisher from its parsed URL; rawURL is for
 // messages (always through Redact).
-type opener func(rawURL string, u *url.URL, opts *Options) (outbox.Publisher, error)
+type opener func(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, error)
 
 // brokers holds the broker schemes; each broker's file registers its own
 // in an init function with register.
@@ -98,7 +98,7 @@ var planned = map[string]bool{"kafka": true, "amqp": true, "amqps": true, "nats"
 
 // Open returns the publisher for a destination URL. Errors are one line,
 // name what is wrong and never contain credentials.
-func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
+func Open(rawURL string, opts *Options) (publisher.Publisher, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -170,7 +170,7 @@ func Open(rawURL string, opts *Options) (outbox.Publisher, error) {
 // again.
 type checkingWebhook struct {
 	*outboxwebhook.Publisher
-	outbox.Checker
+	publisher.Checker
 }
 
 // splitFormat returns rawURL without its format and ce_source

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxstdout"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
@@ -22,7 +22,7 @@ func TestOpenStdout(t *testing.T) {
 	for _, raw := range []string{"stdout://", "STDOUT://", "stdout:///", "stdout:"} {
 		var buf bytes.Buffer
 		p := openAs[*outboxstdout.Publisher](t, raw, &outboxurl.Options{Stdout: &buf})
-		errs := p.Publish(t.Context(), []*outbox.Envelope{{ID: "m1", Topic: "a.b", Destination: "a.b", Payload: []byte(`{}`), Attempt: 1}})
+		errs := p.Publish(t.Context(), []*publisher.Envelope{{ID: "m1", Topic: "a.b", Destination: "a.b", Payload: []byte(`{}`), Attempt: 1}})
 		if errs[0] != nil || !strings.Contains(buf.String(), `"message_id":"m1"`) {
 			t.Errorf("Open(%q): publish = %v, output %q; want the line in Options.Stdout", raw, errs[0], buf.String())
 		}
@@ -44,7 +44,7 @@ func TestOpenWebhook(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	p := openAs[*outboxwebhook.Publisher](t, srv.URL+"/hooks/orders?tenant=7", &outboxurl.Options{WebhookSecret: "route-secret-of-the-test"})
-	errs := p.Publish(t.Context(), []*outbox.Envelope{{ID: "m1", Topic: "a.b", Payload: []byte(`{}`)}})
+	errs := p.Publish(t.Context(), []*publisher.Envelope{{ID: "m1", Topic: "a.b", Payload: []byte(`{}`)}})
 	if errs[0] != nil {
 		t.Fatalf("Publish: %v", errs[0])
 	}

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/webhooksig"
 )
 
@@ -38,7 +38,7 @@ func validCheckURL(raw string) error {
 //
 // outboxurl.Open returns a publisher that is also this Checker when the
 // URL carries check_url=….
-func (p *Publisher) Checker() outbox.Checker {
+func (p *Publisher) Checker() publisher.Checker {
 	if p.check == "" {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (p *Publisher) Checker() outbox.Checker {
 
 type checker struct{ p *Publisher }
 
-func (c checker) Delivered(ctx context.Context, env *outbox.Envelope) (bool, error) {
+func (c checker) Delivered(ctx context.Context, env *publisher.Envelope) (bool, error) {
 	p := c.p
 	target := strings.ReplaceAll(p.check, "{id}", url.PathEscape(env.ID))
 	shown := Redact(target)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 	"github.com/txoutbox/outbox/webhooksig"
 )
@@ -66,7 +66,7 @@ func TestCheckerAnswers(t *testing.T) {
 		{"busy-1", false, "503"},
 		{"done/2 x", true, ""},
 	} {
-		got, err := c.Delivered(context.Background(), &outbox.Envelope{ID: tc.id})
+		got, err := c.Delivered(context.Background(), &publisher.Envelope{ID: tc.id})
 		if got != tc.want || (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("Delivered(%q) = %v, %v; want %v and an error containing %q", tc.id, got, err, tc.want, tc.wantErr)
 		}
@@ -96,7 +96,7 @@ func TestCheckerUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := p.Checker().Delivered(context.Background(), &outbox.Envelope{ID: "m1"}); got || err == nil {
+	if got, err := p.Checker().Delivered(context.Background(), &publisher.Envelope{ID: "m1"}); got || err == nil {
 		t.Fatalf("Delivered with the receiver gone = %v, %v; want an error", got, err)
 	}
 }

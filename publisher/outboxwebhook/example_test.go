@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 	"github.com/txoutbox/outbox/webhooksig"
 )
@@ -34,7 +34,7 @@ func Example() {
 		panic(err)
 	}
 	defer pub.Close()
-	errs := pub.Publish(context.Background(), []*outbox.Envelope{{
+	errs := pub.Publish(context.Background(), []*publisher.Envelope{{
 		ID:      "0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e",
 		Topic:   "order.created",
 		Payload: []byte(`{"order_id":42}`),

@@ -56,8 +56,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/redact"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/webhooksig"
 )
@@ -164,7 +164,7 @@ type Publisher struct {
 	now         func() time.Time
 }
 
-var _ outbox.Publisher = (*Publisher)(nil)
+var _ publisher.Publisher = (*Publisher)(nil)
 
 // New returns a Publisher that POSTs to endpoint, an absolute http or https
 // URL. A userinfo in the URL is sent as basic authentication. Errors name
@@ -255,7 +255,7 @@ func orDefault[T int | time.Duration](v, def T) T {
 
 // Publish POSTs every envelope of the batch, at most MaxConcurrency at a
 // time, and returns the results in batch order.
-func (p *Publisher) Publish(ctx context.Context, batch []*outbox.Envelope) []error {
+func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
 	errs := make([]error, len(batch))
 	if p.closed.Load() {
 		for i := range errs {
@@ -300,9 +300,9 @@ func (p *Publisher) Close() error {
 }
 
 // send delivers one envelope and classifies the result.
-func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
+func (p *Publisher) send(ctx context.Context, env *publisher.Envelope) error {
 	if env == nil {
-		return outbox.Permanent(errors.New("outboxwebhook: nil envelope"))
+		return publisher.Permanent(errors.New("outboxwebhook: nil envelope"))
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
@@ -312,15 +312,15 @@ func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
 	})
 	body, headers, err := p.wire(env)
 	if err != nil {
-		return outbox.Permanent(fmt.Errorf("POST %s: %v", p.redacted, err))
+		return publisher.Permanent(fmt.Errorf("POST %s: %v", p.redacted, err))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint.String(), bytes.NewReader(body))
 	if err != nil {
-		return outbox.Permanent(fmt.Errorf("POST %s: %v", p.redacted, err))
+		return publisher.Permanent(fmt.Errorf("POST %s: %v", p.redacted, err))
 	}
 	for k, v := range headers {
 		if !validHeaderName(k) || !validHeaderValue(v) {
-			return outbox.Permanent(fmt.Errorf("POST %s: message header %q cannot be sent over HTTP", p.redacted, k))
+			return publisher.Permanent(fmt.Errorf("POST %s: message header %q cannot be sent over HTTP", p.redacted, k))
 		}
 		if !FromMessage(k) {
 			continue
@@ -356,18 +356,18 @@ func (p *Publisher) send(ctx context.Context, env *outbox.Envelope) error {
 		}
 	}
 	if !Retryable(resp.StatusCode) {
-		return outbox.Permanent(herr)
+		return publisher.Permanent(herr)
 	}
 	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), p.now(), p.maxWait); ok {
 		herr.RetryAfter = d
-		return outbox.RetryAfter(herr, d)
+		return publisher.RetryAfter(herr, d)
 	}
 	return herr
 }
 
 // wire returns the request body and the message's headers in the route's
 // format.
-func (p *Publisher) wire(env *outbox.Envelope) ([]byte, map[string]string, error) {
+func (p *Publisher) wire(env *publisher.Envelope) ([]byte, map[string]string, error) {
 	switch {
 	case p.ce == nil:
 		return env.Payload, env.Headers, nil
@@ -394,9 +394,9 @@ func (p *Publisher) transportError(err error, wrote bool) error {
 		if errors.Is(err, context.Canceled) {
 			return e // the relay is stopping; nothing went out
 		}
-		return outbox.Unavailable(e)
+		return publisher.Unavailable(e)
 	}
-	return outbox.Unknown(e)
+	return publisher.Unknown(e)
 }
 
 func isTimeout(err error) bool {

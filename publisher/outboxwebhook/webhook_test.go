@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 )
 
@@ -73,25 +73,25 @@ func newPublisher(t *testing.T, endpoint string, cfg *outboxwebhook.Config) *out
 	return p
 }
 
-func envelope(id string, payload string) *outbox.Envelope {
-	return &outbox.Envelope{
+func envelope(id string, payload string) *publisher.Envelope {
+	return &publisher.Envelope{
 		ID:          id,
 		Topic:       "order.created",
 		Key:         "order-42",
 		Destination: "order.created",
 		Payload:     []byte(payload),
 		Headers: map[string]string{
-			outbox.HeaderTopic:       "order.created",
-			outbox.HeaderBusinessKey: "order-42",
-			outbox.HeaderContentType: "application/json",
+			publisher.HeaderTopic:       "order.created",
+			publisher.HeaderBusinessKey: "order-42",
+			publisher.HeaderContentType: "application/json",
 		},
 		Attempt: 1,
 	}
 }
 
-func publishOne(t *testing.T, p outbox.Publisher, env *outbox.Envelope) error {
+func publishOne(t *testing.T, p publisher.Publisher, env *publisher.Envelope) error {
 	t.Helper()
-	errs := p.Publish(t.Context(), []*outbox.Envelope{env})
+	errs := p.Publish(t.Context(), []*publisher.Envelope{env})
 	if len(errs) != 1 {
 		t.Fatalf("Publish returned %d results for 1 envelope", len(errs))
 	}
@@ -258,7 +258,7 @@ func TestMaxRetryAfter(t *testing.T) {
 			t.Parallel()
 			srv := respond(t, 429, map[string]string{"Retry-After": tc.header}, "")
 			p := newPublisher(t, srv.URL, &outboxwebhook.Config{MaxRetryAfter: tc.limit})
-			got := outbox.RetryAfterOf(publishOne(t, p, envelope("id", `{}`)))
+			got := publisher.RetryAfterOf(publishOne(t, p, envelope("id", `{}`)))
 			if got > tc.want || got < tc.want-2*time.Second {
 				t.Errorf("Retry-After %s with MaxRetryAfter %v: wait %v, want %v", tc.header, tc.limit, got, tc.want)
 			}
@@ -277,24 +277,24 @@ func TestStatusClasses(t *testing.T) {
 		status    int
 		header    map[string]string
 		body      string
-		class     outbox.ErrorClass
+		class     publisher.ErrorClass
 		after     time.Duration // exact wait; -1: between 60 s and 90 s (an HTTP date)
 		inMessage string
 	}{
-		{"500", 500, nil, "boom", outbox.ClassTransient, 0, "HTTP 500 Internal Server Error from "},
-		{"502", 502, nil, "", outbox.ClassTransient, 0, "HTTP 502 Bad Gateway"},
-		{"503 retry-after seconds", 503, map[string]string{"Retry-After": "120"}, "", outbox.ClassTransient, 2 * time.Minute, "HTTP 503 Service Unavailable"},
-		{"503 retry-after date", 503, map[string]string{"Retry-After": httpDate}, "", outbox.ClassTransient, -1, "HTTP 503"},
-		{"429 retry-after", 429, map[string]string{"Retry-After": "7"}, "slow down", outbox.ClassTransient, 7 * time.Second, "HTTP 429 Too Many Requests"},
-		{"429 retry-after capped", 429, map[string]string{"Retry-After": "999999999"}, "", outbox.ClassTransient, time.Hour, "HTTP 429"},
-		{"429 retry-after garbage", 429, map[string]string{"Retry-After": "soon"}, "", outbox.ClassTransient, 0, "HTTP 429"},
-		{"408", 408, nil, "", outbox.ClassTransient, 0, "HTTP 408 Request Timeout"},
-		{"400", 400, nil, `{"error":"bad order"}`, outbox.ClassPermanent, 0, `HTTP 400 Bad Request from `},
-		{"401", 401, nil, "", outbox.ClassPermanent, 0, "HTTP 401 Unauthorized"},
-		{"404", 404, nil, "no such hook", outbox.ClassPermanent, 0, "HTTP 404 Not Found from "},
-		{"410", 410, nil, "", outbox.ClassPermanent, 0, "HTTP 410 Gone"},
-		{"422", 422, nil, "", outbox.ClassPermanent, 0, "HTTP 422"},
-		{"304", 304, nil, "", outbox.ClassPermanent, 0, "HTTP 304 Not Modified"},
+		{"500", 500, nil, "boom", publisher.ClassTransient, 0, "HTTP 500 Internal Server Error from "},
+		{"502", 502, nil, "", publisher.ClassTransient, 0, "HTTP 502 Bad Gateway"},
+		{"503 retry-after seconds", 503, map[string]string{"Retry-After": "120"}, "", publisher.ClassTransient, 2 * time.Minute, "HTTP 503 Service Unavailable"},
+		{"503 retry-after date", 503, map[string]string{"Retry-After": httpDate}, "", publisher.ClassTransient, -1, "HTTP 503"},
+		{"429 retry-after", 429, map[string]string{"Retry-After": "7"}, "slow down", publisher.ClassTransient, 7 * time.Second, "HTTP 429 Too Many Requests"},
+		{"429 retry-after capped", 429, map[string]string{"Retry-After": "999999999"}, "", publisher.ClassTransient, time.Hour, "HTTP 429"},
+		{"429 retry-after garbage", 429, map[string]string{"Retry-After": "soon"}, "", publisher.ClassTransient, 0, "HTTP 429"},
+		{"408", 408, nil, "", publisher.ClassTransient, 0, "HTTP 408 Request Timeout"},
+		{"400", 400, nil, `{"error":"bad order"}`, publisher.ClassPermanent, 0, `HTTP 400 Bad Request from `},
+		{"401", 401, nil, "", publisher.ClassPermanent, 0, "HTTP 401 Unauthorized"},
+		{"404", 404, nil, "no such hook", publisher.ClassPermanent, 0, "HTTP 404 Not Found from "},
+		{"410", 410, nil, "", publisher.ClassPermanent, 0, "HTTP 410 Gone"},
+		{"422", 422, nil, "", publisher.ClassPermanent, 0, "HTTP 422"},
+		{"304", 304, nil, "", publisher.ClassPermanent, 0, "HTTP 304 Not Modified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -304,10 +304,10 @@ func TestStatusClasses(t *testing.T) {
 			if err == nil {
 				t.Fatalf("status %d: Publish = nil, want an error", tc.status)
 			}
-			if got := outbox.Classify(err); got != tc.class {
+			if got := publisher.Classify(err); got != tc.class {
 				t.Errorf("Classify = %v, want %v (err: %v)", got, tc.class, err)
 			}
-			got := outbox.RetryAfterOf(err)
+			got := publisher.RetryAfterOf(err)
 			switch {
 			case tc.after == -1:
 				if got < 60*time.Second || got > 90*time.Second {
@@ -362,7 +362,7 @@ func TestRedirectsArePermanentAndNotFollowed(t *testing.T) {
 			srv := respond(t, status, map[string]string{"Location": target.URL + "/elsewhere"}, "")
 			p := newPublisher(t, srv.URL, nil)
 			err := publishOne(t, p, envelope("id", `{}`))
-			if c := outbox.Classify(err); err == nil || c != outbox.ClassPermanent {
+			if c := publisher.Classify(err); err == nil || c != publisher.ClassPermanent {
 				t.Fatalf("Publish = %v (class %v), want a permanent error", err, c)
 			}
 			if !strings.Contains(err.Error(), "HTTP "+strconv.Itoa(status)) || !strings.Contains(err.Error(), target.URL+"/elsewhere not followed") {
@@ -383,7 +383,7 @@ func TestRedirectNotFollowedWithCallersClient(t *testing.T) {
 	srv := respond(t, 302, map[string]string{"Location": target.URL}, "")
 	client := &http.Client{} // follows redirects by default
 	p := newPublisher(t, srv.URL, &outboxwebhook.Config{Client: client})
-	if err := publishOne(t, p, envelope("id", `{}`)); outbox.Classify(err) != outbox.ClassPermanent {
+	if err := publishOne(t, p, envelope("id", `{}`)); publisher.Classify(err) != publisher.ClassPermanent {
 		t.Errorf("Publish = %v, want permanent", err)
 	}
 	if targetHits.Load() != 0 {
@@ -415,7 +415,7 @@ func TestConnectionRefusedIsUnavailable(t *testing.T) {
 	endpoint := "http://alice:hunter2hunter2@" + closedPort(t) + "/hook?token=tok3n-value&x=1"
 	p := newPublisher(t, endpoint, &outboxwebhook.Config{Secret: secret})
 	err := publishOne(t, p, envelope("id", `{}`))
-	if c := outbox.Classify(err); err == nil || c != outbox.ClassUnavailable {
+	if c := publisher.Classify(err); err == nil || c != publisher.ClassUnavailable {
 		t.Fatalf("Publish = %v (class %v), want unavailable", err, c)
 	}
 	msg := err.Error()
@@ -433,7 +433,7 @@ func TestNoSuchHostIsUnavailable(t *testing.T) {
 	t.Parallel()
 	p := newPublisher(t, "http://no-such-host.invalid/hook", &outboxwebhook.Config{Timeout: 5 * time.Second})
 	err := publishOne(t, p, envelope("id", `{}`))
-	if c := outbox.Classify(err); err == nil || c != outbox.ClassUnavailable {
+	if c := publisher.Classify(err); err == nil || c != publisher.ClassUnavailable {
 		t.Fatalf("Publish = %v (class %v), want unavailable", err, c)
 	}
 }
@@ -454,7 +454,7 @@ func TestTimeoutAfterSendIsUnknown(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	p := newPublisher(t, srv.URL, &outboxwebhook.Config{Timeout: 200 * time.Millisecond})
 	err := publishOne(t, p, envelope("id", `{}`))
-	if c := outbox.Classify(err); err == nil || c != outbox.ClassUnknown {
+	if c := publisher.Classify(err); err == nil || c != publisher.ClassUnknown {
 		t.Fatalf("Publish = %v (class %v), want unknown", err, c)
 	}
 	if got.Load() != 1 {
@@ -484,8 +484,8 @@ func TestParentDeadlineAfterSendIsUnknown(t *testing.T) {
 		<-arrived
 		cancel()
 	}()
-	errs := p.Publish(ctx, []*outbox.Envelope{envelope("id", `{}`)})
-	if c := outbox.Classify(errs[0]); errs[0] == nil || c != outbox.ClassUnknown {
+	errs := p.Publish(ctx, []*publisher.Envelope{envelope("id", `{}`)})
+	if c := publisher.Classify(errs[0]); errs[0] == nil || c != publisher.ClassUnknown {
 		t.Fatalf("Publish = %v (class %v), want unknown: the request had gone out", errs[0], c)
 	}
 }
@@ -506,7 +506,7 @@ func TestConnectionResetMidRequestIsUnknown(t *testing.T) {
 	t.Cleanup(srv.Close)
 	p := newPublisher(t, srv.URL, nil)
 	err := publishOne(t, p, envelope("id", `{}`))
-	if c := outbox.Classify(err); err == nil || c != outbox.ClassUnknown {
+	if c := publisher.Classify(err); err == nil || c != publisher.ClassUnknown {
 		t.Fatalf("Publish = %v (class %v), want unknown", err, c)
 	}
 }
@@ -545,7 +545,7 @@ func TestBatchConcurrentInOrder(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	p := newPublisher(t, srv.URL, &outboxwebhook.Config{MaxConcurrency: limit})
-	batch := make([]*outbox.Envelope, n)
+	batch := make([]*publisher.Envelope, n)
 	for i := range batch {
 		batch[i] = envelope("id-"+strconv.Itoa(i), strconv.Itoa(i))
 	}
@@ -583,7 +583,7 @@ func TestPayloadByteIdentical(t *testing.T) {
 	for i, pl := range payloads {
 		env := envelope("id-"+strconv.Itoa(i), "")
 		env.Payload = pl
-		env.Headers[outbox.HeaderContentType] = "application/octet-stream"
+		env.Headers[publisher.HeaderContentType] = "application/octet-stream"
 		if err := publishOne(t, p, env); err != nil {
 			t.Fatalf("payload %d: %v", i, err)
 		}
@@ -604,7 +604,7 @@ func TestHeadersDelivered(t *testing.T) {
 		"x-tenant":      "config-wins",
 	}})
 	env := envelope("0190d2c4-7b1e-7cc0-9d4e-5a4f1b2c3d4e", `{"a":1}`)
-	env.Headers[outbox.HeaderTraceParent] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	env.Headers[publisher.HeaderTraceParent] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	env.Headers["x-user-header"] = "hello world"
 	env.Headers["x-tenant"] = "from-producer"
 	env.Headers["webhook-id"] = "spoofed"
@@ -616,7 +616,7 @@ func TestHeadersDelivered(t *testing.T) {
 		"outbox-topic":        "order.created",
 		"outbox-business-key": "order-42",
 		"content-type":        "application/json",
-		"traceparent":         env.Headers[outbox.HeaderTraceParent],
+		"traceparent":         env.Headers[publisher.HeaderTraceParent],
 		"x-user-header":       "hello world",
 		"x-tenant":            "config-wins",
 		"authorization":       "Bearer static-token",
@@ -680,7 +680,7 @@ func TestInvalidHeaderIsPermanent(t *testing.T) {
 	env := envelope("id", `{}`)
 	env.Headers["x-bad"] = "line\r\nInjected: yes"
 	err := publishOne(t, p, env)
-	if c := outbox.Classify(err); err == nil || c != outbox.ClassPermanent {
+	if c := publisher.Classify(err); err == nil || c != publisher.ClassPermanent {
 		t.Fatalf("Publish = %v (class %v), want permanent", err, c)
 	}
 	if len(rec.requests()) != 0 {
@@ -694,7 +694,7 @@ func TestCanceledContextSendsNothing(t *testing.T) {
 	p := newPublisher(t, rec.srv.URL, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	errs := p.Publish(ctx, []*outbox.Envelope{envelope("a", `{}`), envelope("b", `{}`)})
+	errs := p.Publish(ctx, []*publisher.Envelope{envelope("a", `{}`), envelope("b", `{}`)})
 	for i, err := range errs {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("result %d = %v, want context.Canceled", i, err)

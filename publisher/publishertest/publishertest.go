@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/publisher"
 )
 
 // Received is a message as a consumer of the destination sees it.
@@ -52,7 +52,7 @@ type Features struct {
 
 // Target is a publisher under test and the means to see what it delivered.
 type Target struct {
-	Publisher outbox.Publisher
+	Publisher publisher.Publisher
 	// NewDestination creates a fresh destination (topic, stream, queue
 	// binding…) and returns the name to publish to.
 	NewDestination func(t *testing.T) string
@@ -109,20 +109,20 @@ func NewID() string {
 }
 
 // Envelope builds an envelope as the relay would.
-func Envelope(dest, key string, payload []byte, contentType string, extra map[string]string) *outbox.Envelope {
-	h := map[string]string{outbox.HeaderTopic: "conformance.test", outbox.HeaderContentType: contentType}
+func Envelope(dest, key string, payload []byte, contentType string, extra map[string]string) *publisher.Envelope {
+	h := map[string]string{publisher.HeaderTopic: "conformance.test", publisher.HeaderContentType: contentType}
 	if key != "" {
-		h[outbox.HeaderBusinessKey] = key
+		h[publisher.HeaderBusinessKey] = key
 	}
 	for k, v := range extra {
 		h[k] = v
 	}
-	return &outbox.Envelope{ID: NewID(), Topic: "conformance.test", Key: key, Destination: dest, Payload: payload, Headers: h, Attempt: 1, CreatedAt: time.Now()}
+	return &publisher.Envelope{ID: NewID(), Topic: "conformance.test", Key: key, Destination: dest, Payload: payload, Headers: h, Attempt: 1, CreatedAt: time.Now()}
 }
 
 // Publish publishes batch within d and returns its results, failing the
 // test unless there is one per message.
-func Publish(t testing.TB, p outbox.Publisher, d time.Duration, batch ...*outbox.Envelope) []error {
+func Publish(t testing.TB, p publisher.Publisher, d time.Duration, batch ...*publisher.Envelope) []error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -135,12 +135,12 @@ func Publish(t testing.TB, p outbox.Publisher, d time.Duration, batch ...*outbox
 
 // WantClass fails the test unless err is an error of class want, on one
 // line, that says each of contains; what names the call that returned it.
-func WantClass(t testing.TB, what string, err error, want outbox.ErrorClass, contains ...string) {
+func WantClass(t testing.TB, what string, err error, want publisher.ErrorClass, contains ...string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%s: succeeded, want a %v error", what, want)
 	}
-	if got := outbox.Classify(err); got != want {
+	if got := publisher.Classify(err); got != want {
 		t.Fatalf("%s: error %q is %v, want %v", what, err, got, want)
 	}
 	for _, s := range contains {
@@ -153,7 +153,7 @@ func WantClass(t testing.TB, what string, err error, want outbox.ErrorClass, con
 	}
 }
 
-func publishOK(t *testing.T, p outbox.Publisher, batch []*outbox.Envelope) {
+func publishOK(t *testing.T, p publisher.Publisher, batch []*publisher.Envelope) {
 	t.Helper()
 	errs := Publish(t, p, 30*time.Second, batch...)
 	for i, err := range errs {
@@ -165,7 +165,7 @@ func publishOK(t *testing.T, p outbox.Publisher, batch []*outbox.Envelope) {
 
 // deliver publishes batch to dest, every message confirmed, and returns
 // what arrived there by message id.
-func deliver(t *testing.T, tg *Target, dest string, batch []*outbox.Envelope) map[string]Received {
+func deliver(t *testing.T, tg *Target, dest string, batch []*publisher.Envelope) map[string]Received {
 	t.Helper()
 	publishOK(t, tg.Publisher, batch)
 	byID := map[string]Received{}
@@ -181,8 +181,8 @@ func contentArrivesIntact(t *testing.T, tg *Target) {
 	for i := range binary {
 		binary[i] = byte(i)
 	}
-	batch := []*outbox.Envelope{
-		Envelope(dest, "k-json", []byte(`{"order_id":42,"name":"Zoë","nested":{"a":[1,2,3]}}`), "application/json", map[string]string{"x-tenant": "acme", outbox.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}),
+	batch := []*publisher.Envelope{
+		Envelope(dest, "k-json", []byte(`{"order_id":42,"name":"Zoë","nested":{"a":[1,2,3]}}`), "application/json", map[string]string{"x-tenant": "acme", publisher.HeaderTraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}),
 		Envelope(dest, "k-binary", binary, "application/octet-stream", nil),
 		Envelope(dest, "", []byte("plain text, no key"), "text/plain", nil),
 		Envelope(dest, "k-big", bytes.Repeat([]byte("x"), 200<<10), "text/plain", nil),
@@ -199,17 +199,17 @@ func contentArrivesIntact(t *testing.T, tg *Target) {
 		if tg.Features.Keys && r.Key != env.Key {
 			t.Errorf("%s: key %q, want %q", env.ID, r.Key, env.Key)
 		}
-		for _, h := range []string{outbox.HeaderTopic, outbox.HeaderContentType} {
+		for _, h := range []string{publisher.HeaderTopic, publisher.HeaderContentType} {
 			if r.Headers[h] != env.Headers[h] {
 				t.Errorf("%s: header %s = %q, want %q", env.ID, h, r.Headers[h], env.Headers[h])
 			}
 		}
-		if env.Key != "" && r.Headers[outbox.HeaderBusinessKey] != env.Key {
-			t.Errorf("%s: header %s = %q, want %q", env.ID, outbox.HeaderBusinessKey, r.Headers[outbox.HeaderBusinessKey], env.Key)
+		if env.Key != "" && r.Headers[publisher.HeaderBusinessKey] != env.Key {
+			t.Errorf("%s: header %s = %q, want %q", env.ID, publisher.HeaderBusinessKey, r.Headers[publisher.HeaderBusinessKey], env.Key)
 		}
 	}
 	first := byID[batch[0].ID]
-	if got := first.Headers[outbox.HeaderTraceParent]; got != batch[0].Headers[outbox.HeaderTraceParent] {
+	if got := first.Headers[publisher.HeaderTraceParent]; got != batch[0].Headers[publisher.HeaderTraceParent] {
 		t.Errorf("traceparent = %q", got)
 	}
 	if tg.Features.ArbitraryHeaders && first.Headers["x-tenant"] != "acme" {
@@ -219,7 +219,7 @@ func contentArrivesIntact(t *testing.T, tg *Target) {
 
 func oneResultPerMessage(t *testing.T, tg *Target) {
 	dest := tg.NewDestination(t)
-	var batch []*outbox.Envelope
+	var batch []*publisher.Envelope
 	for i := 0; i < 300; i++ {
 		batch = append(batch, Envelope(dest, fmt.Sprintf("key-%d", i), fmt.Appendf(nil, `{"i":%d}`, i), "application/json", nil))
 	}
@@ -237,7 +237,7 @@ func orderPerKey(t *testing.T, tg *Target) {
 	dest := tg.NewDestination(t)
 	const keys, rounds = 8, 12
 	for r := 0; r < rounds; r++ {
-		var batch []*outbox.Envelope
+		var batch []*publisher.Envelope
 		for k := 0; k < keys; k++ {
 			batch = append(batch, Envelope(dest, fmt.Sprintf("key-%d", k), fmt.Appendf(nil, `{"k":%d,"seq":%d}`, k, r), "application/json", nil))
 		}
@@ -262,7 +262,7 @@ func cancelledIsNotSuccess(t *testing.T, tg *Target) {
 	dest := tg.NewDestination(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	batch := []*outbox.Envelope{Envelope(dest, "a", []byte(`1`), "application/json", nil), Envelope(dest, "b", []byte(`2`), "application/json", nil)}
+	batch := []*publisher.Envelope{Envelope(dest, "a", []byte(`1`), "application/json", nil), Envelope(dest, "b", []byte(`2`), "application/json", nil)}
 	errs := tg.Publisher.Publish(ctx, batch)
 	if len(errs) != len(batch) {
 		t.Fatalf("Publish returned %d results for %d messages", len(errs), len(batch))
@@ -289,11 +289,11 @@ func missingDestination(t *testing.T, tg *Target) {
 	dest := tg.MissingDestination(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	errs := tg.Publisher.Publish(ctx, []*outbox.Envelope{Envelope(dest, "k", []byte(`1`), "application/json", nil)})
+	errs := tg.Publisher.Publish(ctx, []*publisher.Envelope{Envelope(dest, "k", []byte(`1`), "application/json", nil)})
 	if len(errs) != 1 || errs[0] == nil {
 		t.Fatalf("publishing to a missing destination succeeded: %v", errs)
 	}
-	if c := outbox.Classify(errs[0]); c != outbox.ClassPermanent {
+	if c := publisher.Classify(errs[0]); c != publisher.ClassPermanent {
 		t.Fatalf("missing destination error %q is %v, want permanent", errs[0], c)
 	}
 }
@@ -308,7 +308,7 @@ func reconnects(t *testing.T, tg *Target) {
 	}
 	dest := tg.NewDestination(t)
 	first := Envelope(dest, "k", []byte(`{"n":0}`), "application/json", nil)
-	publishOK(t, tg.Publisher, []*outbox.Envelope{first})
+	publishOK(t, tg.Publisher, []*publisher.Envelope{first})
 	tg.Receive(t, dest, 1)
 
 	restore := tg.Disconnect(t)
@@ -318,7 +318,7 @@ func reconnects(t *testing.T, tg *Target) {
 			restore()
 		}
 	}()
-	var down []*outbox.Envelope
+	var down []*publisher.Envelope
 	for i := range 3 {
 		down = append(down, Envelope(dest, fmt.Sprintf("k-%d", i), fmt.Appendf(nil, `{"n":%d}`, i+1), "application/json", nil))
 	}
@@ -335,22 +335,22 @@ func reconnects(t *testing.T, tg *Target) {
 			confirmed = append(confirmed, down[i].ID)
 			continue
 		}
-		c := outbox.Classify(err)
+		c := publisher.Classify(err)
 		t.Logf("message %d while disconnected: %v (%v)", i, err, c)
-		if c == outbox.ClassPermanent {
+		if c == publisher.ClassPermanent {
 			t.Fatalf("message %d while disconnected: %q is permanent, want unavailable, unknown or transient", i, err)
 		}
 	}
 	restore()
 	restored = true
 
-	var last *outbox.Envelope
+	var last *publisher.Envelope
 	start := time.Now()
 	deadline := start.Add(30 * time.Second)
 	for {
 		last = Envelope(dest, "k", []byte(`{"n":"after"}`), "application/json", nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs := tg.Publisher.Publish(ctx, []*outbox.Envelope{last})
+		errs := tg.Publisher.Publish(ctx, []*publisher.Envelope{last})
 		cancel()
 		if len(errs) != 1 {
 			t.Fatalf("Publish returned %d results for 1 message", len(errs))
@@ -359,7 +359,7 @@ func reconnects(t *testing.T, tg *Target) {
 			t.Logf("delivering again %v after the connection was restored", time.Since(start).Round(time.Millisecond))
 			break
 		}
-		if c := outbox.Classify(errs[0]); c == outbox.ClassPermanent {
+		if c := publisher.Classify(errs[0]); c == publisher.ClassPermanent {
 			t.Fatalf("publish after the connection was restored: %q is permanent", errs[0])
 		}
 		if time.Now().After(deadline) {
@@ -396,13 +396,13 @@ func arrived(t *testing.T, tg *Target, dest string, ids []string, least int) {
 
 func closeIsFinal(t *testing.T, tg *Target) {
 	dest := tg.NewDestination(t)
-	publishOK(t, tg.Publisher, []*outbox.Envelope{Envelope(dest, "k", []byte(`1`), "application/json", nil)})
+	publishOK(t, tg.Publisher, []*publisher.Envelope{Envelope(dest, "k", []byte(`1`), "application/json", nil)})
 	if err := tg.Publisher.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errs := tg.Publisher.Publish(ctx, []*outbox.Envelope{Envelope(dest, "k", []byte(`2`), "application/json", nil)})
+	errs := tg.Publisher.Publish(ctx, []*publisher.Envelope{Envelope(dest, "k", []byte(`2`), "application/json", nil)})
 	if len(errs) != 1 || errs[0] == nil {
 		t.Fatalf("Publish after Close succeeded")
 	}

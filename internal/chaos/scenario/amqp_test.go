@@ -7,11 +7,11 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 )
 
@@ -85,7 +85,7 @@ func TestChaosRabbitMQFaults(t *testing.T) {
 			if !ok {
 				t.Fatalf("the channel closed after %d of the queue's %d messages", read, q.Messages)
 			}
-			key, _ := d.Headers[outbox.HeaderBusinessKey].(string)
+			key, _ := d.Headers[publisher.HeaderBusinessKey].(string)
 			rec.Deliver(d.MessageId, key)
 			read++
 		case <-time.After(2 * time.Second):
