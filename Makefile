@@ -1,5 +1,11 @@
 GO ?= go
 PKGS ?= ./...
+# The modules of the workspace (go.work), tested and linted one by one:
+# the outbox module at the root, the command, and the destinations whose
+# clients are modules of their own. internal/tooltest is a module outside
+# the workspace (GOWORK=off), so that its tools' versions never change what
+# the others build with.
+MODULES ?= . cmd/outbox
 
 .PHONY: help test test-short services lint bench demo demo-soak build chaos
 
@@ -12,20 +18,18 @@ services: ## start the local services the tests need, if they are not running
 test: services ## run every test against the real local services, with the race detector and the failpoints (-tags outbox_failpoints)
 	@scripts/chromium.sh >/dev/null || true
 	@scripts/languages.sh || true # php and the JDBC drivers for the producers in examples/
-	CI=$${CI:-true} $(GO) test -race -count=1 -timeout 30m -tags outbox_failpoints $(PKGS)
+	set -e; for m in $(MODULES); do (cd $$m && CI=$${CI:-true} $(GO) test -race -count=1 -timeout 30m -tags outbox_failpoints $(PKGS)); done
 	$(GO) test -count=1 ./internal/failpoint/ # without the tag: failpoints compiled out
-	cd internal/tooltest && CI=$${CI:-true} $(GO) test -count=1 -timeout 10m ./... # migration tools, a module of its own
+	cd internal/tooltest && CI=$${CI:-true} GOWORK=off $(GO) test -count=1 -timeout 10m ./... # migration tools, a module of its own
 
 test-short: ## run the tests that need no service
-	$(GO) test -short -count=1 $(PKGS)
+	set -e; for m in $(MODULES); do (cd $$m && $(GO) test -short -count=1 $(PKGS)); done
 
 lint: ## gofmt, go vet and staticcheck, with and without the failpoints build tag
 	@test -z "$$(gofmt -l .)" || { echo "not gofmt-formatted:" $$(gofmt -l .); exit 1; }
-	$(GO) vet $(PKGS)
-	$(GO) vet -tags outbox_failpoints $(PKGS)
-	$(GO) tool staticcheck $(PKGS)
-	$(GO) tool staticcheck -tags outbox_failpoints $(PKGS)
-	cd internal/tooltest && $(GO) vet ./...
+	set -e; for m in $(MODULES); do (cd $$m && $(GO) vet $(PKGS) && $(GO) vet -tags outbox_failpoints $(PKGS) && $(GO) tool staticcheck $(PKGS) && $(GO) tool staticcheck -tags outbox_failpoints $(PKGS)); done
+	GOWORK=off $(GO) build ./... # the outbox module builds with the versions its own go.mod names
+	cd internal/tooltest && GOWORK=off $(GO) vet ./...
 
 bench: ## run the benchmark suite behind BENCHMARKS.md (QUICK=1 for a tenth of it)
 	@scripts/bench.sh
