@@ -3,8 +3,12 @@
 //
 // Schemes: stdout:// (one JSON line per message, see outboxstdout), http://
 // and https:// (signed webhooks, see outboxwebhook), and the brokers, each
-// in its own file of this package. A broker scheme of the contract whose
-// adapter is missing is refused with an error saying so.
+// in its own file of this package. The cloud services (sqs://, sns://,
+// kinesis://, pubsub://) have publishers in modules of their own, so that
+// their SDKs stay out of programs that do not use them: a program opens
+// them after registering them with Register (the outbox command registers
+// all four). A scheme of the contract that is not served is refused with an
+// error saying so.
 package outboxurl
 
 import (
@@ -15,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/txoutbox/outbox/publisher"
@@ -96,6 +101,62 @@ func register(open opener, schemes ...string) {
 // with a clear error.
 var planned = map[string]bool{"kafka": true, "amqp": true, "amqps": true, "nats": true, "redis": true, "rediss": true, "mqtt": true, "mqtts": true}
 
+// registrable are the contract's schemes whose publishers are modules of
+// their own, with the module that serves each: a program opens them only
+// after it registers them (Register).
+var registrable = map[string]string{
+	"sqs":     "github.com/txoutbox/outbox/publisher/outboxsqs",
+	"sns":     "github.com/txoutbox/outbox/publisher/outboxsns",
+	"kinesis": "github.com/txoutbox/outbox/publisher/outboxkinesis",
+	"pubsub":  "github.com/txoutbox/outbox/publisher/outboxpubsub",
+}
+
+// Scheme opens the destinations of a kind whose publisher is a module of
+// its own (sqs://, sns://, kinesis://, pubsub://), so that this package
+// does not bring its client into every program: a program that wants it
+// imports that module and registers it, as the outbox command does.
+type Scheme struct {
+	// Names are the URL schemes it serves, lower case.
+	Names []string
+	// Open builds the publisher from the parsed URL, without the format
+	// and ce_source parameters: ce is the CloudEvents format they asked
+	// for, nil for the plain wire. Errors are one line without secrets.
+	Open func(u *url.URL, ce *outboxce.Format, log *slog.Logger) (publisher.Publisher, error)
+}
+
+var (
+	registeredMu sync.RWMutex
+	registered   = map[string]Scheme{}
+)
+
+// Register makes Open serve s's schemes. It panics on a scheme this
+// package serves itself, on an empty name or a nil Open: a program's
+// wiring mistake. A later registration of a name replaces the earlier one.
+func Register(s Scheme) {
+	if s.Open == nil || len(s.Names) == 0 {
+		panic("outboxurl: Register: a Scheme needs Names and Open")
+	}
+	registeredMu.Lock()
+	defer registeredMu.Unlock()
+	for _, n := range s.Names {
+		n = strings.ToLower(n)
+		if n == "" || n == "stdout" || n == "http" || n == "https" || brokers[n] != nil {
+			panic(fmt.Sprintf("outboxurl: Register: scheme %q is served by this package", n))
+		}
+		if _, ok := registered[n]; !ok {
+			Supported = append(Supported, n)
+		}
+		registered[n] = s
+	}
+}
+
+func registeredScheme(name string) (Scheme, bool) {
+	registeredMu.RLock()
+	defer registeredMu.RUnlock()
+	s, ok := registered[name]
+	return s, ok
+}
+
 // Open returns the publisher for a destination URL. Errors are one line,
 // name what is wrong and never contain credentials.
 func Open(rawURL string, opts *Options) (publisher.Publisher, error) {
@@ -120,6 +181,9 @@ func Open(rawURL string, opts *Options) (publisher.Publisher, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("destination %q is not a valid URL", Redact(rawURL))
+	}
+	if sc, ok := registeredScheme(strings.ToLower(u.Scheme)); ok {
+		return sc.Open(u, ce, opts.logger())
 	}
 	if s := strings.ToLower(u.Scheme); ce != nil && (s == "stdout" || s == "redis" || s == "rediss") {
 		return nil, fmt.Errorf("destination %s: %s=%s: %s has no CloudEvents binding (supported on http, https, kafka, amqp, nats and mqtt)", Redact(rawURL), outboxce.ParamFormat, ce, s)
@@ -160,6 +224,8 @@ func Open(rawURL string, opts *Options) (publisher.Publisher, error) {
 		return brokers[s](rawURL, u, opts)
 	case planned[s]:
 		return nil, fmt.Errorf("destination %s: scheme %q is not supported yet (supported: %s)", Redact(rawURL), s, list())
+	case registrable[s] != "":
+		return nil, fmt.Errorf("destination %s: scheme %q is served by the module %s, which this program has not registered (outboxurl.Register); the outbox command has it", Redact(rawURL), s, registrable[s])
 	default:
 		return nil, fmt.Errorf("destination %s: unknown scheme %q (supported: %s)", Redact(rawURL), s, list())
 	}
