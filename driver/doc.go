@@ -22,7 +22,10 @@
 //   - an identity ([Driver.Identity]): producers and relays whose drivers
 //     report equal identities wake each other in process;
 //   - optionally, signalling between processes ([Listener]), found by type
-//     assertion.
+//     assertion on the Driver;
+//   - optionally, transaction values that are batches sent later
+//     ([Queuer]), found by type assertion on the Executor of one: Enqueue
+//     queues its inserts there and shares the caller's round trip.
 //
 // # Errors
 //

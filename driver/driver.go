@@ -98,3 +98,21 @@ type Listener interface {
 	// Notify signals every listener on channel, outside any transaction.
 	Notify(ctx context.Context, channel string) error
 }
+
+// Queuer is an optional capability of an [Executor], found by type
+// assertion on the Executor that UnwrapExecutor returns for a caller's
+// transaction value: the value is a batch of statements the caller sends
+// later in its own transaction (outboxpgx's Batched over a *pgx.Batch).
+// Enqueue then queues its inserts on the batch instead of running them, so
+// they share the round trip of the caller's statements.
+//
+// QueueExec queues one statement (one of the outbox's single-row inserts;
+// args as Exec takes them). check must run, with the number of rows the
+// statement changed, when the caller reads the batch's results, and its
+// error must become the error of the batch (a duplicate message id is
+// reported that way). Until the batch is sent nothing is known, so the
+// Executor's Exec and Query may refuse statements whose results are needed
+// at once.
+type Queuer interface {
+	QueueExec(sql string, args []any, check func(rowsAffected int64) error)
+}

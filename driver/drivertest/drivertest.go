@@ -36,24 +36,36 @@ type Factory[TTx any] func(t *testing.T) driver.Driver[TTx]
 const waitLimit = 30 * time.Second
 
 // Run runs the conformance suite against the drivers newDriver returns,
-// each case in a subtest of its own.
+// each case in a subtest of its own. A driver whose transaction values are
+// batches (its Executor for one is a driver.Queuer) runs every case but
+// those that read results inside the caller's transaction, and the Queuer
+// case checks the capability's contract.
 func Run[TTx any](t *testing.T, newDriver Factory[TTx]) {
 	t.Helper()
-	cases := []struct {
+	type testCase struct {
 		name string
 		run  func(*testing.T, driver.Driver[TTx])
-	}{
-		{"Migrate", testMigrate[TTx]},
-		{"Session", testSession[TTx]},
-		{"EnqueueDeliverSettle", testDeliver[TTx]},
-		{"RolledBackEnqueueLeavesNoRow", testRollback[TTx]},
-		{"DuplicateMessageID", testDuplicate[TTx]},
-		{"UniqueViolationTranslated", testUniqueViolation[TTx]},
-		{"DeadlockTranslated", testDeadlock[TTx]},
-		{"Listen", testListen[TTx]},
-		{"InProcessWake", testInProcessWake[TTx]},
+		// direct: the case runs statements whose results it reads on the
+		// caller's transaction, which a batch (driver.Queuer) cannot do.
+		direct bool
 	}
+	cases := []testCase{
+		{"Migrate", testMigrate[TTx], false},
+		{"Session", testSession[TTx], false},
+		{"EnqueueDeliverSettle", testDeliver[TTx], false},
+		{"RolledBackEnqueueLeavesNoRow", testRollback[TTx], true},
+		{"DuplicateMessageID", testDuplicate[TTx], false},
+		{"UniqueViolationTranslated", testUniqueViolation[TTx], true},
+		{"DeadlockTranslated", testDeadlock[TTx], true},
+		{"Listen", testListen[TTx], false},
+		{"InProcessWake", testInProcessWake[TTx], false},
+		{"Queuer", testQueuer[TTx], false},
+	}
+	queues := queuesStatements(t, newDriver(t))
 	for _, c := range cases {
+		if c.direct && queues {
+			continue
+		}
 		t.Run(c.name, func(t *testing.T) {
 			d := newDriver(t)
 			if _, err := outbox.Migrate(context.Background(), d, nil); err != nil {
@@ -426,5 +438,59 @@ func testInProcessWake[TTx any](t *testing.T, d driver.Driver[TTx]) {
 	ids := enqueue(t, d, cfg, outbox.Message{Topic: "drivertest.wake", Payload: []byte(`2`)})
 	if env := s.next(t, "the message enqueued while the relay was idle"); env.ID != ids[0] {
 		t.Fatalf("delivered %s, want %s", env.ID, ids[0])
+	}
+}
+
+// queuesStatements reports whether d's transaction values are batches:
+// the Executor of one is a driver.Queuer.
+func queuesStatements[TTx any](t *testing.T, d driver.Driver[TTx]) bool {
+	var queues bool
+	errProbe := errors.New("probe")
+	err := d.InTx(context.Background(), func(tx TTx) error {
+		_, queues = d.UnwrapExecutor(tx).(driver.Queuer)
+		return errProbe
+	})
+	if !errors.Is(err, errProbe) {
+		t.Fatalf("InTx returned %v, want the error of its function", err)
+	}
+	return queues
+}
+
+// testQueuer: a driver whose transaction values are batches (driver.Queuer
+// on the Executor UnwrapExecutor returns) runs a queued statement when the
+// batch is sent, calls its check with the rows it changed, and fails the
+// batch with the check's error. Drivers without the capability pass.
+func testQueuer[TTx any](t *testing.T, d driver.Driver[TTx]) {
+	ctx := context.Background()
+	enqueue(t, d, nil, outbox.Message{Topic: "drivertest.queued", Payload: []byte(`"x"`)}, outbox.Message{Topic: "drivertest.queued", Payload: []byte(`"y"`)})
+	update := "UPDATE outbox_messages SET max_attempts = max_attempts WHERE topic = " + ph(d.Dialect(), 1)
+	var offered bool
+	var changed []int64
+	err := d.InTx(ctx, func(tx TTx) error {
+		q, ok := d.UnwrapExecutor(tx).(driver.Queuer)
+		if !ok {
+			return nil
+		}
+		offered = true
+		q.QueueExec(update, []any{"drivertest.queued"}, func(n int64) error { changed = append(changed, n); return nil })
+		q.QueueExec(update, []any{"drivertest.none"}, func(n int64) error { changed = append(changed, n); return nil })
+		if len(changed) != 0 {
+			t.Errorf("a check ran before the batch was sent")
+		}
+		return nil
+	})
+	if !offered {
+		return
+	}
+	if err != nil || len(changed) != 2 || changed[0] != 2 || changed[1] != 0 {
+		t.Fatalf("a sent batch: error %v, checks saw %v rows; want nil and [2 0]", err, changed)
+	}
+	errCheck := errors.New("the check refuses")
+	err = d.InTx(ctx, func(tx TTx) error {
+		d.UnwrapExecutor(tx).(driver.Queuer).QueueExec(update, []any{"drivertest.queued"}, func(int64) error { return errCheck })
+		return nil
+	})
+	if !errors.Is(err, errCheck) {
+		t.Fatalf("a batch whose check fails: %v; want the check's error", err)
 	}
 }

@@ -91,10 +91,12 @@ func (b *Batched) Notify(ctx context.Context, channel string) error {
 var errQueued = errors.New("outboxpgx: a *pgx.Batch only takes the outbox's inserts; use the Driver for this call")
 
 // queuer is the Executor of a batch. The outbox's insert finds it by its
-// QueueExec method (see internal/store's Queuer) and queues its
+// QueueExec method (driver.Queuer) and queues its
 // statements there; check runs with the rows each one changed when the
 // caller reads the batch's results, and its error is the batch's.
 type queuer struct{ b *pgx.Batch }
+
+var _ driver.Queuer = queuer{}
 
 func (q queuer) QueueExec(sql string, args []any, check func(rowsAffected int64) error) {
 	q.b.Queue(sql, args...).Exec(func(ct pgconn.CommandTag) error { return check(ct.RowsAffected()) })

@@ -16,3 +16,11 @@ func TestConformance(t *testing.T) {
 		return testdb.Empty(t, store.Postgres).PGX
 	})
 }
+
+// TestConformanceBatched: the driver whose transaction values are batches
+// (driver.Queuer) passes the same suite.
+func TestConformanceBatched(t *testing.T) {
+	drivertest.Run(t, func(t *testing.T) driver.Driver[*pgx.Batch] {
+		return testdb.Empty(t, store.Postgres).PGX.Batched()
+	})
+}

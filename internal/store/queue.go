@@ -3,25 +3,18 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/txoutbox/outbox/driver"
 )
 
-// Queuer is an Executor that queues statements on a batch its caller
-// sends later, in its own transaction (outboxpgx's Batched): the outbox's
-// insert then shares the round trip of the caller's statements. check
-// runs with the rows the statement changed once the caller reads the
-// batch's results, and its error becomes the batch's.
-type Queuer interface {
-	QueueExec(sql string, args []any, check func(rowsAffected int64) error)
-}
-
 // InsertThen is Insert that calls done once the rows are written: when
-// Insert returns, or, through a Queuer, when the caller reads the results
+// Insert returns, or, through a driver.Queuer, when the caller reads the results
 // of its batch (then only if every row went in). A queued insert that
 // finds its message id taken fails the batch with an error wrapping dup
 // (the caller's sentinel for it) and naming the id; Insert reports a
 // *DuplicateError.
 func (st *Store) InsertThen(ctx context.Context, q Querier, msgs []NewMessage, done func(), dup error) error {
-	if qu, ok := q.(Queuer); ok {
+	if qu, ok := q.(driver.Queuer); ok {
 		return st.queueInsert(qu, msgs, done, dup)
 	}
 	if err := st.Insert(ctx, q, msgs); err != nil {
@@ -35,7 +28,7 @@ func (st *Store) InsertThen(ctx context.Context, q Querier, msgs []NewMessage, d
 // multi-row form reports duplicates by the ids it returns, rows a batch
 // gives back only once sent; in one batch the statements share one round
 // trip anyway, and each is the statement Enqueue of one message runs.
-func (st *Store) queueInsert(q Queuer, msgs []NewMessage, done func(), dup error) error {
+func (st *Store) queueInsert(q driver.Queuer, msgs []NewMessage, done func(), dup error) error {
 	if st.d != Postgres {
 		return fmt.Errorf("a batched insert needs PostgreSQL, not %s", st.d)
 	}
