@@ -1,0 +1,462 @@
+package outboxsqs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/txoutbox/outbox/publisher"
+	"github.com/txoutbox/outbox/publisher/outboxce"
+)
+
+// Config defaults and limits.
+const (
+	// DefaultMaxMessageBytes is the largest message sent, and the largest
+	// SendMessageBatch, as SQS counts them (body plus every attribute's
+	// name, type and value): the limit every queue has accepted.
+	DefaultMaxMessageBytes = 262144
+	// MaxMessageBytesLimit is the most MaxMessageBytes may be: the largest
+	// MaximumMessageSize a queue can have.
+	MaxMessageBytesLimit = 1048576
+	// MaxBatchEntries is the most entries one SendMessageBatch takes.
+	MaxBatchEntries = 10
+	// DefaultConcurrency is how many SendMessageBatch calls one Publish
+	// makes at a time.
+	DefaultConcurrency = 4
+	// MaxQueueNameLen is the longest queue name, ".fifo" included.
+	MaxQueueNameLen = 80
+	// maxGroupIDLen is the longest MessageGroupId.
+	maxGroupIDLen = 128
+)
+
+// ErrClosed is returned for every message published after Close.
+var ErrClosed = errors.New("outboxsqs: publisher is closed")
+
+// Config configures a Publisher. nil is valid: every message goes to the
+// queue its envelope's destination names (a queue name, resolved with
+// GetQueueUrl once and kept).
+type Config struct {
+	// QueueURL is the queue every message goes to, whatever its
+	// destination. Defaults to "": the destination is a queue name,
+	// resolved with GetQueueUrl once and kept.
+	QueueURL string
+	// QueueName is the queue every message goes to, whatever its
+	// destination, by name: resolved with GetQueueUrl once and kept. Not
+	// with QueueURL. Defaults to "".
+	QueueName string
+	// QueueOwner is the AWS account that owns the queues named by
+	// destinations, when it is not the caller's. Defaults to "".
+	QueueOwner string
+	// MaxMessageBytes is the largest message, and the largest batch call,
+	// sent; a message over it goes dead with the reason. Raise it (up to
+	// MaxMessageBytesLimit) for queues whose MaximumMessageSize is larger.
+	// Defaults to DefaultMaxMessageBytes (262,144).
+	MaxMessageBytes int
+	// Concurrency is how many SendMessageBatch calls one Publish makes at
+	// a time. Defaults to DefaultConcurrency (4).
+	Concurrency int
+	// ThrottleWait is how long the route is held when SQS throttles a
+	// call. Defaults to DefaultThrottleWait (1 s).
+	ThrottleWait time.Duration
+	// CloudEvents, when set, sends every message as a CloudEvent in
+	// binary mode: ce- message attributes (see Binding). Defaults to nil,
+	// the plain wire.
+	CloudEvents *outboxce.Format
+	// Logger receives queue name resolutions at debug level. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Publisher sends envelopes to SQS with SendMessageBatch. It is safe for
+// concurrent use.
+type Publisher struct {
+	client       *sqs.Client
+	queueURL     string
+	queueName    string
+	owner        string
+	maxBytes     int
+	concurrency  int
+	throttleWait time.Duration
+	ce           *outboxce.Format
+	log          *slog.Logger
+	closed       atomic.Bool
+
+	mu     sync.Mutex
+	queues map[string]string // queue name → URL
+}
+
+var _ publisher.Publisher = (*Publisher)(nil)
+
+// New returns a Publisher over client, an SQS client the caller
+// configured (region, credentials, endpoint, retries).
+func New(client *sqs.Client, cfg *Config) (*Publisher, error) {
+	if client == nil {
+		return nil, errors.New("outboxsqs: nil SQS client")
+	}
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	switch {
+	case cfg.MaxMessageBytes < 0 || cfg.MaxMessageBytes > MaxMessageBytesLimit:
+		return nil, fmt.Errorf("outboxsqs: Config.MaxMessageBytes %d is not between 1 and %d", cfg.MaxMessageBytes, MaxMessageBytesLimit)
+	case cfg.Concurrency < 0:
+		return nil, errors.New("outboxsqs: Config.Concurrency must not be negative")
+	case cfg.ThrottleWait < 0:
+		return nil, errors.New("outboxsqs: Config.ThrottleWait must not be negative")
+	case cfg.QueueURL != "" && cfg.QueueName != "":
+		return nil, errors.New("outboxsqs: Config.QueueURL and Config.QueueName both set; give one")
+	case cfg.QueueName != "" && ValidQueueName(cfg.QueueName) != nil:
+		return nil, fmt.Errorf("outboxsqs: Config.QueueName: %v", strings.TrimPrefix(ValidQueueName(cfg.QueueName).Error(), "outboxsqs: "))
+	case cfg.QueueURL != "" && !strings.HasPrefix(cfg.QueueURL, "https://") && !strings.HasPrefix(cfg.QueueURL, "http://"):
+		return nil, fmt.Errorf("outboxsqs: Config.QueueURL %q is not a queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)", cfg.QueueURL)
+	}
+	if err := cfg.CloudEvents.Validate(); err != nil {
+		return nil, fmt.Errorf("outboxsqs: Config.CloudEvents: %v", err)
+	}
+	if cfg.CloudEvents.IsStructured() {
+		return nil, errors.New("outboxsqs: Config.CloudEvents: structured mode is for webhooks; use binary mode")
+	}
+	p := &Publisher{
+		client:       client,
+		queueURL:     cfg.QueueURL,
+		queueName:    cfg.QueueName,
+		owner:        cfg.QueueOwner,
+		maxBytes:     cfg.MaxMessageBytes,
+		concurrency:  cfg.Concurrency,
+		throttleWait: cfg.ThrottleWait,
+		ce:           cfg.CloudEvents,
+		log:          cfg.Logger,
+		queues:       map[string]string{},
+	}
+	if p.maxBytes == 0 {
+		p.maxBytes = DefaultMaxMessageBytes
+	}
+	if p.concurrency == 0 {
+		p.concurrency = DefaultConcurrency
+	}
+	if p.throttleWait == 0 {
+		p.throttleWait = DefaultThrottleWait
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	return p, nil
+}
+
+// entry is one envelope on its way.
+type entry struct {
+	i     int // index in the batch
+	env   *publisher.Envelope
+	wire  *wire
+	input types.SendMessageBatchRequestEntry
+}
+
+// Publish sends the batch with SendMessageBatch calls of at most 10
+// entries and MaxMessageBytes each, a few at a time. Results are in batch
+// order; nil only for a message SQS reported stored.
+func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
+	errs := make([]error, len(batch))
+	if p.closed.Load() {
+		for i := range errs {
+			errs[i] = ErrClosed
+		}
+		return errs
+	}
+	// Messages by queue, in batch order.
+	byQueue := map[string][]*entry{}
+	var order []string
+	type resolved struct {
+		url string
+		err error
+	}
+	queues := map[string]resolved{} // each destination resolved once per call
+	for i, env := range batch {
+		if env == nil {
+			errs[i] = publisher.Permanent(errors.New("outboxsqs: nil envelope"))
+			continue
+		}
+		r, ok := queues[env.Destination]
+		if !ok {
+			r.url, r.err = p.queue(ctx, env.Destination)
+			queues[env.Destination] = r
+		}
+		queue, err := r.url, r.err
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		e, err := p.entry(i, env, queue)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, ok := byQueue[queue]; !ok {
+			order = append(order, queue)
+		}
+		byQueue[queue] = append(byQueue[queue], e)
+	}
+	var calls [][]*entry
+	var callQueue []string
+	for _, q := range order {
+		for _, c := range p.split(byQueue[q]) {
+			calls = append(calls, c)
+			callQueue = append(callQueue, q)
+		}
+	}
+	sem := make(chan struct{}, p.concurrency)
+	var wg sync.WaitGroup
+	for n, c := range calls {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			p.send(ctx, callQueue[n], c, errs)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// entry builds the batch entry of env, or the reason it cannot be sent.
+func (p *Publisher) entry(i int, env *publisher.Envelope, queue string) (*entry, error) {
+	w, err := encode(env, p.ce)
+	if err != nil {
+		return nil, publisher.Permanent(fmt.Errorf("outboxsqs: queue %s: message %s: %v", queue, env.ID, err))
+	}
+	if n := w.size(); n > p.maxBytes {
+		return nil, publisher.Permanent(fmt.Errorf("outboxsqs: queue %s: message too large: %d bytes, SQS takes at most %d", queue, n, p.maxBytes))
+	}
+	in := types.SendMessageBatchRequestEntry{
+		Id:                strPtr(strconv.Itoa(i)),
+		MessageBody:       &w.body,
+		MessageAttributes: make(map[string]types.MessageAttributeValue, len(w.attrs)),
+	}
+	for _, a := range w.attrs {
+		in.MessageAttributes[a.name] = types.MessageAttributeValue{DataType: strPtr(attrType), StringValue: strPtr(a.value)}
+	}
+	if isFIFO(queue) {
+		group := env.Key
+		if group == "" {
+			group = env.Topic
+		}
+		in.MessageGroupId = strPtr(GroupID(group))
+		in.MessageDeduplicationId = strPtr(env.ID)
+	}
+	return &entry{i: i, env: env, wire: w, input: in}, nil
+}
+
+// split cuts entries into calls of at most MaxBatchEntries and maxBytes.
+func (p *Publisher) split(entries []*entry) [][]*entry {
+	var calls [][]*entry
+	var cur []*entry
+	size := 0
+	for _, e := range entries {
+		n := e.wire.size()
+		if len(cur) == MaxBatchEntries || (len(cur) > 0 && size+n > p.maxBytes) {
+			calls = append(calls, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, e)
+		size += n
+	}
+	if len(cur) > 0 {
+		calls = append(calls, cur)
+	}
+	return calls
+}
+
+// send makes one SendMessageBatch call and sets the result of each of its
+// entries in errs.
+func (p *Publisher) send(ctx context.Context, queue string, entries []*entry, errs []error) {
+	if err := ctx.Err(); err != nil {
+		for _, e := range entries {
+			errs[e.i] = fmt.Errorf("outboxsqs: queue %s: not sent: %v", queue, err)
+		}
+		return
+	}
+	in := &sqs.SendMessageBatchInput{QueueUrl: &queue, Entries: make([]types.SendMessageBatchRequestEntry, len(entries))}
+	for n, e := range entries {
+		in.Entries[n] = e.input
+	}
+	var sent atomic.Bool
+	out, err := p.client.SendMessageBatch(ctx, in, markSent(&sent))
+	if err != nil {
+		cerr, how := p.callError(ctx, "queue "+queue+": SendMessageBatch", err, sent.Load())
+		if missingQueue(err) {
+			p.forget(queue)
+		}
+		if how == failMessages && len(entries) > 1 {
+			// The call was refused for a reason no entry was given: send
+			// them one by one to find the message at fault.
+			for _, e := range entries {
+				p.send(ctx, queue, []*entry{e}, errs)
+			}
+			return
+		}
+		if how == failMessages {
+			cerr = publisher.Permanent(cerr)
+		}
+		for _, e := range entries {
+			errs[e.i] = cerr
+		}
+		return
+	}
+	byID := make(map[string]*entry, len(entries))
+	for _, e := range entries {
+		byID[*e.input.Id] = e
+	}
+	for _, s := range out.Successful {
+		if e := byID[deref(s.Id)]; e != nil {
+			errs[e.i] = nil
+			delete(byID, deref(s.Id))
+		}
+	}
+	for _, f := range out.Failed {
+		if e := byID[deref(f.Id)]; e != nil {
+			errs[e.i] = p.entryError(queue, deref(f.Code), deref(f.Message), f.SenderFault)
+			delete(byID, deref(f.Id))
+		}
+	}
+	for _, e := range byID {
+		errs[e.i] = publisher.Unknown(fmt.Errorf("outboxsqs: queue %s: SendMessageBatch answered nothing about message %s", queue, e.env.ID))
+	}
+}
+
+// markSent is a call option that sets *sent once the request, signed,
+// goes to the transport: an error before that means nothing was sent.
+func markSent(sent *atomic.Bool) func(*sqs.Options) {
+	return func(o *sqs.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Finalize.Add(middleware.FinalizeMiddlewareFunc("outboxsqsSent",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					sent.Store(true)
+					return next.HandleFinalize(ctx, in)
+				}), middleware.After)
+		})
+	}
+}
+
+// queue returns the URL of the queue env's destination goes to.
+func (p *Publisher) queue(ctx context.Context, dest string) (string, error) {
+	if p.queueURL != "" {
+		return p.queueURL, nil
+	}
+	if p.queueName != "" {
+		dest = p.queueName
+	}
+	if err := ValidQueueName(dest); err != nil {
+		return "", publisher.Permanent(err)
+	}
+	p.mu.Lock()
+	u, ok := p.queues[dest]
+	p.mu.Unlock()
+	if ok {
+		return u, nil
+	}
+	in := &sqs.GetQueueUrlInput{QueueName: &dest}
+	if p.owner != "" {
+		in.QueueOwnerAWSAccountId = &p.owner
+	}
+	var sent atomic.Bool
+	out, err := p.client.GetQueueUrl(ctx, in, markSent(&sent))
+	if err != nil {
+		if missingQueue(err) {
+			return "", publisher.Unavailable(fmt.Errorf("outboxsqs: queue %s does not exist (GetQueueUrl: %s)", dest, oneLine(err.Error())))
+		}
+		cerr, how := p.callError(ctx, "queue "+dest+": GetQueueUrl", err, sent.Load())
+		if how == failMessages {
+			// A refusal about the queue, not the message.
+			cerr = publisher.Unavailable(cerr)
+		}
+		return "", cerr
+	}
+	u = deref(out.QueueUrl)
+	if u == "" {
+		return "", fmt.Errorf("outboxsqs: queue %s: GetQueueUrl answered no URL", dest)
+	}
+	p.mu.Lock()
+	p.queues[dest] = u
+	p.mu.Unlock()
+	p.log.Debug("outboxsqs: queue resolved", "queue", dest, "url", u)
+	return u, nil
+}
+
+// forget drops a queue URL that turned out not to exist any more, so the
+// next message resolves its name again.
+func (p *Publisher) forget(url string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, u := range p.queues {
+		if u == url {
+			delete(p.queues, name)
+		}
+	}
+}
+
+// Close makes later Publish calls fail. The client is the caller's.
+func (p *Publisher) Close() error {
+	p.closed.Store(true)
+	return nil
+}
+
+// ValidQueueName says why name cannot be an SQS queue name: 1 to 80
+// characters, ".fifo" included, of A-Z, a-z, 0-9, '-' and '_', with an
+// optional ".fifo" suffix.
+func ValidQueueName(name string) error {
+	base := strings.TrimSuffix(name, ".fifo")
+	switch {
+	case name == "":
+		return errors.New("outboxsqs: empty destination: no queue name (set the queue in the URL or Config.QueueURL, or route to a queue name)")
+	case len(name) > MaxQueueNameLen:
+		return fmt.Errorf("outboxsqs: destination %.40q… cannot be a queue name: longer than %d characters", name, MaxQueueNameLen)
+	case base == "":
+		return fmt.Errorf("outboxsqs: destination %q cannot be a queue name: nothing before .fifo", name)
+	}
+	for i := 0; i < len(base); i++ {
+		if c := base[i]; (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return fmt.Errorf("outboxsqs: destination %q cannot be a queue name: only letters, digits, '-' and '_' (and a .fifo suffix) are allowed", name)
+		}
+	}
+	return nil
+}
+
+// isFIFO reports whether a queue URL or name is a FIFO queue's.
+func isFIFO(queue string) bool { return strings.HasSuffix(queue, ".fifo") }
+
+// GroupID is the MessageGroupId of a business key (the topic when the
+// message has none) on a FIFO queue: the key itself when it is 1 to 128
+// characters of letters, digits and ASCII punctuation, as SQS requires;
+// otherwise "sha256-" and the hex SHA-256 of the key, so that each key
+// still has a group of its own.
+func GroupID(key string) string {
+	ok := key != "" && len(key) <= maxGroupIDLen
+	for i := 0; ok && i < len(key); i++ {
+		ok = key[i] > ' ' && key[i] < 0x7f
+	}
+	if ok {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "sha256-" + hex.EncodeToString(sum[:])
+}
+
+func strPtr(s string) *string { return &s }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
