@@ -9,8 +9,8 @@ import (
 	"net"
 	"strings"
 
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 
@@ -40,9 +40,9 @@ var authCodes = map[string]bool{
 
 // Throttling codes of the AWS request layer without a Kinesis type.
 var throttleCodes = map[string]bool{
-	"ThrottlingException":     true,
-	"Throttling":              true,
-	"RequestLimitExceeded":    true,
+	"ThrottlingException":      true,
+	"Throttling":               true,
+	"RequestLimitExceeded":     true,
 	"TooManyRequestsException": true,
 }
 

@@ -88,6 +88,7 @@ type Publisher struct {
 	maxRecords   int
 	throttleWait time.Duration
 	ce           *outboxce.Format
+	closeIdle    func() // OpenURL's HTTP client: let its connections go
 	closed       atomic.Bool
 }
 
@@ -377,9 +378,12 @@ func (p *Publisher) put(ctx context.Context, stream string, call []*item, errs [
 	}
 }
 
-// Close makes later Publish calls fail. The client is the caller's; it
-// holds nothing to release.
+// Close makes later Publish calls fail. A client given to New is the
+// caller's and stays as it is; OpenURL's client closes its idle
+// connections.
 func (p *Publisher) Close() error {
-	p.closed.Store(true)
+	if !p.closed.Swap(true) && p.closeIdle != nil {
+		p.closeIdle()
+	}
 	return nil
 }

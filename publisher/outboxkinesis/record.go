@@ -141,23 +141,42 @@ func isJSON(ct string) bool {
 	return err == nil && (mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json"))
 }
 
-// cloudEvent renders env as one CloudEvent in the JSON event format,
-// with the producer's headers whose names are free extension names as
-// extension attributes.
+// cloudEvent renders env as one CloudEvent in the JSON event format.
+// The producer's own headers ride along as extension attributes: one
+// whose name is a free extension name (lower-case letters and digits, at
+// most 20) under that name, the others together in AttrHeaders, a string
+// holding a JSON object of name → value.
 func cloudEvent(env *publisher.Envelope, ce *outboxce.Format) ([]byte, error) {
 	ev := ce.Structured(env)
 	var ext []byte
+	var other []string
 	for _, k := range sortedKeys(env.Headers) {
 		switch k {
 		case publisher.HeaderTopic, publisher.HeaderBusinessKey, publisher.HeaderContentType, publisher.HeaderTraceParent, publisher.HeaderTraceState:
 			continue
 		}
 		if !outboxce.ValidExtensionName(k) || reservedAttr[k] {
-			continue // documented: not carried in the CloudEvents form
+			other = append(other, k)
+			continue
 		}
 		ext = appendString(ext, k)
 		ext = append(ext, ':')
 		ext = appendString(ext, env.Headers[k])
+		ext = append(ext, ',')
+	}
+	if len(other) > 0 {
+		obj := []byte{'{'}
+		for i, k := range other {
+			if i > 0 {
+				obj = append(obj, ',')
+			}
+			obj = appendString(obj, k)
+			obj = append(obj, ':')
+			obj = appendString(obj, env.Headers[k])
+		}
+		obj = append(obj, '}')
+		ext = append(ext, `"`+AttrHeaders+`":`...)
+		ext = appendString(ext, string(obj))
 		ext = append(ext, ',')
 	}
 	if len(ext) == 0 {
@@ -169,13 +188,18 @@ func cloudEvent(env *publisher.Envelope, ce *outboxce.Format) ([]byte, error) {
 	return append(out, ev[1:]...), nil
 }
 
+// AttrHeaders is the extension attribute of a CloudEvents record that
+// carries the producer's headers whose names cannot be attribute names:
+// a JSON object of name → value, as a string.
+const AttrHeaders = "outboxheaders"
+
 // reservedAttr are attribute names a producer header cannot take in the
 // CloudEvents form.
 var reservedAttr = map[string]bool{
 	outboxce.AttrSpecVersion: true, outboxce.AttrID: true, outboxce.AttrSource: true, outboxce.AttrType: true,
 	outboxce.AttrTime: true, outboxce.AttrDataContentType: true, outboxce.AttrSubject: true,
 	outboxce.AttrPartitionKey: true, outboxce.AttrTraceParent: true, outboxce.AttrTraceState: true,
-	"data": true, "data_base64": true, "dataschema": true,
+	"data": true, "data_base64": true, "dataschema": true, AttrHeaders: true,
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -212,7 +236,7 @@ type plainRecord struct {
 //   - a CloudEvent in the JSON event format (format=cloudevents): ID from
 //     id, Topic from type, Key from subject, ContentType from
 //     datacontenttype, Payload from data or data_base64; extension
-//     attributes become headers.
+//     attributes and the headers in AttrHeaders become headers.
 //
 // A record that is neither, or has no message id, is an error wrapping
 // ErrNoMessageID.
@@ -256,7 +280,8 @@ func Decode(r types.Record) (*inbox.Message, error) {
 }
 
 // decodeEvent reads a CloudEvent in the JSON event format; its extension
-// attributes (string values) become headers.
+// attributes (string values) and the headers in AttrHeaders become
+// headers.
 func decodeEvent(r types.Record, raw map[string]json.RawMessage) (*inbox.Message, error) {
 	ev, err := outboxce.DecodeStructured(nil, r.Data)
 	if err != nil {
@@ -269,6 +294,19 @@ func decodeEvent(r types.Record, raw map[string]json.RawMessage) (*inbox.Message
 		var s string
 		if json.Unmarshal(v, &s) == nil {
 			ev.Headers[k] = s
+		}
+	}
+	if v, ok := raw[AttrHeaders]; ok {
+		var s string
+		var h map[string]string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, fmt.Errorf("outboxkinesis: %s: %s is not a string", recordName(r), AttrHeaders)
+		}
+		if err := json.Unmarshal([]byte(s), &h); err != nil {
+			return nil, fmt.Errorf("outboxkinesis: %s: %s is not a JSON object of strings: %v", recordName(r), AttrHeaders, err)
+		}
+		for k, v := range h {
+			ev.Headers[strings.ToLower(k)] = v
 		}
 	}
 	return inbox.FromCloudEvent(ev), nil

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
 	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
@@ -106,6 +108,14 @@ func OpenURL(u *url.URL, ce *outboxce.Format, log *slog.Logger) (publisher.Publi
 	if awsCfg.Region == "" {
 		return fail("no AWS region: add ?%s= or set AWS_REGION", ParamRegion)
 	}
+	// The HTTP transport as the configuration set it up (a CA bundle
+	// included), kept so that Close can let its connections go.
+	closeIdle := func() {}
+	if b, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		tr := b.GetTransport()
+		awsCfg.HTTPClient = &http.Client{Transport: tr, Timeout: b.GetTimeout()}
+		closeIdle = tr.CloseIdleConnections
+	}
 	client := kinesis.NewFromConfig(awsCfg, func(o *kinesis.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = &endpoint
@@ -115,6 +125,7 @@ func OpenURL(u *url.URL, ce *outboxce.Format, log *slog.Logger) (publisher.Publi
 	if err != nil {
 		return fail("%s", strings.TrimPrefix(err.Error(), "outboxkinesis: "))
 	}
+	p.closeIdle = closeIdle
 	if log != nil {
 		log.Debug("outboxkinesis: destination opened", "stream", cfg.Stream, "stream_arn", cfg.StreamARN, "region", awsCfg.Region, "format", ce.String())
 	}

@@ -3,7 +3,7 @@
 # 127.0.0.1:${KINESALITE_PORT:-14567}, installing and starting it when it
 # does not. Safe to run again: a server already answering is left alone.
 # Streams live in memory and are gone when the server stops; a new stream
-# turns ACTIVE after 50 ms. The package is installed under
+# turns ACTIVE after 50 ms; up to 10,000 shards may be open at once. The package is installed under
 # ${OUTBOX_CACHE:-$HOME/.cache/outbox}/emulators/kinesalite, never in the
 # repository; the server logs to kinesalite.log there.
 # The tests of publisher/outboxkinesis read OUTBOX_TEST_KINESIS_ENDPOINT
@@ -49,7 +49,7 @@ fi
 # binds the loopback address only.
 cat >"$dir/serve.js" <<'JS'
 const port = Number(process.argv[2]);
-const server = require("kinesalite")({ createStreamMs: 50, deleteStreamMs: 50, updateStreamMs: 50 });
+const server = require("kinesalite")({ createStreamMs: 50, deleteStreamMs: 50, updateStreamMs: 50, shardLimit: 10000 });
 server.listen(port, "127.0.0.1", () => console.log("kinesalite listening on 127.0.0.1:" + port));
 JS
 (cd "$dir" && exec nohup node serve.js "$port" >>"$log" 2>&1 </dev/null) &
