@@ -193,9 +193,9 @@ type injector struct {
 	// record returns the ErrorCode to answer for a record ("" to send
 	// it), given its partition key and data.
 	record func(pk string, data []byte) string
-	// call, when it returns a status, answers the PutRecords call with
-	// it and body instead of sending it.
-	call func() (status int, body string)
+	// call, when it returns a status, answers the PutRecords call of
+	// the partition keys with it and body instead of sending it.
+	call func(keys []string) (status int, body string)
 	// calls are the PutRecords requests seen: each one's partition keys.
 	calls [][]string
 }
@@ -248,7 +248,7 @@ func (in *injector) RoundTrip(req *http.Request) (*http.Response, error) {
 	call, record := in.call, in.record
 	in.mu.Unlock()
 	if call != nil {
-		if status, b := call(); status != 0 {
+		if status, b := call(keys); status != 0 {
 			return answer(req, status, []byte(b)), nil
 		}
 	}
