@@ -115,46 +115,46 @@ const (
 
 // callError classifies the error of a whole call (SendMessageBatch or
 // GetQueueUrl); sent says whether the request reached the transport.
-func (p *Publisher) callError(ctx context.Context, what string, err error, sent bool) (error, callFailure) {
+func (p *Publisher) callError(ctx context.Context, what string, err error, sent bool) (callFailure, error) {
 	msg := fmt.Sprintf("outboxsqs: %s: %s", what, oneLine(err.Error()))
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch kindOf(ae.ErrorCode()) {
 		case kindThrottled:
-			return publisher.RetryAfter(errors.New(msg), p.throttleWait), failRoute
+			return failRoute, publisher.RetryAfter(errors.New(msg), p.throttleWait)
 		case kindUnavailable:
-			return publisher.Unavailable(errors.New(msg)), failRoute
+			return failRoute, publisher.Unavailable(errors.New(msg))
 		}
 		var re *awshttp.ResponseError
 		if errors.As(err, &re) && re.HTTPStatusCode() >= 500 {
 			// The service failed while handling it: it may have stored it.
-			return publisher.Unknown(errors.New(msg)), failRoute
+			return failRoute, publisher.Unknown(errors.New(msg))
 		}
 		if ae.ErrorFault() == smithy.FaultServer {
-			return publisher.Unknown(errors.New(msg)), failRoute
+			return failRoute, publisher.Unknown(errors.New(msg))
 		}
-		return errors.New(msg), failMessages
+		return failMessages, errors.New(msg)
 	}
 	if !sent {
 		if ctx.Err() != nil {
-			return fmt.Errorf("outboxsqs: %s: not sent: %v", what, ctx.Err()), failRoute
+			return failRoute, fmt.Errorf("outboxsqs: %s: not sent: %v", what, ctx.Err())
 		}
 		// Credentials or the endpoint could not be had: nothing was sent,
 		// and no message can be until the configuration is fixed.
-		return publisher.Unavailable(errors.New(msg)), failRoute
+		return failRoute, publisher.Unavailable(errors.New(msg))
 	}
 	var se *smithyhttp.RequestSendError
 	if errors.As(err, &se) {
 		var op *net.OpError
 		var dns *net.DNSError
 		if (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns) {
-			return publisher.Unavailable(errors.New(msg)), failRoute
+			return failRoute, publisher.Unavailable(errors.New(msg))
 		}
 	}
 	// The request went out and no answer says what became of it: a
 	// timeout, a connection lost, an unreadable answer, a cancelled
 	// context.
-	return publisher.Unknown(errors.New(msg)), failRoute
+	return failRoute, publisher.Unknown(errors.New(msg))
 }
 
 // apiError is the service's error answer in err, nil if none.

@@ -124,15 +124,20 @@ func queueURL(t testing.TB, c *sqs.Client, name string) string {
 // reader receives and deletes what arrives at queues, keeping it in
 // arrival order, so that the first n of a queue can be asked for again.
 type reader struct {
-	c   *sqs.Client
-	mu  sync.Mutex
-	got map[string][]types.Message
+	c    *sqs.Client
+	mu   sync.Mutex
+	got  map[string][]types.Message
+	seen map[string]bool // SQS message ids
 }
 
-func newReader(c *sqs.Client) *reader { return &reader{c: c, got: map[string][]types.Message{}} }
+func newReader(c *sqs.Client) *reader {
+	return &reader{c: c, got: map[string][]types.Message{}, seen: map[string]bool{}}
+}
 
 // read returns the first n messages that arrived at queue, failing the
-// test if they do not come within d.
+// test if they do not come within d. Messages are received with a short
+// visibility timeout: should an answer be lost on the way, its messages
+// come back soon (and a copy received twice counts once).
 func (r *reader) read(t testing.TB, url string, n int, d time.Duration) []types.Message {
 	t.Helper()
 	r.mu.Lock()
@@ -144,7 +149,7 @@ func (r *reader) read(t testing.TB, url string, n int, d time.Duration) []types.
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		out, err := r.c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: &url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			QueueUrl: &url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 5,
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
@@ -153,7 +158,10 @@ func (r *reader) read(t testing.TB, url string, n int, d time.Duration) []types.
 			t.Fatalf("receive from %s: %v", url, err)
 		}
 		for _, m := range out.Messages {
-			r.got[url] = append(r.got[url], m)
+			if !r.seen[aws.ToString(m.MessageId)] {
+				r.seen[aws.ToString(m.MessageId)] = true
+				r.got[url] = append(r.got[url], m)
+			}
 			if _, err := r.c.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: m.ReceiptHandle}); err != nil {
 				t.Fatalf("delete from %s: %v", url, err)
 			}

@@ -293,7 +293,7 @@ func (p *Publisher) send(ctx context.Context, queue string, entries []*entry, er
 	var sent atomic.Bool
 	out, err := p.client.SendMessageBatch(ctx, in, markSent(&sent))
 	if err != nil {
-		cerr, how := p.callError(ctx, "queue "+queue+": SendMessageBatch", err, sent.Load())
+		how, cerr := p.callError(ctx, "queue "+queue+": SendMessageBatch", err, sent.Load())
 		if missingQueue(err) {
 			p.forget(queue)
 		}
@@ -375,7 +375,7 @@ func (p *Publisher) queue(ctx context.Context, dest string) (string, error) {
 		if missingQueue(err) {
 			return "", publisher.Unavailable(fmt.Errorf("outboxsqs: queue %s does not exist (GetQueueUrl: %s)", dest, oneLine(err.Error())))
 		}
-		cerr, how := p.callError(ctx, "queue "+dest+": GetQueueUrl", err, sent.Load())
+		how, cerr := p.callError(ctx, "queue "+dest+": GetQueueUrl", err, sent.Load())
 		if how == failMessages {
 			// A refusal about the queue, not the message.
 			cerr = publisher.Unavailable(cerr)
