@@ -9,10 +9,10 @@ import (
 	"net"
 	"strings"
 
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/txoutbox/outbox/publisher"
 )
@@ -107,33 +107,35 @@ func (p *Publisher) callError(stream string, n int, err error) error {
 		// The service answered with an error: nothing was stored.
 		return e
 	}
-	if notSent(err) {
+	var timeout interface{ Timeout() bool }
+	switch {
+	case is[*smithyhttp.RequestSendError](err) && notConnected(err):
 		return publisher.Unavailable(e)
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &timeout) && timeout.Timeout()):
+		// The request may have left before the end.
+		return publisher.Unknown(e)
+	case is[*smithy.DeserializationError](err):
+		// An answer came but could not be read: the records may be stored.
+		return publisher.Unknown(e)
+	case is[*smithyhttp.RequestSendError](err):
+		// The connection failed after the request may have left.
+		return publisher.Unknown(e)
 	}
-	// A deadline, a connection lost after the request left, an answer
-	// that could not be read: the records may be stored.
-	return publisher.Unknown(e)
+	// The request never reached the transport: no credentials, an
+	// endpoint that cannot be resolved, a request that cannot be signed.
+	return publisher.Unavailable(e)
 }
 
-// notSent reports whether err says the request never reached the
-// service: no connection (refused, no route, no such host), a TLS
-// handshake that failed, credentials that could not be had for signing.
-func notSent(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	if is[*v4.SigningError](err) {
-		return true
-	}
+// notConnected reports whether a transport failure happened before the
+// request was written: no connection (refused, no route, no such host)
+// or a TLS handshake that failed.
+func notConnected(err error) bool {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	if is[*net.DNSError](err) || is[*tls.CertificateVerificationError](err) || is[x509.UnknownAuthorityError](err) ||
-		is[x509.HostnameError](err) || is[tls.RecordHeaderError](err) {
-		return true
-	}
-	return false
+	return is[*net.DNSError](err) || is[*tls.CertificateVerificationError](err) || is[x509.UnknownAuthorityError](err) ||
+		is[x509.HostnameError](err) || is[tls.RecordHeaderError](err)
 }
 
 // apiMessage is the service's message in err, or err itself.

@@ -2,7 +2,9 @@ package outboxkinesis_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -596,4 +598,20 @@ func TestNewValidates(t *testing.T) {
 	if _, err := outboxkinesis.New(c, &outboxkinesis.Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/orders"}); err != nil {
 		t.Errorf("valid ARN: %v", err)
 	}
+}
+
+// TestNoCredentials: credentials that cannot be had are Unavailable:
+// nothing was sent.
+func TestNoCredentials(t *testing.T) {
+	t.Parallel()
+	c := kinesis.New(kinesis.Options{Region: region, BaseEndpoint: aws.String(endpoint), RetryMaxAttempts: 1,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{}, errors.New("no credentials here")
+		})})
+	p, err := outboxkinesis.New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := publishertest.Publish(t, p, 30*time.Second, env("orders", "k", `{}`))
+	publishertest.WantClass(t, "no credentials", errs[0], publisher.ClassUnavailable, "no credentials here")
 }

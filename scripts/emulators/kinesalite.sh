@@ -3,9 +3,9 @@
 # 127.0.0.1:${KINESALITE_PORT:-14567}, installing and starting it when it
 # does not. Safe to run again: a server already answering is left alone.
 # Streams live in memory and are gone when the server stops; a new stream
-# turns ACTIVE after 50 ms; up to 10,000 shards may be open at once. The package is installed under
-# ${OUTBOX_CACHE:-$HOME/.cache/outbox}/emulators/kinesalite, never in the
-# repository; the server logs to kinesalite.log there.
+# turns ACTIVE after 50 ms; up to 10,000 shards may be open at once. The
+# package is installed under ${OUTBOX_CACHE:-$HOME/.cache/outbox}/emulators/kinesalite,
+# never in the repository; the server logs to kinesalite.log there.
 # The tests of publisher/outboxkinesis read OUTBOX_TEST_KINESIS_ENDPOINT
 # (default http://127.0.0.1:14567).
 set -u
