@@ -41,10 +41,15 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 	if cfg.Listener != nil {
 		b.ListenOn(cfg.Listener)
 	}
-	if cfg.wrapStore != nil {
-		// The wrapped store's reads leave out payloads the relay would
-		// refuse as too large, as the relay's own store does.
-		ec.Store = cfg.wrapStore(b.Store.WithPayloadLimit(ec.MaxPayloadBytes))
+	// A driver over an adopted table (store.TableSource) makes the relay
+	// read that table; its reads leave out payloads the relay would refuse
+	// as too large, as the relay's own store does.
+	a, err := b.Adopted(ec.MaxPayloadBytes)
+	if err != nil {
+		return nil, err
+	}
+	if a != nil {
+		ec.Store = a
 	}
 	e, err := relay.New(b, ec)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/relay"
-	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/seal"
 )
 
@@ -185,10 +184,6 @@ type RelayConfig struct {
 	// sealed payloads on (SealedPass) deliver them; on any other route a
 	// sealed message is dead.
 	Keys seal.KeyProvider
-
-	// wrapStore, set through relay.WrapStore by the command, replaces the
-	// relay's store (relay --adopt).
-	wrapStore func(*store.Store) relay.Store
 }
 
 // engine maps the configuration onto the engine's as given: Check and

@@ -185,6 +185,15 @@ func New[TTx any](d outbox.Driver[TTx], cfg *Config) (*Server, error) {
 		ready:   cfg.Ready,
 		log:     cfg.Logger,
 	}
+	// A driver over an adopted table (store.TableSource): the server reads
+	// and changes that table, and refuses what only outbox_messages takes.
+	a, err := b.Adopted(0)
+	if err != nil {
+		return nil, err
+	}
+	if a != nil {
+		s.st, s.full, s.adopted = a, nil, a
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

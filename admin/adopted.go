@@ -30,13 +30,6 @@ var (
 	_ source = (*store.Adopted)(nil)
 )
 
-func init() {
-	store.ServeAdopted = func(srv any, a *store.Adopted) {
-		s := srv.(*Server)
-		s.st, s.full, s.adopted = a, nil, a
-	}
-}
-
 // tableJSON is an adopted table in GET /api/v1/stats: its name, the
 // profile that maps it, and its rows by the table's own status values.
 type tableJSON struct {

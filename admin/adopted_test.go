@@ -22,27 +22,18 @@ func newAdoptedAdmin(t *testing.T, db *testdb.DB, profile string) *httptest.Serv
 	t.Helper()
 	cfg := &admin.Config{Tokens: []admin.Token{{Name: "ops", Secret: opsToken}}, Logger: relaytest.Logger()}
 	var srv *admin.Server
-	var b *store.Backend
-	var err error
-	if db.PGX != nil {
-		srv, err = admin.New(db.PGX, cfg)
-		b = store.NewBackend(db.PGX)
-	} else {
-		srv, err = admin.New(db.Std, cfg)
-		b = store.NewBackend(db.Std)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	p, err := adopt.Load(profile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := store.NewAdopted(b.Store, p)
+	if db.PGX != nil {
+		srv, err = admin.New(store.Adopting(db.PGX, p), cfg)
+	} else {
+		srv, err = admin.New(store.Adopting(db.Std, p), cfg)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.ServeAdopted(srv, a)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	return ts

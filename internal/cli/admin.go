@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/txoutbox/outbox/admin"
+	"github.com/txoutbox/outbox/internal/adopt"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/seal"
@@ -155,13 +156,13 @@ func metricsRegistry() *prometheus.Registry {
 }
 
 // newAdminServer builds the admin handler over db.
-func newAdminServer(db *dburl.DB, cfg *admin.Config) (*admin.Server, error) {
+func newAdminServer(db *dburl.DB, p *adopt.Profile, cfg *admin.Config) (*admin.Server, error) {
 	var srv *admin.Server
 	var err error
 	if db.PGX != nil {
-		srv, err = admin.New(db.PGX, cfg)
+		srv, err = admin.New(store.Adopting(db.PGX, p), cfg)
 	} else {
-		srv, err = admin.New(db.Std, cfg)
+		srv, err = admin.New(store.Adopting(db.Std, p), cfg)
 	}
 	if err != nil {
 		return nil, asUsage(errors.New(errorLine(err)))
@@ -302,19 +303,20 @@ func (e *env) listenSurfaces(db *dburl.DB, s *relaySurfaces, logger *slog.Logger
 	var lns []*adminListener
 	if s.admin.addr != "" {
 		warnAuditTable(e.ctx, db.Backend().Store, logger)
-		srv, err := newAdminServer(db, &admin.Config{
+		var profile *adopt.Profile
+		if s.adopt != "" {
+			p, err := loadProfile(s.adopt)
+			if err != nil {
+				return nil, err
+			}
+			profile = p
+		}
+		srv, err := newAdminServer(db, profile, &admin.Config{
 			Tokens: s.admin.tokens, AllowedHosts: s.admin.hosts, Gatherer: s.registry,
 			Delivered: s.delivered.Load, Logger: logger, Ready: ready, Keys: s.keys,
 		})
 		if err != nil {
 			return nil, err
-		}
-		if s.adopt != "" {
-			a, err := adoptedStore(db, s.adopt)
-			if err != nil {
-				return nil, err
-			}
-			store.ServeAdopted(srv, a)
 		}
 		ln, err := listenAdmin(e.ctx, s.admin, srv, logger)
 		if err != nil {
@@ -323,7 +325,7 @@ func (e *env) listenSurfaces(db *dburl.DB, s *relaySurfaces, logger *slog.Logger
 		lns = append(lns, ln)
 	}
 	if s.metrics != "" {
-		srv, err := newAdminServer(db, &admin.Config{MetricsOnly: true, Gatherer: s.registry, Logger: logger, Ready: ready})
+		srv, err := newAdminServer(db, nil, &admin.Config{MetricsOnly: true, Gatherer: s.registry, Logger: logger, Ready: ready})
 		if err != nil {
 			return nil, err
 		}
@@ -409,7 +411,7 @@ func (e *env) adminOnly(fs *flag.FlagSet, df dbFlags, af *adminFlags, lf *relayF
 	if err != nil {
 		return err
 	}
-	srv, err := newAdminServer(db, &admin.Config{Tokens: settings.tokens, AllowedHosts: settings.hosts, Gatherer: metricsRegistry(), Logger: logger, Keys: keys})
+	srv, err := newAdminServer(db, nil, &admin.Config{Tokens: settings.tokens, AllowedHosts: settings.hosts, Gatherer: metricsRegistry(), Logger: logger, Keys: keys})
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/adopt"
 	"github.com/txoutbox/outbox/internal/dburl"
-	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -62,25 +61,37 @@ func (e *env) openAdopted(df dbFlags, spec string) (*dburl.DB, *store.Adopted, e
 	return db, a, nil
 }
 
-// adoptRelay makes the relay rc describes deliver from p's table.
-func adoptRelay(spec string, rc *outbox.RelayConfig) error {
+// newRelay builds the relay of rc over db, reading p's table when p is not
+// nil.
+func newRelay(db *dburl.DB, p *adopt.Profile, rc *outbox.RelayConfig) (*outbox.Relay, error) {
+	if db.PGX != nil {
+		return outbox.NewRelay(store.Adopting(db.PGX, p), rc)
+	}
+	return outbox.NewRelay(store.Adopting(db.Std, p), rc)
+}
+
+// fleetDriver is db for a fleet, reading p's table when p is not nil.
+func fleetDriver(db *dburl.DB, p *adopt.Profile) (outbox.FleetDriver, error) {
+	if db.PGX != nil {
+		return outbox.FleetDriverOf(store.Adopting(db.PGX, p))
+	}
+	return outbox.FleetDriverOf(store.Adopting(db.Std, p))
+}
+
+// adoptProfile loads the profile of relay --adopt spec, checking that the
+// relay's configuration goes with an adopted table; nil for no spec.
+func adoptProfile(spec string, rc *outbox.RelayConfig) (*adopt.Profile, error) {
+	if spec == "" {
+		return nil, nil
+	}
 	p, err := loadProfile(spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if rc.Retention != nil {
-		return usagef("relay: --adopt does not go with retention: the application owns the rows of its table")
+		return nil, usagef("relay: --adopt does not go with retention: the application owns the rows of its table")
 	}
-	var bad error
-	relay.WrapStore(rc, func(base *store.Store) relay.Store {
-		a, err := store.NewAdopted(base, p)
-		if err != nil {
-			bad = err // checked by loadProfile: cannot happen
-			return base
-		}
-		return a
-	})
-	return bad
+	return p, nil
 }
 
 func adoptCheckCommand() *command {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/txoutbox/outbox/internal/adopt/adopttest"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
 
@@ -142,5 +144,41 @@ func TestAdoptRelayAdmin(t *testing.T) {
 				t.Fatalf("relay exited %d\n%s", code, stderr.String())
 			}
 		})
+	}
+}
+
+// TestAdoptRelayFleet: `relay --adopt codes` over two databases (a
+// fleet) delivers the rows of each database's own table and marks them
+// sent there; outbox_messages, which also holds a message, is not read.
+func TestAdoptRelayFleet(t *testing.T) {
+	t.Parallel()
+	a, b := testdb.New(t, store.SQLite), testdb.New(t, store.Postgres)
+	const rows = 5
+	for _, db := range []*testdb.DB{a, b} {
+		adopttest.Create(t, db, "codes")
+		for i := range rows {
+			adopttest.Insert(t, db, "codes", i, 2, "fleet.adopted")
+		}
+		enqueueOK(t, nil, "--db", db.URL, "--topic", "fleet.outbox", "--payload", `{"n":1}`)
+	}
+	var mu sync.Mutex
+	topics := map[string]int{}
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		topics[r.Header.Get("outbox-topic")]++
+		mu.Unlock()
+	}))
+	t.Cleanup(hook.Close)
+	var stdout, stderr syncbuf.Buffer
+	stop := startRelay(t, nil, &stdout, &stderr, "--adopt", "codes", "--db", a.URL, "--db", b.URL, "--to", hook.URL, "--max-poll", "50ms", "--lease-ttl", "1s")
+	sent := func(db *testdb.DB) int { return db.Count(t, "SELECT count(*) FROM local_message WHERE status = 1") }
+	waitFor(t, "both tables' rows sent", func() bool { return sent(a) == rows && sent(b) == rows })
+	if code := stop(); code != 0 {
+		t.Errorf("relay exited %d: %s", code, stderr.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if topics["fleet.adopted"] != 2*rows || topics["fleet.outbox"] != 0 {
+		t.Errorf("delivered %v, want %d of the tables' rows and none of outbox_messages", topics, 2*rows)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/admin"
+	"github.com/txoutbox/outbox/internal/adopt"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/fleet"
 	"github.com/txoutbox/outbox/internal/relay"
@@ -129,7 +130,7 @@ func configDatabases(cfg *fileConfig) ([]fleet.Database, error) {
 // relayFleet runs the relay over a list of databases, sharing them with
 // the other relays of its fleet, until a signal arrives. rc is the relay
 // configuration every database's relay starts from.
-func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, surfaces relaySurfaces, specs []routeSpec) error {
+func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, profile *adopt.Profile, surfaces relaySurfaces, specs []routeSpec) error {
 	ff := &f.fleet
 	if ff.file != "" && len(f.db.list) > 0 {
 		return usagef("relay: give either --db (repeated) or --db-file, not both")
@@ -195,7 +196,7 @@ func (e *env) relayFleet(r *resolver, f *relayFlags, rc *outbox.RelayConfig, sur
 	// database, and a signal wakes only the schema it names.
 	served := limits
 	served.Listeners = &dburl.Listeners{}
-	opener := &fleetOpener{e: e, limits: served}
+	opener := &fleetOpener{e: e, limits: served, profile: profile}
 	if err := fl.SetDatabases(opener.databases(list)); err != nil {
 		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
 	}
@@ -252,7 +253,7 @@ func (e *env) fleetAdmin(coord *dburl.DB, at adminSettings, s *relaySurfaces, lo
 		}
 		return nil
 	}
-	top, err := newAdminServer(coord, &admin.Config{
+	top, err := newAdminServer(coord, nil, &admin.Config{
 		Tokens: at.tokens, AllowedHosts: at.hosts, Gatherer: s.registry,
 		Delivered: s.delivered.Load, Logger: logger, Ready: ready,
 	})
@@ -319,6 +320,9 @@ func (e *env) openCoordination(raw string, limits dburl.Limits) (*dburl.DB, erro
 type fleetOpener struct {
 	e      *env
 	limits dburl.Limits
+	// profile, when the relay adopts a table (--adopt), maps each
+	// database's table.
+	profile *adopt.Profile
 	// admin, when the relay serves the admin surface, shows each
 	// database over the relay's connections and samples its history
 	// while the relay serves it. Set before Run.
@@ -349,7 +353,7 @@ func (o *fleetOpener) open(name, raw string) func(ctx context.Context) (outbox.F
 			}
 			return outbox.FleetDriver{}, nil, errors.New("the outbox tables are not installed in this database; run 'outbox migrate' on it")
 		}
-		d, err := db.FleetDriver()
+		d, err := fleetDriver(db, o.profile)
 		if err != nil {
 			db.Close()
 			return outbox.FleetDriver{}, nil, err

@@ -130,7 +130,7 @@ func (a *fleetAdmin) newServer(name string, db *dburl.DB) (*admin.Server, error)
 	cfg := a.cfg
 	cfg.Database, cfg.Databases = name, a.names
 	cfg.Logger = cfg.Logger.With("database", name)
-	return newAdminServer(db, &cfg)
+	return newAdminServer(db, nil, &cfg)
 }
 
 func (a *fleetAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {

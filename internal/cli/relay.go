@@ -278,10 +278,9 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	if err := f.retention.apply(rc); err != nil {
 		return err
 	}
-	if f.adopt != "" {
-		if err := adoptRelay(f.adopt, rc); err != nil {
-			return err
-		}
+	profile, err := adoptProfile(f.adopt, rc)
+	if err != nil {
+		return err
 	}
 	adminCfg, err := resolveAdmin(r, "relay", &f.admin, "")
 	if err != nil {
@@ -309,7 +308,7 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	}
 	rc.Logger = logger
 	if f.fleet.active(&f.db) {
-		return e.relayFleet(r, f, rc, relaySurfaces{admin: adminCfg, metrics: metricsAddr}, specs)
+		return e.relayFleet(r, f, rc, profile, relaySurfaces{admin: adminCfg, metrics: metricsAddr}, specs)
 	}
 
 	db, err := e.dialInstalled(f.db, cfg, "relay")
@@ -332,12 +331,7 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 		rc.Metrics = registry
 		rc.OnBatch = func(b outbox.BatchReport) { delivered.Add(int64(b.Sent)) }
 	}
-	var relay *outbox.Relay
-	if db.PGX != nil {
-		relay, err = outbox.NewRelay(db.PGX, rc)
-	} else {
-		relay, err = outbox.NewRelay(db.Std, rc)
-	}
+	relay, err := newRelay(db, profile, rc)
 	if err != nil {
 		return asUsage(fmt.Errorf("relay: %s", errorLine(err)))
 	}

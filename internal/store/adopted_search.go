@@ -240,7 +240,3 @@ func (a *Adopted) rowOf(ctx context.Context, msgID string) (int64, bool, error) 
 		}
 	}
 }
-
-// ServeAdopted, set by package admin, makes the admin server srv (an
-// *admin.Server) show the adopted table a instead of outbox_messages.
-var ServeAdopted func(srv any, a *Adopted)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/txoutbox/outbox/driver"
+	"github.com/txoutbox/outbox/internal/adopt"
 )
 
 // Backend is what the outbox builds from a driver: the store over the
@@ -21,6 +22,57 @@ type Backend struct {
 	Notify func(ctx context.Context) error
 	// Local wakes relays in this process over the same pool.
 	Local Waker
+	// source is the driver as a TableSource, nil when it is none.
+	source TableSource
+}
+
+// TableSource is a capability of a driver value over a database whose
+// local message table the application already writes (the command's
+// --adopt, docs/adopt.md): a relay, a fleet or an admin server built over
+// such a driver reads and changes that table through the store
+// AdoptedStore returns, instead of outbox_messages. base is the driver's
+// own store, with its user's payload limit.
+type TableSource interface {
+	AdoptedStore(base *Store) (*Adopted, error)
+}
+
+// Adopting returns d, or, when p is not nil, d as a TableSource over the
+// table p maps. It keeps d's signalling (driver.Listener).
+func Adopting[TTx any](d driver.Driver[TTx], p *adopt.Profile) driver.Driver[TTx] {
+	if p == nil {
+		return d
+	}
+	return adopting[TTx]{d, p}
+}
+
+type adopting[TTx any] struct {
+	driver.Driver[TTx]
+	p *adopt.Profile
+}
+
+func (d adopting[TTx]) AdoptedStore(base *Store) (*Adopted, error) { return NewAdopted(base, d.p) }
+
+func (d adopting[TTx]) SupportsListen() bool {
+	l, ok := d.Driver.(driver.Listener)
+	return ok && l.SupportsListen()
+}
+
+func (d adopting[TTx]) Listen(ctx context.Context, channel string, wake func()) error {
+	return d.Driver.(driver.Listener).Listen(ctx, channel, wake)
+}
+
+func (d adopting[TTx]) Notify(ctx context.Context, channel string) error {
+	return d.Driver.(driver.Listener).Notify(ctx, channel)
+}
+
+// Adopted returns the store over the adopted table when b's driver is a
+// TableSource, nil when it is not. Its reads leave out payloads over
+// maxPayload bytes, as Store.WithPayloadLimit's do (0: no limit).
+func (b *Backend) Adopted(maxPayload int) (*Adopted, error) {
+	if b.source == nil {
+		return nil, nil
+	}
+	return b.source.AdoptedStore(b.Store.WithPayloadLimit(maxPayload))
 }
 
 // NewBackend builds the backend of d: its store over d's pool, its session,
@@ -36,6 +88,7 @@ func NewBackend[TTx any](d driver.Driver[TTx]) *Backend {
 	if b.Local.key == nil {
 		b.Local.key = d
 	}
+	b.source, _ = d.(TableSource)
 	if l, ok := d.(driver.Listener); ok && l.SupportsListen() {
 		b.ListenOn(l)
 		b.Notify = func(ctx context.Context) error { return l.Notify(ctx, NotifyChannel) }
