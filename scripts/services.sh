@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Makes sure the local services the tests need are running, starting any
-# that is not. Usage: scripts/services.sh [postgres] [mariadb] [redis] [rabbitmq] [mosquitto] [nats] [pgbouncer]
+# that is not. Usage: scripts/services.sh [postgres] [mariadb] [redis] [rabbitmq] [mosquitto] [nats] [pgbouncer] [fauxqs] [kinesalite]
 # With no arguments it checks them all, and also installs the tools some
 # tests run when they are missing: promtool (scripts/promtool.sh), zsh and
 # fish (scripts/shells.sh). pgbouncer is a program, not a service: the
 # tests start their own instances of it (internal/testpgbouncer); it is
-# installed from Debian's package when missing.
+# installed from Debian's package when missing. fauxqs (SQS and SNS) and
+# kinesalite (Kinesis) are the cloud destinations' local servers, from npm,
+# installed and started by scripts/emulators/ (Pub/Sub's runs inside its
+# tests).
 set -u
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -32,11 +35,15 @@ port_of() {
 }
 
 tools=0
-[ $# -gt 0 ] || { tools=1; set -- postgres mariadb redis rabbitmq mosquitto nats pgbouncer; }
+[ $# -gt 0 ] || { tools=1; set -- postgres mariadb redis rabbitmq mosquitto nats pgbouncer fauxqs kinesalite; }
 failed=0
 for svc in "$@"; do
   if [ "$svc" = pgbouncer ]; then
     "$(dirname "$0")/apt-install.sh" pgbouncer pgbouncer || failed=1
+    continue
+  fi
+  if [ "$svc" = fauxqs ] || [ "$svc" = kinesalite ]; then
+    "$(dirname "$0")/emulators/$svc.sh" || failed=1
     continue
   fi
   port=$(port_of "$svc")

@@ -8,8 +8,20 @@ import (
 	"os"
 
 	"github.com/txoutbox/outbox/internal/cli"
+	"github.com/txoutbox/outbox/publisher/outboxkinesis"
+	"github.com/txoutbox/outbox/publisher/outboxpubsub"
+	"github.com/txoutbox/outbox/publisher/outboxsns"
+	"github.com/txoutbox/outbox/publisher/outboxsqs"
+	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
 func main() {
+	// The cloud destinations' publishers are modules of their own, which
+	// the command brings in: --to, --route, bench and the configuration
+	// file open them through outboxurl.
+	outboxurl.Register(outboxurl.Scheme{Names: []string{"sqs"}, Open: outboxsqs.OpenURL})
+	outboxurl.Register(outboxurl.Scheme{Names: []string{"sns"}, Open: outboxsns.OpenURL})
+	outboxurl.Register(outboxurl.Scheme{Names: []string{"kinesis"}, Open: outboxkinesis.OpenURL})
+	outboxurl.Register(outboxurl.Scheme{Names: []string{"pubsub"}, Open: outboxpubsub.OpenURL})
 	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -46,7 +46,3 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/txoutbox/outbox => ../..
-
-replace github.com/txoutbox/outbox/publisher/outboxsqs => ../outboxsqs
