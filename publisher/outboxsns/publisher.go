@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/txoutbox/outbox/publisher"
+	"github.com/txoutbox/outbox/publisher/internal/awswire"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -110,7 +111,7 @@ func New(client *sns.Client, cfg *Config) (*Publisher, error) {
 type entry struct {
 	i     int
 	env   *publisher.Envelope
-	wire  *wire
+	wire  *awswire.Wire
 	input types.PublishBatchRequestEntry
 }
 
@@ -174,20 +175,20 @@ func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []
 
 // entry builds the batch entry of env, or the reason it cannot be sent.
 func (p *Publisher) entry(i int, env *publisher.Envelope, topic string) (*entry, error) {
-	w, err := encode(env, p.ce)
+	w, err := awswire.Encode(env, p.ce, Binding)
 	if err != nil {
 		return nil, publisher.Permanent(fmt.Errorf("outboxsns: topic %s: message %s: %v", topic, env.ID, err))
 	}
-	if n := w.size(); n > MaxMessageBytes {
+	if n := w.Size(); n > MaxMessageBytes {
 		return nil, publisher.Permanent(fmt.Errorf("outboxsns: topic %s: message too large: %d bytes, SNS takes at most %d", topic, n, MaxMessageBytes))
 	}
 	in := types.PublishBatchRequestEntry{
 		Id:                strPtr(strconv.Itoa(i)),
-		Message:           &w.body,
-		MessageAttributes: make(map[string]types.MessageAttributeValue, len(w.attrs)),
+		Message:           &w.Body,
+		MessageAttributes: make(map[string]types.MessageAttributeValue, len(w.Attrs)),
 	}
-	for _, a := range w.attrs {
-		in.MessageAttributes[a.name] = types.MessageAttributeValue{DataType: strPtr(attrType), StringValue: strPtr(a.value)}
+	for _, a := range w.Attrs {
+		in.MessageAttributes[a.Name] = types.MessageAttributeValue{DataType: strPtr(awswire.AttrType), StringValue: strPtr(a.Value)}
 	}
 	if strings.HasSuffix(topic, ".fifo") {
 		group := env.Key
@@ -207,7 +208,7 @@ func split(entries []*entry) [][]*entry {
 	var cur []*entry
 	size := 0
 	for _, e := range entries {
-		n := e.wire.size()
+		n := e.wire.Size()
 		if len(cur) == MaxBatchEntries || (len(cur) > 0 && size+n > MaxMessageBytes) {
 			calls = append(calls, cur)
 			cur, size = nil, 0

@@ -16,6 +16,7 @@ import (
 
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/publisher"
+	"github.com/txoutbox/outbox/publisher/internal/awswire"
 )
 
 // ErrNoMessageID: an SQS message without a message-id attribute, so not
@@ -79,7 +80,7 @@ func Decode(msg types.Message) (*inbox.Message, error) {
 			attrs, body = n.attrs(), n.Message
 		}
 	}
-	headers, payload, err := decodeWire(attrs, body)
+	headers, payload, err := awswire.Decode(attrs, body)
 	if err != nil {
 		return nil, fmt.Errorf("outboxsqs: message %s: %w", deref(msg.MessageId), err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/txoutbox/outbox/publisher"
+	"github.com/txoutbox/outbox/publisher/internal/awswire"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -159,7 +160,7 @@ func New(client *sqs.Client, cfg *Config) (*Publisher, error) {
 type entry struct {
 	i     int // index in the batch
 	env   *publisher.Envelope
-	wire  *wire
+	wire  *awswire.Wire
 	input types.SendMessageBatchRequestEntry
 }
 
@@ -231,20 +232,20 @@ func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []
 
 // entry builds the batch entry of env, or the reason it cannot be sent.
 func (p *Publisher) entry(i int, env *publisher.Envelope, queue string) (*entry, error) {
-	w, err := encode(env, p.ce)
+	w, err := awswire.Encode(env, p.ce, Binding)
 	if err != nil {
 		return nil, publisher.Permanent(fmt.Errorf("outboxsqs: queue %s: message %s: %v", queue, env.ID, err))
 	}
-	if n := w.size(); n > p.maxBytes {
+	if n := w.Size(); n > p.maxBytes {
 		return nil, publisher.Permanent(fmt.Errorf("outboxsqs: queue %s: message too large: %d bytes, SQS takes at most %d", queue, n, p.maxBytes))
 	}
 	in := types.SendMessageBatchRequestEntry{
 		Id:                strPtr(strconv.Itoa(i)),
-		MessageBody:       &w.body,
-		MessageAttributes: make(map[string]types.MessageAttributeValue, len(w.attrs)),
+		MessageBody:       &w.Body,
+		MessageAttributes: make(map[string]types.MessageAttributeValue, len(w.Attrs)),
 	}
-	for _, a := range w.attrs {
-		in.MessageAttributes[a.name] = types.MessageAttributeValue{DataType: strPtr(attrType), StringValue: strPtr(a.value)}
+	for _, a := range w.Attrs {
+		in.MessageAttributes[a.Name] = types.MessageAttributeValue{DataType: strPtr(awswire.AttrType), StringValue: strPtr(a.Value)}
 	}
 	if isFIFO(queue) {
 		group := env.Key
@@ -263,7 +264,7 @@ func (p *Publisher) split(entries []*entry) [][]*entry {
 	var cur []*entry
 	size := 0
 	for _, e := range entries {
-		n := e.wire.size()
+		n := e.wire.Size()
 		if len(cur) == MaxBatchEntries || (len(cur) > 0 && size+n > p.maxBytes) {
 			calls = append(calls, cur)
 			cur, size = nil, 0
