@@ -154,7 +154,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []
 	var calls [][]*entry
 	var callTopic []string
 	for _, t := range order {
-		for _, c := range split(byTopic[t]) {
+		for _, c := range awswire.Split(byTopic[t], entrySize, MaxBatchEntries, MaxMessageBytes) {
 			calls = append(calls, c)
 			callTopic = append(callTopic, t)
 		}
@@ -201,26 +201,7 @@ func (p *Publisher) entry(i int, env *publisher.Envelope, topic string) (*entry,
 	return &entry{i: i, env: env, wire: w, input: in}, nil
 }
 
-// split cuts entries into calls of at most MaxBatchEntries and
-// MaxMessageBytes.
-func split(entries []*entry) [][]*entry {
-	var calls [][]*entry
-	var cur []*entry
-	size := 0
-	for _, e := range entries {
-		n := e.wire.Size()
-		if len(cur) == MaxBatchEntries || (len(cur) > 0 && size+n > MaxMessageBytes) {
-			calls = append(calls, cur)
-			cur, size = nil, 0
-		}
-		cur = append(cur, e)
-		size += n
-	}
-	if len(cur) > 0 {
-		calls = append(calls, cur)
-	}
-	return calls
-}
+func entrySize(e *entry) int { return e.wire.Size() }
 
 // send makes one PublishBatch call and sets the result of each of its
 // entries in errs.

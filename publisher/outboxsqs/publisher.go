@@ -211,7 +211,7 @@ func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []
 	var calls [][]*entry
 	var callQueue []string
 	for _, q := range order {
-		for _, c := range p.split(byQueue[q]) {
+		for _, c := range awswire.Split(byQueue[q], entrySize, MaxBatchEntries, p.maxBytes) {
 			calls = append(calls, c)
 			callQueue = append(callQueue, q)
 		}
@@ -258,25 +258,7 @@ func (p *Publisher) entry(i int, env *publisher.Envelope, queue string) (*entry,
 	return &entry{i: i, env: env, wire: w, input: in}, nil
 }
 
-// split cuts entries into calls of at most MaxBatchEntries and maxBytes.
-func (p *Publisher) split(entries []*entry) [][]*entry {
-	var calls [][]*entry
-	var cur []*entry
-	size := 0
-	for _, e := range entries {
-		n := e.wire.Size()
-		if len(cur) == MaxBatchEntries || (len(cur) > 0 && size+n > p.maxBytes) {
-			calls = append(calls, cur)
-			cur, size = nil, 0
-		}
-		cur = append(cur, e)
-		size += n
-	}
-	if len(cur) > 0 {
-		calls = append(calls, cur)
-	}
-	return calls
-}
+func entrySize(e *entry) int { return e.wire.Size() }
 
 // send makes one SendMessageBatch call and sets the result of each of its
 // entries in errs.

@@ -224,3 +224,25 @@ func Decode(attrs map[string]string, body string) (map[string]string, []byte, er
 	}
 	return headers, payload, nil
 }
+
+// Split cuts items into calls of at most maxEntries items and maxBytes
+// bytes (by size; an item alone larger than maxBytes is a call of its
+// own), keeping their order.
+func Split[T any](items []T, size func(T) int, maxEntries, maxBytes int) [][]T {
+	var calls [][]T
+	var cur []T
+	total := 0
+	for _, it := range items {
+		n := size(it)
+		if len(cur) == maxEntries || (len(cur) > 0 && total+n > maxBytes) {
+			calls = append(calls, cur)
+			cur, total = nil, 0
+		}
+		cur = append(cur, it)
+		total += n
+	}
+	if len(cur) > 0 {
+		calls = append(calls, cur)
+	}
+	return calls
+}

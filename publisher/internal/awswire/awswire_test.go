@@ -64,3 +64,21 @@ func TestReservedHeaderRefused(t *testing.T) {
 		t.Error("an unknown body encoding was read")
 	}
 }
+
+func TestSplit(t *testing.T) {
+	size := func(n int) int { return n }
+	for _, c := range []struct {
+		items []int
+		want  string
+	}{
+		{nil, "[]"},
+		{[]int{1, 1, 1, 1, 1}, "[[1 1] [1 1] [1]]"}, // at most 2 a call
+		{[]int{4, 5, 1}, "[[4] [5 1]]"},             // at most 6 bytes a call
+		{[]int{9, 1, 1}, "[[9] [1 1]]"},             // one over the bytes goes alone
+		{[]int{1, 9}, "[[1] [9]]"},
+	} {
+		if got := fmt.Sprint(awswire.Split(c.items, size, 2, 6)); got != c.want {
+			t.Errorf("Split(%v) = %s, want %s", c.items, got, c.want)
+		}
+	}
+}
