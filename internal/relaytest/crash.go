@@ -3,6 +3,7 @@ package relaytest
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -36,6 +37,15 @@ type Crash struct {
 	Kills int
 	// Topic is the messages' topic.
 	Topic string
+	// Keys, when set, spreads the messages over that many business keys:
+	// message seq has key "key-<seq%Keys>" and the JSON payload
+	// {"k":<seq%Keys>,"seq":<seq>}, and Run checks that, for each key,
+	// the order in which Handle first applied the messages' effects is
+	// the order the producer committed them in. Set it before Run, for a
+	// destination and consumer that keep each key's order. Zero (the
+	// default) cycles keys over 20 values with the payload {"seq":<seq>}
+	// and checks no order.
+	Keys int
 
 	t     *testing.T
 	db    *testdb.DB
@@ -43,6 +53,10 @@ type Crash struct {
 	mu    sync.Mutex
 	seen  map[string]int // deliveries per message id
 	total int
+	// With Keys: each key's sequence numbers in the order their effects
+	// were first applied, and what Handle could not read.
+	applied map[int][]int
+	bad     []string
 }
 
 // NewCrash prepares db (a migrated per-test database of any dialect) for
@@ -83,8 +97,66 @@ func (c *Crash) Effect(ctx context.Context, tx *sql.Tx, m *inbox.Message) error 
 // applies the effect through the inbox.
 func (c *Crash) Handle(ctx context.Context, m *inbox.Message) error {
 	c.Observe(m.ID)
-	_, err := c.ib.Handle(ctx, m.ID, func(ctx context.Context, tx *sql.Tx) error { return c.Effect(ctx, tx, m) })
+	applied, err := c.ib.Handle(ctx, m.ID, func(ctx context.Context, tx *sql.Tx) error { return c.Effect(ctx, tx, m) })
+	if applied && err == nil && c.Keys > 0 {
+		c.firstApplied(m)
+	}
 	return err
+}
+
+// firstApplied records that m's effect was applied for the first time
+// (its handler for a key is not run concurrently with another of the key
+// when the consumer keeps order, so the record follows the commits).
+func (c *Crash) firstApplied(m *inbox.Message) {
+	var p struct {
+		K   *int `json:"k"`
+		Seq *int `json:"seq"`
+	}
+	err := json.Unmarshal(m.Payload, &p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err != nil || p.K == nil || p.Seq == nil:
+		c.bad = append(c.bad, fmt.Sprintf("message %s: payload %q is not {\"k\":…,\"seq\":…}", m.ID, m.Payload))
+	case m.Key != fmt.Sprintf("key-%d", *p.K):
+		c.bad = append(c.bad, fmt.Sprintf("message %s (k %d, seq %d) arrived with key %q", m.ID, *p.K, *p.Seq, m.Key))
+	default:
+		c.applied[*p.K] = append(c.applied[*p.K], *p.Seq)
+	}
+}
+
+// checkOrder fails the test unless, for each key, every message's effect
+// was first applied once and in the producer's order.
+func (c *Crash) checkOrder() {
+	t := c.t
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.bad {
+		t.Error(b)
+	}
+	n, inversions := 0, 0
+	for k := range c.Keys {
+		seqs := c.applied[k]
+		n += len(seqs)
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] <= seqs[i-1] {
+				inversions++
+				if inversions <= 10 {
+					t.Errorf("key-%d: seq %d first applied after seq %d", k, seqs[i], seqs[i-1])
+				}
+			}
+		}
+	}
+	if inversions > 0 {
+		t.Errorf("%d messages first applied out of their key's order", inversions)
+	}
+	if n != c.Messages {
+		t.Errorf("%d first applications recorded by Handle with their key and seq, want %d", n, c.Messages)
+	}
+	if inversions == 0 && n == c.Messages {
+		t.Logf("%d messages over %d keys: each key's effects first applied in the order the producer committed them", n, c.Keys)
+	}
 }
 
 func (c *Crash) deliveries() (distinct, total int) {
@@ -101,6 +173,11 @@ func (c *Crash) Run(url string, env ...string) {
 	t := c.t
 	t.Helper()
 	bin := relayBinary(t)
+	if c.Keys > 0 {
+		c.mu.Lock()
+		c.applied = map[int][]int{}
+		c.mu.Unlock()
+	}
 	produced := c.produce()
 	var relay *testserver.Process
 	for k := 0; k < c.Kills; k++ {
@@ -143,6 +220,9 @@ func (c *Crash) Run(url string, env ...string) {
 	if seen != c.Messages {
 		t.Fatalf("the consumer saw %d message ids, want %d", seen, c.Messages)
 	}
+	if c.Keys > 0 {
+		c.checkOrder()
+	}
 }
 
 // sent is how many of the messages the relay has marked sent.
@@ -152,7 +232,7 @@ func (c *Crash) sent() int {
 
 // produce commits the messages in the background with plain SQL, 50 rows
 // per INSERT, as a producer in any language would. Keys cycle over 20
-// values. The channel yields the first error, or nil once all are in.
+// values, or Keys. The channel yields the first error, or nil once all are in.
 func (c *Crash) produce() <-chan error {
 	done := make(chan error, 1)
 	go func() {
@@ -164,7 +244,11 @@ func (c *Crash) produce() <-chan error {
 			for i := range n {
 				seq := from + i
 				rows[i] = "(?, ?, ?)"
-				args = append(args, c.Topic, fmt.Sprintf("key-%d", seq%20), fmt.Sprintf(`{"seq":%d}`, seq))
+				if c.Keys > 0 {
+					args = append(args, c.Topic, fmt.Sprintf("key-%d", seq%c.Keys), fmt.Sprintf(`{"k":%d,"seq":%d}`, seq%c.Keys, seq))
+				} else {
+					args = append(args, c.Topic, fmt.Sprintf("key-%d", seq%20), fmt.Sprintf(`{"seq":%d}`, seq))
+				}
 			}
 			q := testdb.Placeholder(c.db.Dialect, `INSERT INTO outbox_messages (topic, business_key, payload) VALUES `+strings.Join(rows, ", "))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
