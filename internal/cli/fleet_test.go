@@ -27,7 +27,7 @@ import (
 // repeated --db (one URL with a password) delivers both databases'
 // messages, labels its metrics with each database's name and never with
 // the password; 'outbox status --db-file' shows both in one document,
-// with the relay holding each.
+// with the relay holding each, and adds up their expired messages.
 func TestRelayFleetMetricsAndStatus(t *testing.T) {
 	lite := testdb.New(t, store.SQLite)
 	pg := testdb.New(t, store.Postgres)
@@ -93,6 +93,17 @@ func TestRelayFleetMetricsAndStatus(t *testing.T) {
 	}
 	if code := stop(); code != 0 {
 		t.Errorf("relay exited %d\n%s", code, stderr)
+	}
+	// An expired message counts in its database and in the total.
+	enqueueOK(t, vars, "--db", pgURL, "--topic", "fleet.late", "--payload", `{"n":2}`)
+	pg.Exec(t, "UPDATE outbox_messages SET status = 'expired' WHERE topic = 'fleet.late'")
+	var expired struct{ Total struct{ Sent, Expired int64 } }
+	run(t, vars, "status", "--db-file", list, "--json").ok(t).decode(t, &expired)
+	if expired.Total.Sent != 2 || expired.Total.Expired != 1 {
+		t.Errorf("status --db-file --json total: %+v, want 2 sent, 1 expired", expired.Total)
+	}
+	if table := run(t, vars, "status", "--db-file", list).ok(t).stdout; !regexp.MustCompile(`(?m)^total +0 +2 +0 +0 +1 `).MatchString(table) {
+		t.Errorf("status table with an expired message:\n%s", table)
 	}
 
 	broken := writeFile(t, "broken", "lite "+lite.URL+"\ndown postgres://postgres:"+pw+"@127.0.0.1:1/x?sslmode=disable\n")

@@ -144,7 +144,7 @@ shows that row only when there are some), "oldest_pending_age_seconds",
 due message's wait, routes down, the relays holding its partitions, or
 why it could not be read (it then exits 1 after printing). With --json:
 {"databases": [{"database", "relays", "error", and the fields above}],
-"total": {"pending", "sent", "consumed", "dead"}}.
+"total": {"pending", "sent", "consumed", "dead", "expired"}}.
 
 --watch redraws the counts every --interval until Ctrl-C (on a terminal
 in place; otherwise one frame after another); with --json it prints one

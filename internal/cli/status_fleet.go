@@ -31,6 +31,7 @@ type fleetStatusJSON struct {
 		Sent     int64 `json:"sent"`
 		Consumed int64 `json:"consumed"`
 		Dead     int64 `json:"dead"`
+		Expired  int64 `json:"expired"`
 	} `json:"total"`
 }
 
@@ -134,6 +135,7 @@ func (e *env) printFleetStatusJSON(w io.Writer, list []databaseStatus) error {
 			doc.Total.Sent += s.view.Sent
 			doc.Total.Consumed += s.view.Consumed
 			doc.Total.Dead += s.view.Dead
+			doc.Total.Expired += s.view.Expired
 		}
 		doc.Databases = append(doc.Databases, d)
 	}
@@ -145,11 +147,11 @@ func (e *env) printFleetStatusJSON(w io.Writer, list []databaseStatus) error {
 // printFleetStatus writes one row per database: counts, the oldest due
 // message's wait, the routes down, the relays serving it, or its error.
 func (e *env) printFleetStatus(w io.Writer, list []databaseStatus) {
-	t := newTable(w, "DATABASE", "PENDING", "SENT", "CONSUMED", "DEAD", "OLDEST DUE", "ROUTES DOWN", "RELAYS", "ERROR")
-	var total [4]int64
+	t := newTable(w, "DATABASE", "PENDING", "SENT", "CONSUMED", "DEAD", "EXPIRED", "OLDEST DUE", "ROUTES DOWN", "RELAYS", "ERROR")
+	var total [5]int64
 	for _, s := range list {
 		if s.err != nil {
-			t.row(s.db.Name, "-", "-", "-", "-", "-", "-", "-", truncate(e.redact(errorLine(s.err)), 120))
+			t.row(s.db.Name, "-", "-", "-", "-", "-", "-", "-", "-", truncate(e.redact(errorLine(s.err)), 120))
 			continue
 		}
 		v := s.view
@@ -163,13 +165,13 @@ func (e *env) printFleetStatus(w io.Writer, list []databaseStatus) {
 		if v.Pending > 0 {
 			due = roundAge(v.OldestDueAge).String()
 		}
-		for i, n := range []int64{v.Pending, v.Sent, v.Consumed, v.Dead} {
+		for i, n := range []int64{v.Pending, v.Sent, v.Consumed, v.Dead, v.Expired} {
 			total[i] += n
 		}
-		t.row(s.db.Name, itoa(v.Pending), itoa(v.Sent), itoa(v.Consumed), itoa(v.Dead), due,
+		t.row(s.db.Name, itoa(v.Pending), itoa(v.Sent), itoa(v.Consumed), itoa(v.Dead), itoa(v.Expired), due,
 			strings.Join(down, ","), strings.Join(s.relays, ","), "")
 	}
-	t.row("total", itoa(total[0]), itoa(total[1]), itoa(total[2]), itoa(total[3]), "", "", "", "")
+	t.row("total", itoa(total[0]), itoa(total[1]), itoa(total[2]), itoa(total[3]), itoa(total[4]), "", "", "", "")
 	t.flush()
 }
 
