@@ -135,31 +135,13 @@ type statsJSON struct {
 	// patterns, and RoutesAgree whether they all route alike; a relay
 	// with no route for a topic another one routes leaves its messages
 	// waiting (see docs/configuration.md).
-	Relays      []relayJSON `json:"relays"`
-	RoutesAgree bool        `json:"routes_agree"`
-	SampledAt   time.Time   `json:"sampled_at"`
+	Relays      []store.RelayJSON `json:"relays"`
+	RoutesAgree bool              `json:"routes_agree"`
+	SampledAt   time.Time         `json:"sampled_at"`
 	// Table describes the adopted table the server shows; absent on
 	// outbox_messages.
 	Table *tableJSON `json:"table,omitempty"`
 }
-
-// relayJSON is a live relay in GET /api/v1/stats.
-type relayJSON struct {
-	ID             string  `json:"id"`
-	SeenSecondsAgo float64 `json:"seen_seconds_ago"`
-	// Routes and RoutesFingerprint are absent for a relay of a version
-	// that does not record its routes.
-	Routes            []string `json:"routes,omitempty"`
-	RoutesFingerprint string   `json:"routes_fingerprint,omitempty"`
-	// Wake is how the relay learns of new messages between its polls
-	// ("notify", "probe 10ms", both joined by " + ", or "poll"); absent
-	// for a relay of a version that does not record it.
-	Wake string `json:"wake,omitempty"`
-}
-
-// relaysWithin is how recent a relay's heartbeat must be for the stats to
-// list it: a running relay renews its registration every few seconds.
-const relaysWithin = time.Minute
 
 // routeJSON is a route's health: "down" while any live relay sees it
 // down, since when (database time) and why.
@@ -211,24 +193,16 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 			Reason: rh.Reason, Relays: strings.Split(rh.Relay, ","),
 		})
 	}
-	out.Relays, out.RoutesAgree = []relayJSON{}, true
+	out.Relays, out.RoutesAgree = []store.RelayJSON{}, true
 	if s.full != nil {
 		relays, err := s.full.Relays(r.Context())
 		if err != nil {
 			s.failed(w, r, err)
 			return
 		}
-		var fp string
-		for _, rl := range relays {
-			if rl.SeenAgo > relaysWithin {
-				continue
-			}
-			if !rl.RoutesKnown || (len(out.Relays) > 0 && rl.Fingerprint != fp) {
-				out.RoutesAgree = false
-			}
-			fp = rl.Fingerprint
-			out.Relays = append(out.Relays, relayJSON{ID: rl.ID, SeenSecondsAgo: rl.SeenAgo.Seconds(), Routes: rl.Routes, RoutesFingerprint: rl.Fingerprint, Wake: rl.Wake})
-		}
+		var live []store.Relay
+		live, out.RoutesAgree = store.LiveRelays(relays)
+		out.Relays = store.RelaysJSON(live)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

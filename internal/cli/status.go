@@ -32,25 +32,9 @@ type statusJSON struct {
 	// (see routeJSON); a route not listed has been up all along.
 	Routes []routeJSON `json:"routes"`
 	// Relays are the relays seen within the last minute, and RoutesAgree
-	// whether they all route alike (see relayJSON).
-	Relays      []relayJSON `json:"relays"`
-	RoutesAgree bool        `json:"routes_agree"`
-}
-
-// relayJSON is a relay in 'outbox status --json'.
-type relayJSON struct {
-	ID string `json:"id"`
-	// SeenSecondsAgo is the time since its last heartbeat.
-	SeenSecondsAgo float64 `json:"seen_seconds_ago"`
-	// Routes are its route patterns in order, and RoutesFingerprint names
-	// them; both absent for a relay of a version that records none.
-	Routes            []string `json:"routes,omitempty"`
-	RoutesFingerprint string   `json:"routes_fingerprint,omitempty"`
-	// Wake is how the relay learns of new messages between its polls:
-	// "notify" (PostgreSQL LISTEN, for Go producers), "probe 10ms" (the
-	// change probe and its interval), both joined by " + ", or "poll";
-	// absent for a relay of a version that records none.
-	Wake string `json:"wake,omitempty"`
+	// whether they all route alike (store.LiveRelays).
+	Relays      []store.RelayJSON `json:"relays"`
+	RoutesAgree bool              `json:"routes_agree"`
 }
 
 // routeJSON is one route's health in 'outbox status --json'.
@@ -70,28 +54,14 @@ type routeJSON struct {
 type statusView struct {
 	store.Stats
 	Routes []store.RouteHealth // summarized
-	Relays []store.Relay       // seen within relaysWithin
+	Relays []store.Relay       // seen within store.LiveWithin
 	at     time.Time
 }
-
-// relaysWithin is how recent a relay's heartbeat must be for status to
-// list it: a running relay renews its registration every few seconds.
-const relaysWithin = time.Minute
 
 // relayLister is a status source that lists the relays registered on the
 // database (outbox_messages' store; an adopted table's keeps no registry).
 type relayLister interface {
 	Relays(ctx context.Context) ([]store.Relay, error)
-}
-
-// routesAgree reports whether relays all recorded the same routes.
-func routesAgree(relays []store.Relay) bool {
-	for _, r := range relays {
-		if !r.RoutesKnown || r.Fingerprint != relays[0].Fingerprint {
-			return false
-		}
-	}
-	return true
 }
 
 // readStatus reads the counts and the routes' health.
@@ -110,11 +80,7 @@ func readStatus(ctx context.Context, st statusSource) (statusView, error) {
 		if err != nil {
 			return statusView{}, err
 		}
-		for _, r := range relays {
-			if r.SeenAgo <= relaysWithin {
-				view.Relays = append(view.Relays, r)
-			}
-		}
+		view.Relays, _ = store.LiveRelays(relays)
 	}
 	return view, nil
 }
@@ -295,11 +261,8 @@ func newStatusJSON(st statusView) *statusJSON {
 			Since: st.at.Add(-rh.For).UTC().Format(time.RFC3339), ForSeconds: rh.For.Seconds(),
 		})
 	}
-	out.Relays = []relayJSON{}
-	for _, r := range st.Relays {
-		out.Relays = append(out.Relays, relayJSON{ID: r.ID, SeenSecondsAgo: r.SeenAgo.Seconds(), Routes: r.Routes, RoutesFingerprint: r.Fingerprint, Wake: r.Wake})
-	}
-	out.RoutesAgree = routesAgree(st.Relays)
+	out.Relays = store.RelaysJSON(st.Relays)
+	_, out.RoutesAgree = store.LiveRelays(st.Relays)
 	return out
 }
 
@@ -360,7 +323,7 @@ func printRelays(w io.Writer, st statusView) {
 	}
 	t.flush()
 	if len(st.Relays) > 1 {
-		if routesAgree(st.Relays) {
+		if _, agree := store.LiveRelays(st.Relays); agree {
 			fmt.Fprintln(w, "routes: the relays agree")
 		} else {
 			fmt.Fprintln(w, "routes: the relays DIFFER; a message whose topic only some of them route waits, uncharged, for at most the no-route grace")

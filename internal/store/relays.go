@@ -30,6 +30,55 @@ type Relay struct {
 	Wake string
 }
 
+// LiveWithin is how recent a relay's heartbeat must be for the status and
+// the admin stats to count it as live: a running relay renews its
+// registration every few seconds.
+const LiveWithin = time.Minute
+
+// LiveRelays returns the relays of relays seen within LiveWithin, and
+// whether they all route alike: every one recorded its routes, and the
+// same ones. A relay with no route for a topic another one routes leaves
+// its messages waiting (docs/configuration.md).
+func LiveRelays(relays []Relay) (live []Relay, agree bool) {
+	agree = true
+	for _, r := range relays {
+		if r.SeenAgo > LiveWithin {
+			continue
+		}
+		if !r.RoutesKnown || (len(live) > 0 && r.Fingerprint != live[0].Fingerprint) {
+			agree = false
+		}
+		live = append(live, r)
+	}
+	return live, agree
+}
+
+// RelayJSON is a live relay in the status document ('outbox status
+// --json') and the admin stats (GET /api/v1/stats).
+type RelayJSON struct {
+	ID string `json:"id"`
+	// SeenSecondsAgo is the time since its last heartbeat.
+	SeenSecondsAgo float64 `json:"seen_seconds_ago"`
+	// Routes are its route patterns in order, and RoutesFingerprint names
+	// them; both absent for a relay of a version that records none.
+	Routes            []string `json:"routes,omitempty"`
+	RoutesFingerprint string   `json:"routes_fingerprint,omitempty"`
+	// Wake is how the relay learns of new messages between its polls:
+	// "notify" (PostgreSQL LISTEN, for Go producers), "probe 10ms" (the
+	// change probe and its interval), both joined by " + ", or "poll";
+	// absent for a relay of a version that records none.
+	Wake string `json:"wake,omitempty"`
+}
+
+// RelaysJSON is relays as RelayJSON, an empty list for none.
+func RelaysJSON(relays []Relay) []RelayJSON {
+	out := make([]RelayJSON, 0, len(relays))
+	for _, r := range relays {
+		out = append(out, RelayJSON{ID: r.ID, SeenSecondsAgo: r.SeenAgo.Seconds(), Routes: r.Routes, RoutesFingerprint: r.Fingerprint, Wake: r.Wake})
+	}
+	return out
+}
+
 // EncodeRoutes is the form in which a relay records its route patterns
 // (a JSON array of strings, in order) for Heartbeat.
 func EncodeRoutes(patterns []string) string {
