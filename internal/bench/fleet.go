@@ -24,7 +24,6 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/driver/outboxpgx"
-	"github.com/txoutbox/outbox/internal/cliflag"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/fleet"
 	"github.com/txoutbox/outbox/internal/redact"
@@ -113,20 +112,14 @@ func fleetFlags(o *fleetOptions) *flag.FlagSet {
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, secrets *[]string) error {
 	o := &fleetOptions{}
 	fs := fleetFlags(o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printWorkloadUsage(stdout, wFleet, fs)
-			return errHelp
-		}
-		return usagef("fleet: %s; run 'outbox bench fleet --help'", cliflag.Error(err))
+	if err := parseWorkload(wFleet, fs, args, stdout); err != nil {
+		return err
 	}
 	if o.pgURL == "" {
 		o.pgURL = getenv("OUTBOX_DATABASE_URL")
 	}
 	*secrets = append(*secrets, redact.Password(o.pgURL))
 	switch {
-	case fs.NArg() > 0:
-		return usagef("fleet: unexpected argument %q", fs.Arg(0))
 	case o.pg < 1 || o.sqlite < 0 || o.relays < 1:
 		return usagef("fleet: want --pg of at least 1, --sqlite of at least 0 and --relays of at least 1")
 	case o.rate <= 0 || o.duration <= 0 || o.idle <= 0:

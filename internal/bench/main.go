@@ -153,15 +153,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return runWake(ctx, args[1:], stdout, stderr, getenv, secrets)
 	}
 	fs := flagSet(o)
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printWorkloadUsage(stdout, o.workload, fs)
-			return errHelp
-		}
-		return usagef("%s: %s; run 'outbox bench %s --help'", o.workload, cliflag.Error(err), o.workload)
-	}
-	if fs.NArg() > 0 {
-		return usagef("%s: unexpected argument %q; run 'outbox bench %s --help'", o.workload, fs.Arg(0), o.workload)
+	if err := parseWorkload(o.workload, fs, args[1:], stdout); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -378,6 +371,22 @@ Progress goes to stderr once a second; the report to stdout (to stderr when
 --to stdout:// takes stdout for the messages). Run 'outbox bench WORKLOAD
 --help' for a workload's flags.
 `)
+}
+
+// parseWorkload parses the flags of workload name: --help prints its
+// usage (errHelp); a bad flag or an argument is a usage error.
+func parseWorkload(name string, fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printWorkloadUsage(stdout, name, fs)
+			return errHelp
+		}
+		return usagef("%s: %s; run 'outbox bench %s --help'", name, cliflag.Error(err), name)
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q; run 'outbox bench %s --help'", name, fs.Arg(0), name)
+	}
+	return nil
 }
 
 func printWorkloadUsage(w io.Writer, name string, fs *flag.FlagSet) {

@@ -25,7 +25,6 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/adopt"
-	"github.com/txoutbox/outbox/internal/cliflag"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/store"
@@ -124,20 +123,14 @@ type wakeRun struct {
 func runWake(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, secrets *[]string) error {
 	o := &wakeOptions{}
 	fs := wakeFlags(o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printWorkloadUsage(stdout, wWake, fs)
-			return errHelp
-		}
-		return usagef("wake: %s; run 'outbox bench wake --help'", cliflag.Error(err))
+	if err := parseWorkload(wWake, fs, args, stdout); err != nil {
+		return err
 	}
 	if o.dbURL == "" {
 		o.dbURL = getenv("OUTBOX_DATABASE_URL")
 	}
 	*secrets = append(*secrets, redact.Password(o.dbURL))
 	switch {
-	case fs.NArg() > 0:
-		return usagef("wake: unexpected argument %q", fs.Arg(0))
 	case o.dbURL == "":
 		return usagef("wake: no database: give --db URL or set OUTBOX_DATABASE_URL")
 	case o.messages < 1 || o.gapMin < 0 || o.gapMax < o.gapMin || o.idle <= 0:

@@ -133,66 +133,7 @@ func TestChaosPoisonPanicQuarantined(t *testing.T) {
 // by itself, everything else arrives, and no innocent message is charged
 // more than the one attempt that delivered it.
 func TestChaosPoisonKillQuarantined(t *testing.T) {
-	scale := chaosScale(t)
-	const batch, maxAttempts = 100, 3
-	for _, dc := range killDrivers {
-		t.Run(dc.Name, func(t *testing.T) {
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			poison := poisonAmong(t, h, rec, 500*scale, maxAttempts)
-			sink := newChaosSink(t, rec)
-			spec := failpoint.Publish + "=kill:" + poison
-
-			// Each crash halves the group the culprit hides in (at most a
-			// batch per worker), then it crashes max_attempts times alone.
-			bound := 2 + maxAttempts
-			for n := 1; n < childWorkers*batch; n *= 2 {
-				bound++
-			}
-			start := time.Now()
-			c := startFaultyChild(t, h, sink.URL(), "poison-kill", spec, batch, time.Second)
-			restarts := 0
-			for {
-				committed, distinct, _ := rec.Counts()
-				if distinct >= committed-1 && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0 {
-					break
-				}
-				select {
-				case <-c.Done():
-					if !c.KilledBy(syscall.SIGKILL) {
-						t.Fatalf("relay ended with %v, not by the failpoint's SIGKILL", c.State())
-					}
-					restarts++
-					if restarts > bound {
-						t.Fatalf("the relay crashed %d times on one message: the crash loop did not end (bound %d)", restarts, bound)
-					}
-					c = startFaultyChild(t, h, sink.URL(), "poison-kill", spec, batch, time.Second)
-				case <-time.After(50 * time.Millisecond):
-				}
-				if time.Since(start) > 3*time.Minute {
-					t.Fatalf("not drained after 3 minutes and %d restarts", restarts)
-				}
-			}
-			res := chaosResult{scenario: "publish kills the relay on one message", broker: "webhook",
-				faults: fmt.Sprintf("SIGKILL on every attempt: %d restarts", restarts), recovered: time.Now()}
-			rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1, MaxDuplicates: restarts * childWorkers * batch}, time.Minute)
-			if rep.Dead != 1 {
-				t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
-			}
-			if restarts < maxAttempts {
-				t.Errorf("the relay crashed %d times: the failpoint never fired as often as the message has attempts", restarts)
-			}
-			status, attempts, lastErr := messageRow(t, h, poison)
-			if status != "dead" || attempts != maxAttempts || !strings.Contains(lastErr, "relay stopped") {
-				t.Errorf("poison message: %s after %d attempts: %q", status, attempts, lastErr)
-			}
-			if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent' AND attempts <> 1"); n != 0 {
-				t.Errorf("%d delivered messages were charged more than the attempt that delivered them", n)
-			}
-			t.Logf("%d restarts; %s", restarts, rep)
-			c.Term(t)
-		})
-	}
+	testKillQuarantined(t, failpoint.Publish, "poison-kill", "publish kills the relay on one message")
 }
 
 // TestChaosKafkaKills is TestChaosKillAtFailpoints with Kafka as the

@@ -22,6 +22,15 @@ import (
 // the message is dead, everything else arrives, and no innocent message
 // is charged more than the attempt that delivered it.
 func TestChaosPrepareKillQuarantined(t *testing.T) {
+	testKillQuarantined(t, failpoint.Prepare, "prepare-kill", "preparing one message kills the relay")
+}
+
+// testKillQuarantined runs a relay process that the failpoint point kills
+// (SIGKILL) on one message among a backlog, restarted by a supervisor
+// each time it dies: each crash halves the group the culprit hides in (at
+// most a batch per worker), then it crashes max_attempts times alone and
+// is dead; everything else arrives, charged one attempt.
+func testKillQuarantined(t *testing.T, point, name, scenario string) {
 	scale := chaosScale(t)
 	const batch, maxAttempts = 100, 3
 	for _, dc := range killDrivers {
@@ -30,13 +39,13 @@ func TestChaosPrepareKillQuarantined(t *testing.T) {
 			rec := &chaos.Recorder{}
 			poison := poisonAmong(t, h, rec, 500*scale, maxAttempts)
 			sink := newChaosSink(t, rec)
-			spec := failpoint.Prepare + "=kill:" + poison
+			spec := point + "=kill:" + poison
 			bound := 2 + maxAttempts
 			for n := 1; n < childWorkers*batch; n *= 2 {
 				bound++
 			}
 			start := time.Now()
-			c := startFaultyChild(t, h, sink.URL(), "prepare-kill", spec, batch, time.Second)
+			c := startFaultyChild(t, h, sink.URL(), name, spec, batch, time.Second)
 			restarts := 0
 			for {
 				committed, distinct, _ := rec.Counts()
@@ -52,18 +61,21 @@ func TestChaosPrepareKillQuarantined(t *testing.T) {
 					if restarts > bound {
 						t.Fatalf("the relay crashed %d times on one message: the crash loop did not end (bound %d)", restarts, bound)
 					}
-					c = startFaultyChild(t, h, sink.URL(), "prepare-kill", spec, batch, time.Second)
+					c = startFaultyChild(t, h, sink.URL(), name, spec, batch, time.Second)
 				case <-time.After(50 * time.Millisecond):
 				}
 				if time.Since(start) > 3*time.Minute {
 					t.Fatalf("not drained after 3 minutes and %d restarts", restarts)
 				}
 			}
-			res := chaosResult{scenario: "preparing one message kills the relay", broker: "webhook",
+			res := chaosResult{scenario: scenario, broker: "webhook",
 				faults: fmt.Sprintf("SIGKILL on every attempt: %d restarts", restarts), recovered: time.Now()}
 			rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1, MaxDuplicates: restarts * childWorkers * batch}, time.Minute)
 			if rep.Dead != 1 {
 				t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
+			}
+			if restarts < maxAttempts {
+				t.Errorf("the relay crashed %d times: the failpoint never fired as often as the message has attempts", restarts)
 			}
 			status, attempts, lastErr := messageRow(t, h, poison)
 			if status != "dead" || attempts != maxAttempts || !strings.Contains(lastErr, "relay stopped") {
