@@ -38,6 +38,11 @@ type Config struct {
 	// SealConfig and package seal). Defaults to nil: payloads are stored
 	// as they are.
 	Seal *SealConfig
+	// ClaimCheck, when set, writes payloads over its threshold to a blob
+	// store at Enqueue and leaves a reference in the row (see
+	// ClaimCheckConfig and package claimcheck). Defaults to nil: every
+	// payload is stored in the row.
+	ClaimCheck *ClaimCheckConfig
 }
 
 func (c *Config) validate() error {
@@ -48,7 +53,12 @@ func (c *Config) validate() error {
 		return errors.New("outbox: Config.NotifyInterval must not be negative")
 	}
 	if c.Seal != nil {
-		return c.Seal.validate()
+		if err := c.Seal.validate(); err != nil {
+			return err
+		}
+	}
+	if c.ClaimCheck != nil {
+		return c.ClaimCheck.validate()
 	}
 	return nil
 }
@@ -81,6 +91,7 @@ func NewProducer[TTx any](driver Driver[TTx], cfg *Config) (*Producer[TTx], erro
 	if c.NotifyInterval == 0 {
 		c.NotifyInterval = DefaultNotifyInterval
 	}
+	c.ClaimCheck = c.ClaimCheck.withDefaults()
 	b, err := backendOf("NewProducer", driver)
 	if err != nil {
 		return nil, err
@@ -112,15 +123,33 @@ func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message)
 	rows := make([]store.NewMessage, len(msgs))
 	ids := make([]string, len(msgs))
 	trace := traceHeaders(ctx)
+	var blobs []blob
 	for i := range msgs {
-		r, err := msgs[i].prepare(i, p.cfg.MaxPayloadBytes, trace)
+		limit, claimed := p.cfg.MaxPayloadBytes, p.cfg.ClaimCheck.claims(&msgs[i])
+		if claimed {
+			limit = p.cfg.ClaimCheck.MaxPayloadBytes
+		}
+		r, err := msgs[i].prepare(i, limit, trace)
 		if err != nil {
 			return nil, err
 		}
-		if err := p.sealRow(ctx, i, &r, &msgs[i]); err != nil {
+		if err := p.sealRow(ctx, i, &r, &msgs[i], limit); err != nil {
 			return nil, err
 		}
+		if claimed {
+			b, err := p.claimRow(&r, &msgs[i], p.sealsMessage(&msgs[i]))
+			if err != nil {
+				return nil, err
+			}
+			blobs = append(blobs, b)
+		}
 		rows[i], ids[i] = r, r.MessageID
+	}
+	// The blobs go first: a row never references a blob not yet written.
+	// If the rows do not follow (an error, a rollback), the blobs are
+	// orphans, which the relay's sweep removes.
+	if err := p.putBlobs(ctx, blobs); err != nil {
+		return nil, err
 	}
 	if err := p.backend.Store.InsertThen(ctx, p.driver.UnwrapExecutor(tx), rows, p.signal, ErrDuplicateMessageID); err != nil {
 		var dup *store.DuplicateError

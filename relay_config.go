@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/txoutbox/outbox/claimcheck"
 	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/seal"
@@ -184,6 +185,21 @@ type RelayConfig struct {
 	// sealed payloads on (SealedPass) deliver them; on any other route a
 	// sealed message is dead.
 	Keys seal.KeyProvider
+	// ClaimCheck is the blob store of payloads kept out of the table at
+	// enqueue (ClaimCheckConfig): routes fetch them from it
+	// (Route.ClaimCheck), and the relay that runs retention removes its
+	// orphans — blobs no row of outbox_messages or
+	// outbox_messages_archive references (rolled-back transactions, rows
+	// retention or an operator removed) — once older than
+	// ClaimCheckGrace. Defaults to nil: routes passing references on
+	// (ClaimReference) deliver them; on any other route a claim-checked
+	// message is dead.
+	ClaimCheck claimcheck.Store
+	// ClaimCheckGrace is how old a blob without a row must be before the
+	// orphan sweep removes it: longer than any producer's transaction
+	// stays open. Negative: no sweep. Defaults to DefaultClaimCheckGrace
+	// (1 h).
+	ClaimCheckGrace time.Duration
 }
 
 // engine maps the configuration onto the engine's as given: Check and
@@ -211,6 +227,8 @@ func (c *RelayConfig) engine() relay.Config {
 		TracerProvider:  c.TracerProvider,
 		Alerts:          (*relay.AlertConfig)(c.Alerts),
 		Keys:            c.Keys,
+		ClaimCheck:      c.ClaimCheck,
+		ClaimCheckGrace: c.ClaimCheckGrace,
 	}
 	if f := c.OnBatch; f != nil {
 		e.OnBatch = func(b relay.BatchReport) { f(BatchReport(b)) }
@@ -228,6 +246,7 @@ func (c *RelayConfig) engine() relay.Config {
 			MaxRetryAfter: rt.MaxRetryAfter,
 			MaxRetryAge:   rt.MaxRetryAge,
 			Sealed:        rt.Sealed,
+			ClaimCheck:    rt.ClaimCheck,
 		}
 		if rt.Publisher != nil {
 			er.Publisher = rt.Publisher

@@ -67,12 +67,32 @@ type Route struct {
 	// sealed message is dead "cannot open sealed payload" when the relay
 	// has no keys.
 	Sealed string
+	// ClaimCheck is what the route does with a payload kept in a blob
+	// store at enqueue (ClaimCheckConfig, package claimcheck):
+	// ClaimInline fetches it from RelayConfig.ClaimCheck and publishes
+	// the payload (a blob that is missing or not the one referenced makes
+	// the message dead "claim check: …", never sent without its payload;
+	// a store that does not answer delays it, uncharged);
+	// ClaimReference publishes the reference headers
+	// (claimcheck.HeaderRef, HeaderSize, HeaderSHA256) and an empty
+	// payload, for consumers to fetch it (inbox.Message.Resolve); the
+	// seal headers of a sealed blob then travel too, whatever Sealed
+	// says. ClaimInline needs RelayConfig.ClaimCheck. Defaults to "":
+	// inline, and a claim-checked message is dead when the relay has no
+	// store.
+	ClaimCheck string
 }
 
 // Route modes of a sealed payload (Route.Sealed).
 const (
 	SealedOpen = relay.SealedOpen
 	SealedPass = relay.SealedPass
+)
+
+// Route modes of a claim-checked payload (Route.ClaimCheck).
+const (
+	ClaimInline    = relay.ClaimInline
+	ClaimReference = relay.ClaimReference
 )
 
 // Route health defaults: the probe interval of a route that is down.

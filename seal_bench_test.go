@@ -50,7 +50,7 @@ func BenchmarkSeal(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := p.sealRow(ctx, 0, &row, &m); err != nil {
+				if err := p.sealRow(ctx, 0, &row, &m, DefaultMaxPayloadBytes); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -61,6 +61,11 @@ func (c *SealConfig) validate() error {
 	return nil
 }
 
+// sealsMessage reports whether the producer seals m.
+func (p *Producer[TTx]) sealsMessage(m *Message) bool {
+	return p.cfg.Seal != nil && p.cfg.Seal.seals(m.Topic, m.SealSubject)
+}
+
 // seals reports whether a message of topic is sealed.
 func (c *SealConfig) seals(topic, subject string) bool {
 	if subject != "" || len(c.Topics) == 0 {
@@ -75,9 +80,11 @@ func (c *SealConfig) seals(topic, subject string) bool {
 }
 
 // sealRow replaces row's payload by m's payload sealed, and records the
-// algorithm and key in its headers. A payload stored base64 is sealed as
-// the bytes it stands for: the sealed text carries any payload.
-func (p *Producer[TTx]) sealRow(ctx context.Context, i int, row *store.NewMessage, m *Message) error {
+// algorithm and key in its headers, when the message is to be sealed
+// (sealsMessage). A payload stored base64 is sealed as the bytes it
+// stands for: the sealed text carries any payload. limit is the payload
+// limit the message is held to.
+func (p *Producer[TTx]) sealRow(ctx context.Context, i int, row *store.NewMessage, m *Message, limit int) error {
 	c := p.cfg.Seal
 	if c == nil {
 		if m.SealSubject != "" {
@@ -88,9 +95,9 @@ func (p *Producer[TTx]) sealRow(ctx context.Context, i int, row *store.NewMessag
 	if !c.seals(m.Topic, m.SealSubject) {
 		return nil
 	}
-	if len(m.Payload) > p.cfg.MaxPayloadBytes-seal.Overhead {
+	if len(m.Payload) > limit-seal.Overhead {
 		return &ValidationError{Index: i, Field: "Payload", Err: ErrPayloadTooLarge,
-			Detail: strconv.Itoa(len(m.Payload)) + " bytes, limit " + strconv.Itoa(p.cfg.MaxPayloadBytes-seal.Overhead) + " when sealed"}
+			Detail: strconv.Itoa(len(m.Payload)) + " bytes, limit " + strconv.Itoa(limit-seal.Overhead) + " when sealed"}
 	}
 	var (
 		key seal.Key

@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/txoutbox/outbox/claimcheck"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/seal"
@@ -69,6 +70,33 @@ func DecodeHTTP(h http.Header, body []byte) (*Message, error) {
 		Headers:     headers,
 		Payload:     body,
 	}, nil
+}
+
+// Resolve fetches the message's payload from blobs when it arrived as a
+// claim-check reference (a route with Route.ClaimCheck "reference", see
+// package claimcheck): Payload becomes the blob, checked against the
+// size and SHA-256 the reference names, and the claim-check headers are
+// removed. A message without a reference is left as it is. A blob that
+// was sealed at enqueue is still sealed: call Open next. The error wraps
+// claimcheck.ErrNotFound when the blob is gone (removed by retention
+// with its row, say), claimcheck.ErrMismatch when it is not the one
+// referenced, claimcheck.ErrWrongStore when blobs is another kind of
+// store, or is the store's own error.
+func (m *Message) Resolve(ctx context.Context, blobs claimcheck.Store) error {
+	ref, ok, err := claimcheck.ParseHeaders(m.Headers)
+	if !ok {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inbox: message %s: %w", m.ID, err)
+	}
+	blob, err := claimcheck.Fetch(ctx, blobs, ref)
+	if err != nil {
+		return fmt.Errorf("inbox: message %s: %w", m.ID, err)
+	}
+	m.Payload = blob
+	claimcheck.RemoveHeaders(m.Headers)
+	return nil
 }
 
 // Open opens the message's payload when it arrived sealed (a route that

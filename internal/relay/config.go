@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/txoutbox/outbox/claimcheck"
 	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/seal"
@@ -70,6 +71,14 @@ type Config struct {
 	Database string
 	// Keys open sealed payloads (routes in SealedOpen mode); nil: none.
 	Keys seal.KeyProvider
+	// ClaimCheck holds the blobs of claim-checked payloads, fetched on
+	// routes in ClaimInline mode and swept of orphans by the janitor;
+	// nil: none.
+	ClaimCheck claimcheck.Store
+	// ClaimCheckGrace is how old an unreferenced blob must be for the
+	// orphan sweep to remove it; negative: no sweep. 0:
+	// DefaultClaimCheckGrace.
+	ClaimCheckGrace time.Duration
 
 	// Store replaces the backend's store (tests run rounds on a fake).
 	// Defaults to the backend's.
@@ -86,6 +95,9 @@ func (c *Config) Check() error {
 	for i, r := range c.Routes {
 		if err := r.check(fmt.Sprintf("RelayConfig.Routes[%d]", i)); err != nil {
 			return err
+		}
+		if r.ClaimCheck == ClaimInline && c.ClaimCheck == nil {
+			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): ClaimCheck %q fetches claim-checked payloads and RelayConfig.ClaimCheck is nil", i, r.Pattern, ClaimInline)
 		}
 		if r.Sealed == SealedOpen && c.Keys == nil {
 			return fmt.Errorf("outbox: RelayConfig.Routes[%d] (%s): Sealed %q opens sealed payloads and RelayConfig.Keys is nil", i, r.Pattern, SealedOpen)
@@ -153,6 +165,8 @@ func (r *Route) check(field string) error {
 		return fmt.Errorf("outbox: %s.MaxRetryAge must not be negative", field)
 	case r.Sealed != "" && r.Sealed != SealedOpen && r.Sealed != SealedPass:
 		return fmt.Errorf("outbox: %s.Sealed %q: want %q or %q", field, r.Sealed, SealedOpen, SealedPass)
+	case r.ClaimCheck != "" && r.ClaimCheck != ClaimInline && r.ClaimCheck != ClaimReference:
+		return fmt.Errorf("outbox: %s.ClaimCheck %q: want %q or %q", field, r.ClaimCheck, ClaimInline, ClaimReference)
 	}
 	if r.Retry != nil {
 		return r.Retry.check(field + ".Retry")
@@ -178,6 +192,7 @@ func (c *Config) SetDefaults() {
 	orDefault(&c.MaxPayloadBytes, DefaultMaxPayloadBytes)
 	orDefault(&c.NoRouteGrace, DefaultNoRouteGrace)
 	orDefault(&c.MetricsInterval, DefaultMetricsInterval)
+	orDefault(&c.ClaimCheckGrace, DefaultClaimCheckGrace)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

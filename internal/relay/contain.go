@@ -108,7 +108,7 @@ func (r *Relay) logPanic(msg, text, stack string, attrs ...any) {
 
 // prepareContained is prepare, with a panic turned into the row's dead
 // letter.
-func (r *Relay) prepareContained(row *store.Row) (it *item) {
+func (r *Relay) prepareContained(row *store.Row, budget *blobBudget) (it *item) {
 	defer func() {
 		if p := recover(); p != nil {
 			text, stack := recovered(p)
@@ -117,7 +117,7 @@ func (r *Relay) prepareContained(row *store.Row) (it *item) {
 				out: store.Outcome{ID: row.ID, Status: store.StatusDead, Error: "preparing the message panicked: " + text, CountAttempt: true}}
 		}
 	}()
-	return r.prepare(row)
+	return r.prepareIn(row, budget)
 }
 
 // roundPanic is a panic recovered on a goroutine of a round, raised again

@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/txoutbox/outbox/claimcheck"
 	"github.com/txoutbox/outbox/internal/failpoint"
 	"github.com/txoutbox/outbox/internal/msgcheck"
 	"github.com/txoutbox/outbox/internal/redact"
@@ -161,7 +162,11 @@ func btoi(b bool) int {
 // checks at all) reach it as they are, and each odd value is either
 // normalized or a dead letter with a one-line reason (docs/design.md,
 // "Rows written by plain SQL").
-func (r *Relay) prepare(row *store.Row) *item {
+func (r *Relay) prepare(row *store.Row) *item { return r.prepareIn(row, nil) }
+
+// prepareIn is prepare within a round whose claim-checked payloads are
+// bounded by budget (nil: no bound).
+func (r *Relay) prepareIn(row *store.Row, budget *blobBudget) *item {
 	it := &item{row: row}
 	dead := func(msg string) *item {
 		it.decided = true
@@ -192,11 +197,39 @@ func (r *Relay) prepare(row *store.Row) *item {
 	if why != "" {
 		return dead(why)
 	}
+	ref, claimed, err := claimcheck.ParseHeaders(headers)
+	if err != nil {
+		return dead("claim check: " + oneLine(err.Error()))
+	}
+	if claimed {
+		// The blob holds the payload's bytes as delivered (or the sealed
+		// text): the row's payload and transfer encoding are not used.
+		claimcheck.RemoveHeaders(headers)
+		delete(headers, publisher.HeaderTransferEncode)
+	}
 	si, sealed := sealHeaders(headers)
 	if why := headerError(headers); why != "" {
 		return dead(why)
 	}
 	payload := []byte(row.Payload)
+	switch {
+	case claimed && it.route.ClaimCheck == ClaimReference:
+		// The relay never reads the blob: the reference travels, with
+		// the seal headers of a sealed blob whatever the route's Sealed,
+		// for the consumer to fetch (and open).
+		ref.SetHeaders(headers)
+		if sealed {
+			si.restore(headers)
+		}
+		sealed, payload = false, nil
+	case claimed:
+		blob, out := r.fetchBlob(it, ref, budget)
+		if out != nil {
+			it.decided, it.out = true, *out
+			return it
+		}
+		row.Payload, payload = string(blob), blob
+	}
 	if sealed {
 		// The sealed text is the whole payload, binary or not.
 		delete(headers, publisher.HeaderTransferEncode)
@@ -206,7 +239,7 @@ func (r *Relay) prepare(row *store.Row) *item {
 			return it
 		}
 		payload = p
-	} else if headers[publisher.HeaderTransferEncode] == "base64" {
+	} else if headers[publisher.HeaderTransferEncode] == "base64" && !claimed {
 		b, err := base64.StdEncoding.DecodeString(row.Payload)
 		if err != nil {
 			return dead("payload is not valid base64: " + oneLine(err.Error()))

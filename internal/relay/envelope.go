@@ -45,6 +45,9 @@ type Route struct {
 	// Sealed is what the route does with a sealed payload: SealedOpen
 	// ("" too) or SealedPass.
 	Sealed string
+	// ClaimCheck is what the route does with a claim-checked payload:
+	// ClaimInline ("" too) or ClaimReference.
+	ClaimCheck string
 }
 
 // TextContentType is the content type of a row written without one whose

@@ -90,7 +90,7 @@ func TestPrepareRowsWrittenByPlainSQL(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := prepareRelay(t)
 			row := oddRow(c.edit)
-			it := r.prepareContained(&row)
+			it := r.prepareContained(&row, nil)
 			if c.dead != "" {
 				if !it.decided || it.out.Status != store.StatusDead || !strings.Contains(it.out.Error, c.dead) || !it.out.CountAttempt {
 					t.Fatalf("outcome %+v (decided %v), want dead with %q", it.out, it.decided, c.dead)
@@ -219,7 +219,7 @@ func FuzzPrepare(f *testing.F) {
 		r.tracer = tp.Tracer("fuzz")
 		row := store.Row{ID: 1, MessageID: id, Topic: topic, Key: key, HasKey: key != "", Payload: payload, Headers: headers,
 			Attempts: attempts, MaxAttempts: maxAttempts, CreatedAt: time.Unix(0, createdNs), Oversize: oversize, PayloadBytes: int64(len(payload))}
-		it := r.prepareContained(&row)
+		it := r.prepareContained(&row, nil)
 		if strings.HasPrefix(it.out.Error, "preparing the message panicked") {
 			t.Fatalf("prepare panicked: %s", it.out.Error)
 		}

@@ -140,6 +140,7 @@ func (r *Relay) retentionLoop(ctx context.Context, rt retention) {
 	t := time.NewTicker(rt.interval)
 	defer t.Stop()
 	var s sweeper
+	var bs blobSweeper
 	running, failing := false, false
 	for {
 		select {
@@ -173,6 +174,9 @@ func (r *Relay) retentionLoop(ctx context.Context, rt retention) {
 		}
 		if rep.Removed > 0 {
 			r.log.Debug("outbox relay: retention sweep", "relay", r.id, "removed", rep.Removed, "archived", rep.Archived, "batches", rep.Batches, "full", rep.Full)
+		}
+		if ctx.Err() == nil && r.janitor() {
+			r.maybeSweepBlobs(ctx, rt, &bs)
 		}
 		if rt.onSweep != nil && ctx.Err() == nil {
 			rt.onSweep(rep)

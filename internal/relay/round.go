@@ -253,13 +253,14 @@ func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) 
 		}
 		items[0] = it
 	}
+	budget := &blobBudget{}
 	for i := range rows {
 		switch {
 		case items[i] == nil:
-			items[i] = r.prepareContained(&rows[i])
+			items[i] = r.prepareContained(&rows[i], budget)
 		case !items[i].decided:
 			// A charged suspect: prepared with its attempt recorded.
-			it := r.prepareContained(&rows[i])
+			it := r.prepareContained(&rows[i], budget)
 			it.charged = true
 			if it.env != nil {
 				it.env.Attempt = rows[i].Attempts

@@ -1,0 +1,171 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/txoutbox/outbox/claimcheck"
+	"github.com/txoutbox/outbox/internal/relay"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/publisher"
+)
+
+// Claim-check defaults.
+const (
+	// DefaultClaimCheckThreshold is the payload size above which a
+	// producer with a ClaimCheckConfig writes the payload to its store:
+	// 256 KiB, the SQS and SNS limit.
+	DefaultClaimCheckThreshold = 256 << 10
+	// DefaultClaimCheckMaxPayloadBytes is the largest payload a producer
+	// accepts for the claim check.
+	DefaultClaimCheckMaxPayloadBytes = 64 << 20
+	// DefaultClaimCheckGrace is how old a blob must be before the relay's
+	// orphan sweep may remove it when no row references it.
+	DefaultClaimCheckGrace = relay.DefaultClaimCheckGrace
+)
+
+// ClaimCheckConfig makes a Producer keep large payloads out of the outbox
+// table (package claimcheck): a payload over Threshold is written to
+// Store at Enqueue, inside the caller's transaction but before it
+// commits, and the row holds an empty payload and the reference in its
+// headers (claimcheck.HeaderRef, HeaderSize, HeaderSHA256). The relay
+// then publishes the payload or the reference, per route
+// (Route.ClaimCheck). A payload that is also sealed (Config.Seal) is
+// sealed first: the blob holds the sealed text, the key id stays in the
+// row. A transaction that rolls back leaves its blobs behind, and the
+// relay's orphan sweep removes them (RelayConfig.ClaimCheck).
+type ClaimCheckConfig struct {
+	// Store keeps the blobs, e.g. claimcheck.OpenDir(path) or the S3
+	// store of module claimcheck/outboxs3. Required.
+	Store claimcheck.Store
+	// Threshold: payloads of more bytes than this go to the store.
+	// Defaults to DefaultClaimCheckThreshold (256 KiB).
+	Threshold int
+	// Topics are route patterns (see Route) of the topics whose large
+	// payloads go to the store; others are held to
+	// Config.MaxPayloadBytes as usual. Defaults to none: every topic.
+	Topics []string
+	// MaxPayloadBytes is the largest payload accepted for the store
+	// (Config.MaxPayloadBytes still bounds the others). Defaults to
+	// DefaultClaimCheckMaxPayloadBytes (64 MiB).
+	MaxPayloadBytes int
+}
+
+func (c *ClaimCheckConfig) validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("outbox: Config.ClaimCheck.Store is required")
+	case c.Threshold < 0:
+		return errors.New("outbox: Config.ClaimCheck.Threshold must not be negative")
+	case c.MaxPayloadBytes < 0:
+		return errors.New("outbox: Config.ClaimCheck.MaxPayloadBytes must not be negative")
+	}
+	for i, p := range c.Topics {
+		if err := relay.ValidatePattern(p); err != nil {
+			return fmt.Errorf("outbox: Config.ClaimCheck.Topics[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// withDefaults is a copy of c with its defaults filled in; nil for nil.
+func (c *ClaimCheckConfig) withDefaults() *ClaimCheckConfig {
+	if c == nil {
+		return nil
+	}
+	cc := *c
+	if cc.Threshold == 0 {
+		cc.Threshold = DefaultClaimCheckThreshold
+	}
+	if cc.MaxPayloadBytes == 0 {
+		cc.MaxPayloadBytes = DefaultClaimCheckMaxPayloadBytes
+	}
+	cc.Topics = append([]string(nil), c.Topics...)
+	return &cc
+}
+
+// claims reports whether m's payload goes to the store.
+func (c *ClaimCheckConfig) claims(m *Message) bool {
+	if c == nil || len(m.Payload) <= c.Threshold {
+		return false
+	}
+	if len(c.Topics) == 0 {
+		return true
+	}
+	for _, p := range c.Topics {
+		if relay.MatchTopic(p, m.Topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// blob is a payload to write to the claim-check store before the rows
+// are inserted.
+type blob struct {
+	key  string
+	data []byte
+}
+
+// claimRow takes row's payload out into a blob and puts the reference in
+// its headers. sealed says row.Payload is the sealed text (which the blob
+// then holds); otherwise the blob is m's payload as given, binary
+// included.
+func (p *Producer[TTx]) claimRow(row *store.NewMessage, m *Message, sealed bool) (blob, error) {
+	data := m.Payload
+	if sealed {
+		data = []byte(row.Payload)
+	}
+	ref := claimcheck.NewRef(p.cfg.ClaimCheck.Store.Scheme(), row.MessageID, data)
+	headers := map[string]string{}
+	if err := json.Unmarshal([]byte(row.Headers), &headers); err != nil {
+		return blob{}, fmt.Errorf("outbox: claim check: %w", err)
+	}
+	delete(headers, publisher.HeaderTransferEncode)
+	ref.SetHeaders(headers)
+	hb, err := json.Marshal(headers)
+	if err != nil {
+		return blob{}, fmt.Errorf("outbox: claim check: %w", err)
+	}
+	row.Payload, row.Headers = "", string(hb)
+	return blob{key: ref.Key, data: data}, nil
+}
+
+// putBlobs writes the blobs of a call to the store, before its rows.
+func (p *Producer[TTx]) putBlobs(ctx context.Context, blobs []blob) error {
+	for _, b := range blobs {
+		if err := p.cfg.ClaimCheck.Store.Put(ctx, b.key, b.data); err != nil {
+			return fmt.Errorf("outbox: claim check: %w", err)
+		}
+	}
+	return nil
+}
+
+// SweepClaimChecks removes the blobs of blobs last written more than
+// grace ago that no row of the outbox table (or its archive) over driver
+// references, and returns how many it removed: the blobs of rolled-back
+// transactions and of rows that are gone. The relay that runs retention
+// does this by itself (RelayConfig.ClaimCheck); this is for a store no
+// relay is given, or a job of its own. grace must outlast the longest
+// transaction a producer keeps open after Enqueue, or a blob may go
+// before its row commits.
+func SweepClaimChecks[TTx any](ctx context.Context, driver Driver[TTx], blobs claimcheck.Store, grace time.Duration) (int, error) {
+	if blobs == nil {
+		return 0, errors.New("outbox: SweepClaimChecks: nil store")
+	}
+	if grace < 0 {
+		return 0, errors.New("outbox: SweepClaimChecks: negative grace")
+	}
+	b, err := backendOf("SweepClaimChecks", driver)
+	if err != nil {
+		return 0, err
+	}
+	n, err := relay.SweepBlobs(ctx, b.Store, blobs, grace)
+	if err != nil {
+		return n, fmt.Errorf("outbox: claim-check sweep: %w", err)
+	}
+	return n, nil
+}
