@@ -35,7 +35,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/driver"
+	"github.com/txoutbox/outbox/internal/backoff"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -63,7 +64,7 @@ type Config struct {
 
 // Inbox dedupes deliveries for one consumer.
 type Inbox[TTx any] struct {
-	driver outbox.Driver[TTx]
+	driver driver.Driver[TTx]
 	st     *store.Store
 	cfg    Config
 }
@@ -72,10 +73,10 @@ type Inbox[TTx any] struct {
 // horizon, so a late redelivery could apply a message twice.
 var ErrRetentionTooShort = errors.New("inbox: retention shorter than the producer's retry horizon")
 
-// New returns an Inbox over driver (outboxpgx or outboxsql). The
+// New returns an Inbox over the driver d (outboxpgx or outboxsql). The
 // outbox_inbox table must exist (`outbox migrate`).
-func New[TTx any](driver outbox.Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
-	if driver == nil {
+func New[TTx any](d driver.Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
+	if d == nil {
 		return nil, errors.New("inbox: nil driver")
 	}
 	if cfg == nil {
@@ -92,12 +93,12 @@ func New[TTx any](driver outbox.Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
 		c.Retention = DefaultRetention
 	}
 	if c.RetryHorizon == 0 {
-		c.RetryHorizon = outbox.RetryPolicy{}.Horizon(10) + 24*time.Hour
+		c.RetryHorizon = backoff.Policy{}.Horizon(10) + 24*time.Hour
 	}
 	if c.Retention <= c.RetryHorizon {
 		return nil, fmt.Errorf("%w: Retention %v ≤ RetryHorizon %v", ErrRetentionTooShort, c.Retention, c.RetryHorizon)
 	}
-	return &Inbox[TTx]{driver: driver, st: store.NewBackend(driver).Store, cfg: c}, nil
+	return &Inbox[TTx]{driver: d, st: store.NewBackend(d).Store, cfg: c}, nil
 }
 
 // Consumer is the consumer name records are kept under.

@@ -123,7 +123,7 @@ func (c *Config) Check() error {
 	case c.MaxRetryAge < 0:
 		return errors.New("outbox: RelayConfig.MaxRetryAge must not be negative")
 	}
-	if err := c.Retry.check("RelayConfig.Retry"); err != nil {
+	if err := c.Retry.Check("RelayConfig.Retry"); err != nil {
 		return err
 	}
 	if c.MetricsInterval < 0 {
@@ -169,7 +169,7 @@ func (r *Route) check(field string) error {
 		return fmt.Errorf("outbox: %s.ClaimCheck %q: want %q or %q", field, r.ClaimCheck, ClaimInline, ClaimReference)
 	}
 	if r.Retry != nil {
-		return r.Retry.check(field + ".Retry")
+		return r.Retry.Check(field + ".Retry")
 	}
 	return nil
 }
