@@ -54,8 +54,9 @@ type FleetDatabase struct {
 	// credentials). Optional.
 	Version string
 	// Open connects to the database when this member starts serving it.
-	// The member calls closeFn when it stops serving it (the database
-	// moved to another member, left the list, or the fleet stopped). An
+	// The member calls closeFn, when not nil, when it stops serving it
+	// (the database moved to another member, left the list, or the fleet
+	// stopped). An
 	// error is logged and Open is tried again after a pause growing from
 	// 1 s to 30 s; the other databases are not held up.
 	Open func(ctx context.Context) (d FleetDriver, closeFn func(), err error)
@@ -198,7 +199,8 @@ func (f *Fleet) SetDatabases(dbs []FleetDatabase) error {
 	return nil
 }
 
-// Serving lists the names of the databases this member serves now.
+// Serving lists the names of the databases this member serves now, in
+// sorted order.
 func (f *Fleet) Serving() []string { return f.sup.Serving() }
 
 // Ready reports whether the relay of every database this member serves
