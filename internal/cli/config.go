@@ -40,6 +40,9 @@ type fileConfig struct {
 	Metrics string `yaml:"metrics"`
 	// KeysFile backs --keys: the key file that opens sealed payloads.
 	KeysFile string `yaml:"keys_file"`
+	// ClaimCheck backs --claim-check: the directory of claim-checked
+	// payloads' blobs.
+	ClaimCheck string `yaml:"claim_check"`
 	// AdminTokenPermissions maps token names (of admin_tokens, or
 	// "admin" for OUTBOX_ADMIN_TOKEN) to their permissions
 	// (read-payloads).
@@ -78,6 +81,9 @@ type routeConfig struct {
 	// Sealed is what the route does with sealed payloads (open or pass),
 	// as the URL option sealed.
 	Sealed string `yaml:"sealed"`
+	// ClaimCheck is what the route does with claim-checked payloads
+	// (inline or reference), as the URL option claim.
+	ClaimCheck string `yaml:"claim"`
 	// Format and CESource are the route's wire format (plain,
 	// cloudevents, cloudevents-structured) and CloudEvents source, as the
 	// URL options of the same names (they win over the URL's).
@@ -114,7 +120,7 @@ func (r *routeConfig) wire(cfg *fileConfig, at, rawURL string) (string, error) {
 func (r *routeConfig) limits(cfg *fileConfig, at string, o *outboxurl.RouteOptions) error {
 	for _, kv := range []struct{ key, val string }{
 		{"max_in_flight", r.MaxInFlight}, {"rate", r.Rate}, {"probe_min", r.ProbeMin}, {"probe_max", r.ProbeMax},
-		{"max_retry_after", r.MaxRetryAfter}, {"max_retry_age", r.MaxRetryAge}, {"sealed", r.Sealed},
+		{"max_retry_after", r.MaxRetryAfter}, {"max_retry_age", r.MaxRetryAge}, {"sealed", r.Sealed}, {"claim", r.ClaimCheck},
 	} {
 		if kv.val == "" {
 			continue

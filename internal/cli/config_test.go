@@ -77,18 +77,19 @@ func TestRouteLimits(t *testing.T) {
     probe_max: 1m
     max_retry_after: 10m
     max_retry_age: 6h
+    claim: reference
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := testEnv(t.Context(), nil, nil, io.Discard, io.Discard)
 	r := &resolver{e: e, set: map[string]bool{}, cfg: cfg}
-	specs, err := routeSpecs(r, &relayFlags{routes: listFlag{"billing.>=nats://h:4222?probe_min=2s&max_retry_after=30s"}})
+	specs, err := routeSpecs(r, &relayFlags{routes: listFlag{"billing.>=nats://h:4222?probe_min=2s&max_retry_after=30s&claim=inline"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := fmt.Sprintf("%s %+v | %s %+v", specs[0].url, specs[0].limits, specs[1].url, specs[1].limits)
-	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s MaxRetryAfter:30s MaxRetryAge:0s Sealed:} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s MaxRetryAfter:10m0s MaxRetryAge:6h0m0s Sealed:}"
+	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s MaxRetryAfter:30s MaxRetryAge:0s Sealed: ClaimCheck:inline} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s MaxRetryAfter:10m0s MaxRetryAge:6h0m0s Sealed: ClaimCheck:reference}"
 	if got != want {
 		t.Fatalf("specs\n%s\nwant\n%s", got, want)
 	}
@@ -96,6 +97,7 @@ func TestRouteLimits(t *testing.T) {
 		{flag: "x.*=https://h?rate=lots", err: `--route "x.*=https://h?rate=lots": destination https://h?rate=lots: rate="lots"`},
 		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    max_in_flight: none\n", err: "config r.yaml: routes[0].max_in_flight: want a whole number"},
 		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    max_retry_age: soon\n", err: "config r.yaml: routes[0].max_retry_age: want a positive duration"},
+		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    claim: later\n", err: "config r.yaml: routes[0].claim: want inline"},
 		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    probe_min: 1m\n    probe_max: 1s\n", err: "routes[0]: probe_min 1m0s is more than probe_max 1s"},
 	} {
 		cfg, err := parseConfig("r.yaml", []byte(c.yaml))

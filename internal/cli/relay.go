@@ -57,6 +57,10 @@ consumers' dedupe window (docs/consumers.md). By default the horizon of
 sealed=open (the relay opens payloads sealed at enqueue with the keys of
 --keys FILE and publishes them plain: the default) or sealed=pass (it
 publishes them sealed, for consumers to open; docs/security.md).
+claim=inline (the relay fetches payloads kept in the blob store of
+--claim-check DIR at enqueue and publishes them: the default) or
+claim=reference (it publishes the reference headers and no payload, for
+consumers to fetch; docs/claim-check.md).
 format=cloudevents sends CloudEvents 1.0 in binary mode (http, https,
 kafka, amqp, nats, mqtt; webhooks also take format=cloudevents-structured),
 with ce_source=URI as the source attribute (docs/cloudevents.md).
@@ -101,6 +105,7 @@ type relayFlags struct {
 	db              dbFlags
 	listenDB        string
 	keys            string
+	claimCheck      string
 	to              string
 	routes          listFlag
 	id              string
@@ -146,6 +151,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	f.fleet.register(fs)
 	fs.StringVar(&f.to, "to", "", "route of last resort: destination `URL` for topics no other route matches (default $OUTBOX_TO)")
 	fs.Var(&f.routes, "route", "route `PATTERN=URL`, e.g. 'order.*=https://example.com/hooks' (repeatable; first match wins)")
+	fs.StringVar(&f.claimCheck, "claim-check", "", "`DIR` holding the blobs of claim-checked payloads, fetched for claim=inline routes and swept of orphans (default $OUTBOX_CLAIM_CHECK_DIR, else the config's claim_check; docs/claim-check.md)")
 	fs.StringVar(&f.keys, "keys", "", "key `FILE` that opens sealed payloads (default $OUTBOX_KEYS_FILE, else the config's keys_file; see outbox keys)")
 	fs.StringVar(&f.listenDB, "listen-db", "", "PostgreSQL `URL` of the server itself for the relay's LISTEN connection, when --db leads to a pooler in transaction mode (default $OUTBOX_LISTEN_DATABASE_URL)")
 	fs.StringVar(&f.id, "id", "", "relay instance `ID` in logs and the lease table (default host-pid-random)")
@@ -304,6 +310,9 @@ func (e *env) relay(fs *flag.FlagSet, f *relayFlags) error {
 	}
 	warnUnsignedWebhooks(specs, logger)
 	if err := e.relayKeys(r, f.keys, rc); err != nil {
+		return err
+	}
+	if err := relayClaimCheck(r, f.claimCheck, rc); err != nil {
 		return err
 	}
 	rc.Logger = logger
@@ -533,7 +542,7 @@ func routeSpecs(r *resolver, f *relayFlags) ([]routeSpec, error) {
 }
 
 // splitLimits takes the route options (max_in_flight, rate, probe_min,
-// probe_max, max_retry_after, max_retry_age, sealed) out of the spec's URL.
+// probe_max, max_retry_after, max_retry_age, sealed, claim) out of the spec's URL.
 func (s *routeSpec) splitLimits() error {
 	u, o, err := outboxurl.SplitRouteOptions(s.url)
 	if err != nil {
@@ -635,6 +644,7 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig, logger *slog
 			Pattern: s.pattern, Publisher: p, Destination: s.destination, Name: s.name, Retry: s.retry,
 			MaxInFlight: s.limits.MaxInFlight, Rate: s.limits.Rate, ProbeMin: s.limits.ProbeMin, ProbeMax: s.limits.ProbeMax,
 			MaxRetryAfter: s.limits.MaxRetryAfter, MaxRetryAge: s.limits.MaxRetryAge, Sealed: s.limits.Sealed,
+			ClaimCheck: s.limits.ClaimCheck,
 		})
 	}
 	return closeAll, nil

@@ -34,10 +34,14 @@ type RouteOptions struct {
 	// Sealed is sealed, what the route does with payloads sealed at
 	// enqueue: "open" or "pass" (outbox.Route.Sealed).
 	Sealed string
+	// ClaimCheck is claim, what the route does with payloads kept in a
+	// blob store at enqueue: "inline" or "reference"
+	// (outbox.Route.ClaimCheck).
+	ClaimCheck string
 }
 
 // routeOptionNames are the query parameters SplitRouteOptions takes.
-var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max", "max_retry_after", "max_retry_age", "sealed"}
+var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max", "max_retry_after", "max_retry_age", "sealed", "claim"}
 
 // SplitRouteOptions returns rawURL without its route options, and the
 // options. The rest of the URL is kept byte for byte. Errors are one line
@@ -100,7 +104,7 @@ func isRouteOption(name string) bool {
 }
 
 // Set applies one route option by its name (max_in_flight, rate,
-// probe_min, probe_max, max_retry_after, max_retry_age, sealed), as the URL or the configuration file writes it.
+// probe_min, probe_max, max_retry_after, max_retry_age, sealed, claim), as the URL or the configuration file writes it.
 func (o *RouteOptions) Set(name, value string) error {
 	if !isRouteOption(name) {
 		return fmt.Errorf("unknown route option %q (want one of %s)", name, strings.Join(routeOptionNames, ", "))
@@ -128,6 +132,11 @@ func (o *RouteOptions) set(name, v string) error {
 			return fmt.Errorf("want open (the relay opens sealed payloads) or pass (it publishes them sealed)")
 		}
 		o.Sealed = v
+	case "claim":
+		if v != "inline" && v != "reference" {
+			return fmt.Errorf("want inline (the relay fetches claim-checked payloads and publishes them) or reference (it publishes the reference)")
+		}
+		o.ClaimCheck = v
 	default:
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

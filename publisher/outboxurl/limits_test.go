@@ -26,6 +26,9 @@ func TestSplitRouteOptions(t *testing.T) {
 		{in: "https://h?max_retry_after=0s", err: "want a positive duration"},
 		{in: "https://h/p?a=1&max_retry_age=6h", out: "https://h/p?a=1", want: RouteOptions{MaxRetryAge: 6 * time.Hour}},
 		{in: "https://h?max_retry_age=-1s", err: "want a positive duration"},
+		{in: "kafka://h:9092?claim=reference&acks=all", out: "kafka://h:9092?acks=all", want: RouteOptions{ClaimCheck: "reference"}},
+		{in: "https://h?claim=inline", out: "https://h", want: RouteOptions{ClaimCheck: "inline"}},
+		{in: "https://h?claim=fetch", err: "claim=\"fetch\": want inline"},
 	}
 	for _, c := range cases {
 		out, o, err := SplitRouteOptions(c.in)
