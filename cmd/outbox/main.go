@@ -23,5 +23,6 @@ func main() {
 	outboxurl.Register(outboxurl.Scheme{Names: []string{"sns"}, Open: outboxsns.OpenURL})
 	outboxurl.Register(outboxurl.Scheme{Names: []string{"kinesis"}, Open: outboxkinesis.OpenURL})
 	outboxurl.Register(outboxurl.Scheme{Names: []string{"pubsub"}, Open: outboxpubsub.OpenURL})
+	outboxurl.RegisterKafkaSASL(mskIAM) // kafka://…?sasl=aws-msk-iam, msk.go
 	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -13,8 +13,20 @@ import (
 	"github.com/txoutbox/outbox/publisher"
 )
 
-// ErrClosed is returned for every message published after Close.
-var ErrClosed = errors.New("kafka: publisher is closed")
+var (
+	// ErrClosed is returned for every message published after Close.
+	ErrClosed = errors.New("kafka: publisher is closed")
+
+	// ErrNoCredentials marks the error of a SASL mechanism that could not
+	// get its credentials when it had to authenticate: a token file that
+	// is missing or empty, an AWS credential chain that found none. Like
+	// credentials the broker rejects, it is the route's trouble, not the
+	// message's: the publish is publisher.Unavailable and the relay takes
+	// the route down without charging an attempt. A mechanism of your own
+	// (kgo.SASL) gets the same treatment by wrapping it:
+	// fmt.Errorf("…: %w", outboxkafka.ErrNoCredentials).
+	ErrNoCredentials = errors.New("no SASL credentials")
+)
 
 // errRecreated marks a record failed because its topic was deleted and
 // created again: the client keeps the old topic id until it forgets the
@@ -78,14 +90,15 @@ func isDial(err error) bool {
 
 // refused reports whether err says that no connection to a broker can be
 // had as things are: the connection was refused (or the host is unknown or
-// unreachable), the broker's certificate is not trusted, or the
-// credentials were rejected. A dial that merely timed out says nothing
-// of the kind: the network may just be slow.
+// unreachable), the broker's certificate is not trusted, the credentials
+// were rejected, or the SASL mechanism had none (ErrNoCredentials). A
+// dial that merely timed out says nothing of the kind: the network may
+// just be slow.
 func refused(err error) bool {
 	var cv *tls.CertificateVerificationError
 	var te interface{ Timeout() bool }
 	switch {
-	case errors.As(err, &cv), errors.Is(err, kerr.SaslAuthenticationFailed):
+	case errors.As(err, &cv), errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, ErrNoCredentials):
 		return true
 	case isDial(err):
 		return !(errors.As(err, &te) && te.Timeout())

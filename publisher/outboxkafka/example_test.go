@@ -2,10 +2,14 @@ package outboxkafka_test
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
@@ -47,4 +51,36 @@ func ExampleNew() {
 	// Output:
 	// order-42: <nil>
 	// missing topic: permanent
+}
+
+// fetchToken stands for your token source, such as a golang.org/x/oauth2
+// TokenSource (which caches and refreshes): ts.Token() then AccessToken.
+func fetchToken(context.Context) (string, error) {
+	if t := os.Getenv("KAFKA_TOKEN"); t != "" {
+		return t, nil
+	}
+	return "", errors.New("no token yet")
+}
+
+// Sign in with OAUTHBEARER (Confluent Cloud, Azure Event Hubs) from a
+// token source of your own: the client calls the function at every
+// connection and re-authentication. A failure wrapped in ErrNoCredentials
+// takes the relay's route down instead of charging the message.
+func ExampleDial_oauthbearer() {
+	pub, err := outboxkafka.Dial([]string{"pkc-abc12.eu-west-1.aws.confluent.cloud:9092"}, nil,
+		kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}),
+		kgo.SASL(oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+			token, err := fetchToken(ctx)
+			if err != nil {
+				return oauth.Auth{}, fmt.Errorf("kafka token: %w: %v", outboxkafka.ErrNoCredentials, err)
+			}
+			return oauth.Auth{Token: token, Extensions: map[string]string{
+				"logicalCluster": "lkc-xyz98", "identityPoolId": "pool-Ab1C", // Confluent Cloud's
+			}}, nil
+		})),
+	)
+	if err != nil {
+		panic(err)
+	}
+	defer pub.Close()
 }

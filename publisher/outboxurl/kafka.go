@@ -2,16 +2,22 @@ package outboxurl
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -24,15 +30,38 @@ import (
 //	kafka://[user:password@]host:9092[,host2:9092…][?params]
 //
 //	client_id=NAME             client id sent to the brokers (default outbox-relay)
-//	sasl=MECHANISM             plain, scram-sha-256 or scram-sha-512; the
-//	                           credentials are the URL's user and password
+//	sasl=MECHANISM             plain, scram-sha-256 or scram-sha-512 (the
+//	                           credentials are the URL's user and password),
+//	                           oauthbearer (a token, see below), or a
+//	                           mechanism a program registered with
+//	                           RegisterKafkaSASL, such as aws-msk-iam
 //	auto_create_topics=true    let brokers create missing topics (off: a
 //	                           missing topic is a permanent error)
+//
+// With sasl=oauthbearer:
+//
+//	token_file=PATH            read the token from this file at every
+//	                           authentication (a sidecar keeps it fresh);
+//	                           without it the token is the environment
+//	                           variable OUTBOX_KAFKA_OAUTH_TOKEN
+//	oauth_ext_NAME=VALUE       SASL extension NAME=VALUE sent with the token
+//	                           (Confluent Cloud: oauth_ext_logicalCluster,
+//	                           oauth_ext_identityPoolId)
 const (
 	KafkaParamClientID         = "client_id"
 	KafkaParamSASL             = "sasl"
 	KafkaParamAutoCreateTopics = "auto_create_topics"
+	KafkaParamTokenFile        = "token_file"
+	KafkaParamOAuthExtPrefix   = "oauth_ext_"
 )
+
+// KafkaOAuthTokenEnv is the environment variable that holds the token of
+// a kafka:// URL with sasl=oauthbearer and no token_file. It is read once,
+// when the URL is opened.
+const KafkaOAuthTokenEnv = "OUTBOX_KAFKA_OAUTH_TOKEN"
+
+// maxTokenBytes bounds what is read from a token_file.
+const maxTokenBytes = 64 << 10
 
 func init() { register(openKafka, "kafka") }
 
@@ -64,10 +93,15 @@ func openKafka(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, e
 		seeds = append(seeds, s)
 	}
 	q := u.Query()
-	known := append([]string{KafkaParamClientID, KafkaParamSASL, KafkaParamAutoCreateTopics}, TLSParams...)
+	saslName := strings.ToLower(q.Get(KafkaParamSASL))
+	saslParams, err := kafkaSASLParams(saslName)
+	if err != nil {
+		return bad("%v", err)
+	}
+	known := append(append([]string{KafkaParamClientID, KafkaParamSASL, KafkaParamAutoCreateTopics}, saslParams...), TLSParams...)
 	var unknown []string
 	for k := range q {
-		if !slices.Contains(known, k) {
+		if !slices.Contains(known, k) && !(saslName == saslOAuthBearer && strings.HasPrefix(k, KafkaParamOAuthExtPrefix)) {
 			unknown = append(unknown, strconv.Quote(k))
 		}
 	}
@@ -105,7 +139,7 @@ func openKafka(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, e
 		}
 		cfg.AutoCreateTopics = b
 	}
-	mech, err := kafkaSASL(u, q.Get(KafkaParamSASL))
+	mech, err := kafkaSASL(u, saslName, opts)
 	if err != nil {
 		return bad("%v", err)
 	}
@@ -129,14 +163,78 @@ func openKafka(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, e
 	return p, nil
 }
 
-// kafkaSASL returns the SASL mechanism the URL asks for, nil for none.
-// Credentials come from the userinfo and appear in no error.
-func kafkaSASL(u *url.URL, name string) (sasl.Mechanism, error) {
-	if name == "" {
+// The sasl= values this package serves itself.
+const (
+	saslPlain       = "plain"
+	saslScram256    = "scram-sha-256"
+	saslScram512    = "scram-sha-512"
+	saslOAuthBearer = "oauthbearer"
+)
+
+// kafkaSASLParams returns the URL parameters the sasl= value name reads
+// besides kafka's own, or an error for a value no one serves. name is
+// lower case; "" is no SASL.
+func kafkaSASLParams(name string) ([]string, error) {
+	switch name {
+	case "", saslPlain, saslScram256, saslScram512:
+		return nil, nil
+	case saslOAuthBearer:
+		return []string{KafkaParamTokenFile}, nil
+	}
+	if m, ok := registeredKafkaSASL(name); ok {
+		return m.Params, nil
+	}
+	if by := kafkaSASLServedBy[name]; by != "" {
+		return nil, fmt.Errorf("%s=%s needs %s, which this program has not registered (outboxurl.RegisterKafkaSASL; the outbox command does)", KafkaParamSASL, name, by)
+	}
+	return nil, fmt.Errorf("%s=%q: want %s", KafkaParamSASL, name, kafkaSASLNames())
+}
+
+// kafkaSASLNames lists the sasl= values, for errors.
+func kafkaSASLNames() string {
+	names := []string{saslPlain, saslScram256, saslScram512, saslOAuthBearer}
+	kafkaSASLMu.RLock()
+	for n := range kafkaSASLs {
+		names = append(names, n)
+	}
+	kafkaSASLMu.RUnlock()
+	for n := range kafkaSASLServedBy {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names[4:])
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// kafkaSASL returns the SASL mechanism the URL asks for, nil for none;
+// name is lower case. Credentials come from the userinfo, a token file,
+// the environment or a registered mechanism, and appear in no error.
+func kafkaSASL(u *url.URL, name string, opts *Options) (sasl.Mechanism, error) {
+	switch name {
+	case "":
 		if u.User != nil {
-			return nil, fmt.Errorf("credentials in the URL need %s=plain, scram-sha-256 or scram-sha-512", KafkaParamSASL)
+			return nil, fmt.Errorf("credentials in the URL need %s=%s, %s or %s", KafkaParamSASL, saslPlain, saslScram256, saslScram512)
 		}
 		return nil, nil
+	case saslPlain, saslScram256, saslScram512:
+	default:
+		// The other mechanisms get their credentials elsewhere.
+		if u.User != nil {
+			return nil, fmt.Errorf("%s=%s takes no user:password@ in the URL (its credentials come from elsewhere; see the Kafka page of the docs)", KafkaParamSASL, name)
+		}
+		if name == saslOAuthBearer {
+			return kafkaOAuth(u.Query(), opts)
+		}
+		m, _ := registeredKafkaSASL(name) // kafkaSASLParams checked it is there
+		mech, err := m.Mechanism(u)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%s: %v", KafkaParamSASL, name, err)
+		}
+		if mech == nil {
+			return nil, fmt.Errorf("%s=%s: the registered mechanism returned none", KafkaParamSASL, name)
+		}
+		return mech, nil
 	}
 	if u.User == nil {
 		return nil, fmt.Errorf("%s=%s needs user:password@ in the URL", KafkaParamSASL, name)
@@ -146,13 +244,174 @@ func kafkaSASL(u *url.URL, name string) (sasl.Mechanism, error) {
 	if user == "" || !ok {
 		return nil, fmt.Errorf("%s=%s needs user:password@ in the URL", KafkaParamSASL, name)
 	}
-	switch strings.ToLower(name) {
-	case "plain":
+	switch name {
+	case saslPlain:
 		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
-	case "scram-sha-256":
+	case saslScram256:
 		return scram.Sha256(func(context.Context) (scram.Auth, error) { return scram.Auth{User: user, Pass: pass}, nil }), nil
-	case "scram-sha-512":
+	default:
 		return scram.Sha512(func(context.Context) (scram.Auth, error) { return scram.Auth{User: user, Pass: pass}, nil }), nil
 	}
-	return nil, fmt.Errorf("%s=%q: want plain, scram-sha-256 or scram-sha-512", KafkaParamSASL, name)
+}
+
+// kafkaOAuth builds the OAUTHBEARER mechanism of a URL: the token comes
+// from token_file, read again at every authentication, or else from
+// KafkaOAuthTokenEnv, read now; oauth_ext_NAME parameters are the SASL
+// extensions. No error holds the token.
+func kafkaOAuth(q url.Values, opts *Options) (sasl.Mechanism, error) {
+	var ext map[string]string
+	for k, vs := range q {
+		name, ok := strings.CutPrefix(k, KafkaParamOAuthExtPrefix)
+		if !ok {
+			continue
+		}
+		// RFC 7628 3.1: key = 1*(ALPHA), value = *(VCHAR / SP / HTAB / CR / LF).
+		if name == "" || strings.ContainsFunc(name, func(r rune) bool { return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') }) {
+			return nil, fmt.Errorf("%s: an extension name is letters only (RFC 7628)", strconv.Quote(k))
+		}
+		if name == "auth" {
+			return nil, fmt.Errorf("%s: \"auth\" is the token itself, not an extension", strconv.Quote(k))
+		}
+		if strings.ContainsFunc(vs[0], func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			return nil, fmt.Errorf("%s: the value must be printable ASCII (RFC 7628)", strconv.Quote(k))
+		}
+		if ext == nil {
+			ext = map[string]string{}
+		}
+		ext[name] = vs[0]
+	}
+	var token func() (string, error)
+	if q.Has(KafkaParamTokenFile) {
+		path := q.Get(KafkaParamTokenFile)
+		if path == "" {
+			return nil, fmt.Errorf("%s is empty", KafkaParamTokenFile)
+		}
+		token = func() (string, error) { return readTokenFile(path) }
+		if _, err := token(); err != nil {
+			// Not an error yet: the sidecar that writes the file may
+			// not have written it, and authentication reads it again.
+			opts.logger().Warn("kafka: the OAUTHBEARER token file cannot be used yet; the route is unavailable until it can", "err", err.Error())
+		}
+	} else {
+		t := strings.TrimSpace(os.Getenv(KafkaOAuthTokenEnv))
+		if t == "" {
+			return nil, fmt.Errorf("%s=%s needs a token: add %s=PATH or set %s", KafkaParamSASL, saslOAuthBearer, KafkaParamTokenFile, KafkaOAuthTokenEnv)
+		}
+		if err := checkToken(t); err != nil {
+			return nil, fmt.Errorf("%s: %v", KafkaOAuthTokenEnv, err)
+		}
+		token = func() (string, error) { return t, nil }
+	}
+	return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+		t, err := token()
+		if err != nil {
+			return oauth.Auth{}, err
+		}
+		return oauth.Auth{Token: t, Extensions: ext}, nil
+	}), nil
+}
+
+// readTokenFile returns the token in the file at path, without the
+// whitespace around it. Its errors wrap outboxkafka.ErrNoCredentials and
+// never hold the file's contents.
+func readTokenFile(path string) (string, error) {
+	fail := func(format string, args ...any) (string, error) {
+		return "", fmt.Errorf("%w: %s %s: "+format, append([]any{outboxkafka.ErrNoCredentials, KafkaParamTokenFile, path}, args...)...)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in the message already
+		}
+		return fail("%v", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return fail("%v", err)
+	}
+	if len(b) > maxTokenBytes {
+		return fail("larger than %d bytes", maxTokenBytes)
+	}
+	t := strings.TrimSpace(string(b))
+	if err := checkToken(t); err != nil {
+		return fail("%v", err)
+	}
+	return t, nil
+}
+
+// checkToken says what is wrong with a bearer token, without quoting it.
+func checkToken(t string) error {
+	switch {
+	case t == "":
+		return errors.New("empty")
+	case strings.ContainsFunc(t, func(r rune) bool { return r <= ' ' || r > 0x7e }):
+		return errors.New("the token has blanks, control or non-ASCII characters in it (one token, nothing else)")
+	}
+	return nil
+}
+
+// KafkaSASL is a SASL mechanism for kafka:// URLs whose library this
+// package does not import, so that programs that do not use it do not
+// carry it: a program registers it with RegisterKafkaSASL, as the outbox
+// command does with aws-msk-iam (Amazon MSK IAM, over aws-sdk-go-v2).
+type KafkaSASL struct {
+	// Name is the value of the URL's sasl= parameter it serves, matched
+	// without regard to case.
+	Name string
+	// Params are the URL parameters it reads, besides kafka's own and the
+	// TLS ones; a URL with sasl=Name may carry them, others refuse them.
+	// Defaults to none.
+	Params []string
+	// Mechanism builds the mechanism from the parsed URL, once for each
+	// Open; the client calls its Authenticate on every connection, which
+	// is where credentials should be fetched so that they can be
+	// refreshed. A URL with user:password@ never reaches it. An error from
+	// Authenticate that wraps outboxkafka.ErrNoCredentials takes the route
+	// down rather than charging the message. Its own errors are one line
+	// without secrets; Open prefixes them with the redacted URL.
+	Mechanism func(u *url.URL) (sasl.Mechanism, error)
+}
+
+// kafkaSASLServedBy says what serves the sasl= values that this package
+// knows of but leaves to a registration.
+var kafkaSASLServedBy = map[string]string{
+	"aws-msk-iam": "the AWS SDK's credential chain (aws-sdk-go-v2)",
+}
+
+var (
+	kafkaSASLMu sync.RWMutex
+	kafkaSASLs  = map[string]KafkaSASL{}
+)
+
+// RegisterKafkaSASL makes kafka:// URLs with sasl=m.Name use m. It panics
+// on an empty Name, a nil Mechanism, a name this package serves itself or
+// a parameter kafka URLs already have: a program's wiring mistake. A later
+// registration of a name replaces the earlier one.
+func RegisterKafkaSASL(m KafkaSASL) {
+	name := strings.ToLower(m.Name)
+	if name == "" || m.Mechanism == nil {
+		panic("outboxurl: RegisterKafkaSASL: a KafkaSASL needs a Name and a Mechanism")
+	}
+	if name == saslPlain || name == saslScram256 || name == saslScram512 || name == saslOAuthBearer {
+		panic(fmt.Sprintf("outboxurl: RegisterKafkaSASL: sasl=%s is served by this package", name))
+	}
+	for _, p := range m.Params {
+		if p == KafkaParamClientID || p == KafkaParamSASL || p == KafkaParamAutoCreateTopics || p == KafkaParamTokenFile || strings.HasPrefix(p, KafkaParamOAuthExtPrefix) || slices.Contains(TLSParams, p) || p == "" {
+			panic(fmt.Sprintf("outboxurl: RegisterKafkaSASL: parameter %q is kafka's own", p))
+		}
+	}
+	m.Name = name
+	m.Params = slices.Clone(m.Params)
+	kafkaSASLMu.Lock()
+	defer kafkaSASLMu.Unlock()
+	kafkaSASLs[name] = m
+}
+
+func registeredKafkaSASL(name string) (KafkaSASL, bool) {
+	kafkaSASLMu.RLock()
+	defer kafkaSASLMu.RUnlock()
+	m, ok := kafkaSASLs[name]
+	return m, ok
 }
