@@ -5,7 +5,7 @@ PKGS ?= ./...
 # clients are modules of their own. internal/tooltest is a module outside
 # the workspace (GOWORK=off), so that its tools' versions never change what
 # the others build with.
-MODULES ?= . cmd/outbox publisher/outboxsqs publisher/outboxsns publisher/outboxkinesis publisher/outboxpubsub
+MODULES ?= . cmd/outbox publisher/outboxsqs publisher/outboxsns publisher/outboxkinesis publisher/outboxpubsub claimcheck/outboxs3
 
 .PHONY: help test test-short services lint bench demo demo-soak build chaos
 
