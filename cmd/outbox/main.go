@@ -5,8 +5,11 @@ package main
 
 import (
 	"context"
+	"net/url"
 	"os"
 
+	"github.com/txoutbox/outbox/claimcheck"
+	"github.com/txoutbox/outbox/claimcheck/outboxs3"
 	"github.com/txoutbox/outbox/internal/cli"
 	"github.com/txoutbox/outbox/publisher/outboxkinesis"
 	"github.com/txoutbox/outbox/publisher/outboxpubsub"
@@ -23,6 +26,14 @@ func main() {
 	outboxurl.Register(outboxurl.Scheme{Names: []string{"sns"}, Open: outboxsns.OpenURL})
 	outboxurl.Register(outboxurl.Scheme{Names: []string{"kinesis"}, Open: outboxkinesis.OpenURL})
 	outboxurl.Register(outboxurl.Scheme{Names: []string{"pubsub"}, Open: outboxpubsub.OpenURL})
+	// The S3 blob store of the claim check (--claim-check s3://…).
+	cli.RegisterClaimStore(outboxs3.Scheme, func(ctx context.Context, u *url.URL) (claimcheck.Store, error) {
+		st, err := outboxs3.OpenURL(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	})
 	outboxurl.RegisterKafkaSASL(mskIAM) // kafka://…?sasl=aws-msk-iam, msk.go
 	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"io"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,5 +42,20 @@ func TestRelayClaimCheck(t *testing.T) {
 	}
 	if d, ok := rc.ClaimCheck.(*claimcheck.Dir); !ok || d.Path() != flagDir {
 		t.Fatalf("the flag's directory: %#v", rc.ClaimCheck)
+	}
+	// A URL is opened by the store registered for its scheme (the outbox
+	// command registers s3://); an unregistered one is a usage error.
+	err = relayClaimCheck(&resolver{e: e, set: map[string]bool{"claim-check": true}, cfg: cfg}, "gs://bucket/blobs", &outbox.RelayConfig{})
+	if err == nil || !strings.Contains(err.Error(), `--claim-check: scheme "gs" is not a blob store this program serves`) {
+		t.Fatalf("an unregistered scheme: %v", err)
+	}
+	opened := ""
+	RegisterClaimStore("mem", func(_ context.Context, u *url.URL) (claimcheck.Store, error) {
+		opened = u.Host + u.Path
+		return claimcheck.OpenDir(filepath.Join(t.TempDir(), "mem"))
+	})
+	rc = &outbox.RelayConfig{}
+	if err := relayClaimCheck(&resolver{e: e, set: map[string]bool{"claim-check": true}, cfg: cfg}, "mem://bucket/blobs", rc); err != nil || opened != "bucket/blobs" || rc.ClaimCheck == nil {
+		t.Fatalf("a registered scheme: %v, opened %q", err, opened)
 	}
 }

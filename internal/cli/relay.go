@@ -58,7 +58,8 @@ sealed=open (the relay opens payloads sealed at enqueue with the keys of
 --keys FILE and publishes them plain: the default) or sealed=pass (it
 publishes them sealed, for consumers to open; docs/security.md).
 claim=inline (the relay fetches payloads kept in the blob store of
---claim-check DIR at enqueue and publishes them: the default) or
+--claim-check DIR or s3://BUCKET/PREFIX at enqueue and publishes them:
+the default) or
 claim=reference (it publishes the reference headers and no payload, for
 consumers to fetch; docs/claim-check.md).
 format=cloudevents sends CloudEvents 1.0 in binary mode (http, https,
@@ -151,7 +152,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	f.fleet.register(fs)
 	fs.StringVar(&f.to, "to", "", "route of last resort: destination `URL` for topics no other route matches (default $OUTBOX_TO)")
 	fs.Var(&f.routes, "route", "route `PATTERN=URL`, e.g. 'order.*=https://example.com/hooks' (repeatable; first match wins)")
-	fs.StringVar(&f.claimCheck, "claim-check", "", "`DIR` holding the blobs of claim-checked payloads, fetched for claim=inline routes and swept of orphans (default $OUTBOX_CLAIM_CHECK_DIR, else the config's claim_check; docs/claim-check.md)")
+	fs.StringVar(&f.claimCheck, "claim-check", "", "`DIR` (or s3://BUCKET/PREFIX?region=R, with endpoint=URL and path_style=true for S3-compatible servers) holding the blobs of claim-checked payloads, fetched for claim=inline routes and swept of orphans (default $OUTBOX_CLAIM_CHECK_DIR, else the config's claim_check; docs/claim-check.md)")
 	fs.StringVar(&f.keys, "keys", "", "key `FILE` that opens sealed payloads (default $OUTBOX_KEYS_FILE, else the config's keys_file; see outbox keys)")
 	fs.StringVar(&f.listenDB, "listen-db", "", "PostgreSQL `URL` of the server itself for the relay's LISTEN connection, when --db leads to a pooler in transaction mode (default $OUTBOX_LISTEN_DATABASE_URL)")
 	fs.StringVar(&f.id, "id", "", "relay instance `ID` in logs and the lease table (default host-pid-random)")
