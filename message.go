@@ -55,6 +55,11 @@ type Message struct {
 	// expires_at (schema version 19), which plain-SQL producers may set
 	// too. Defaults to the zero time: never.
 	ExpiresAt time.Time
+	// TTL, when set, expires the message this long after its enqueue, by
+	// the database clock (expires_at = now() + TTL): the relative form of
+	// ExpiresAt, which it must not be given with. Defaults to
+	// Config.TTL: never, unless the producer says otherwise.
+	TTL time.Duration
 	// SealSubject names the data subject (e.g. "customer:42") whose own
 	// key seals the payload, created on first use by the producer's
 	// seal.SubjectKeyProvider: erasing that key makes every stored
@@ -98,6 +103,12 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 	}
 	if m.MaxAttempts < 0 {
 		return bad("MaxAttempts", ErrInvalidMessage, "negative")
+	}
+	if m.TTL < 0 {
+		return bad("TTL", ErrInvalidMessage, "negative")
+	}
+	if m.TTL > 0 && !m.ExpiresAt.IsZero() {
+		return bad("TTL", ErrInvalidMessage, "give ExpiresAt or TTL, not both")
 	}
 	id, fresh := m.ID, m.ID == ""
 	if fresh {
@@ -162,6 +173,7 @@ func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store
 		Delay:       m.Delay,
 		NotBefore:   m.NotBefore,
 		ExpiresAt:   m.ExpiresAt,
+		ExpiresIn:   m.TTL,
 		FreshID:     fresh,
 	}, nil
 }

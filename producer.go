@@ -43,6 +43,11 @@ type Config struct {
 	// ClaimCheckConfig and package claimcheck). Defaults to nil: every
 	// payload is stored in the row.
 	ClaimCheck *ClaimCheckConfig
+	// TTL expires every message this long after its enqueue (database
+	// time) unless the message sets ExpiresAt or TTL itself: for messages
+	// that are worthless once late (a one-time code, a price quote).
+	// Defaults to 0: messages do not expire.
+	TTL time.Duration
 }
 
 func (c *Config) validate() error {
@@ -51,6 +56,9 @@ func (c *Config) validate() error {
 	}
 	if c.NotifyInterval < 0 {
 		return errors.New("outbox: Config.NotifyInterval must not be negative")
+	}
+	if c.TTL < 0 {
+		return errors.New("outbox: Config.TTL must not be negative")
 	}
 	if c.Seal != nil {
 		if err := c.Seal.validate(); err != nil {
@@ -132,6 +140,9 @@ func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message)
 		r, err := msgs[i].prepare(i, limit, trace)
 		if err != nil {
 			return nil, err
+		}
+		if r.ExpiresAt.IsZero() && r.ExpiresIn == 0 {
+			r.ExpiresIn = p.cfg.TTL
 		}
 		if err := p.sealRow(ctx, i, &r, &msgs[i], limit); err != nil {
 			return nil, err

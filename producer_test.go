@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -10,9 +11,13 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testdb"
 )
 
 func TestEnqueueValidation(t *testing.T) {
@@ -41,6 +46,8 @@ func TestEnqueueValidation(t *testing.T) {
 		{"bad content type", outbox.Message{Topic: "a", Payload: []byte(`1`), ContentType: "///"}, outbox.ErrInvalidHeader, "ContentType"},
 		{"bad id", outbox.Message{Topic: "a", Payload: []byte(`1`), ID: "42"}, outbox.ErrInvalidMessage, "ID"},
 		{"negative delay", outbox.Message{Topic: "a", Payload: []byte(`1`), Delay: -time.Second}, outbox.ErrInvalidMessage, "Delay"},
+		{"negative ttl", outbox.Message{Topic: "a", Payload: []byte(`1`), TTL: -time.Second}, outbox.ErrInvalidMessage, "TTL"},
+		{"ttl and expires at", outbox.Message{Topic: "a", Payload: []byte(`1`), TTL: time.Minute, ExpiresAt: time.Now().Add(time.Hour)}, outbox.ErrInvalidMessage, "TTL"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -179,4 +186,62 @@ func TestEnvelopeCarriesPayloadHeadersAndTrace(t *testing.T) {
 			t.Errorf("binary content type %q", ct)
 		}
 	})
+}
+
+// TestTTL: Config.TTL expires the messages that set no expiry of their
+// own, by the database clock; Message.TTL and ExpiresAt win over it. On
+// every database, and through pgx's batch (one round trip).
+func TestTTL(t *testing.T) {
+	msgs := []outbox.Message{
+		{Topic: "ttl.default", Payload: []byte(`1`)},
+		{Topic: "ttl.own", Payload: []byte(`2`), TTL: 2 * time.Hour},
+		{Topic: "ttl.at", Payload: []byte(`3`), ExpiresAt: time.Now().Add(3 * time.Hour)},
+	}
+	check := func(t *testing.T, db *testdb.DB) {
+		for topic, hours := range map[string]int{"ttl.default": 1, "ttl.own": 2, "ttl.at": 3} {
+			in := time.Duration(hours) * time.Hour
+			q := "SELECT count(*) FROM outbox_messages WHERE topic = '" + topic + "' AND expires_at > " + testdb.Ago(db.Dialect, -in+time.Minute) + " AND expires_at < " + testdb.Ago(db.Dialect, -in-time.Minute)
+			if n := db.Count(t, q); n != 1 {
+				t.Errorf("%s: expires_at is not about %d h ahead", topic, hours)
+			}
+		}
+	}
+	cfg := &outbox.Config{TTL: time.Hour}
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testdb.New(t, d)
+			p, err := outbox.NewProducer(db.Std, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Std.InTx(context.Background(), func(tx *sql.Tx) error {
+				_, err := p.EnqueueMany(context.Background(), tx, msgs)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, db)
+		})
+	}
+	t.Run("pgx batch", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t, store.Postgres)
+		p, err := outbox.NewProducer(db.PGX.Batched(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.PGX.Batched().InTx(context.Background(), func(b *pgx.Batch) error {
+			_, err := p.EnqueueMany(context.Background(), b, msgs)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, db)
+	})
+	if _, err := outbox.NewProducer(testdb.New(t, store.SQLite).Std, &outbox.Config{TTL: -time.Second}); err == nil || !strings.Contains(err.Error(), "Config.TTL") {
+		t.Errorf("a negative Config.TTL: %v", err)
+	}
 }

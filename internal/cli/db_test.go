@@ -143,8 +143,14 @@ func TestEnqueue(t *testing.T) {
 		run(t, vars, "enqueue", "--topic", "a", "--payload", "{}", "--header", "outbox-topic=x").failed(t, ExitUsage, "--header", "reserved")
 		run(t, vars, "enqueue", "--topic", "a", "--payload", "{}", "--id", "nope").failed(t, ExitUsage, "--id")
 		run(t, vars, "enqueue", "--topic", "a", "--payload", "{}", "--id", id).failed(t, ExitFailure, "duplicate message id")
+		run(t, vars, "enqueue", "--topic", "a", "--payload", "{}", "--ttl", "-1s").failed(t, ExitUsage, "--ttl must not be negative")
 		if n := db.Count(t, "SELECT count(*) FROM outbox_messages"); n != 3 {
 			t.Errorf("%d rows after rejected enqueues, want 3", n)
+		}
+		// --ttl: expires_at is the database's now() plus it.
+		enqueueOK(t, vars, "--topic", "code.sent", "--payload", `{"code":"481516"}`, "--ttl", "2m")
+		if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 'code.sent' AND expires_at > "+testdb.Ago(d, -time.Minute)+" AND expires_at < "+testdb.Ago(d, -3*time.Minute)); n != 1 {
+			t.Errorf("enqueue --ttl 2m: expires_at is not 2 minutes ahead")
 		}
 	})
 }

@@ -31,7 +31,7 @@ first use (docs/security.md).`,
 			var (
 				topic, key, payload, payloadFile, contentType, id string
 				headers                                           listFlag
-				delay                                             time.Duration
+				delay, ttl                                        time.Duration
 				maxAttempts                                       int
 			)
 			fs.StringVar(&topic, "topic", "", "message `TOPIC`, e.g. order.created (required)")
@@ -41,6 +41,7 @@ first use (docs/security.md).`,
 			fs.StringVar(&contentType, "content-type", "", "payload media `TYPE` (default application/json, which must be valid JSON)")
 			fs.Var(&headers, "header", "header `NAME=VALUE` (repeatable)")
 			fs.DurationVar(&delay, "delay", 0, "hold the message back for `DURATION` (e.g. 30s)")
+			fs.DurationVar(&ttl, "ttl", 0, "expire the message `DURATION` after it is enqueued, by the database clock, if it is not delivered by then (e.g. 2m)")
 			fs.IntVar(&maxAttempts, "max-attempts", 0, "publish attempts before the message goes dead (default 10)")
 			fs.StringVar(&id, "id", "", "message id `UUID` (default a new one); an id already in the outbox is refused")
 			sealIt := fs.Bool("seal", false, "seal the payload with the key file's current key")
@@ -60,6 +61,9 @@ first use (docs/security.md).`,
 				if delay < 0 {
 					return usagef("enqueue: --delay must not be negative")
 				}
+				if ttl < 0 {
+					return usagef("enqueue: --ttl must not be negative")
+				}
 				if maxAttempts < 0 {
 					return usagef("enqueue: --max-attempts must not be negative")
 				}
@@ -69,6 +73,7 @@ first use (docs/security.md).`,
 					ContentType: contentType,
 					ID:          strings.ToLower(id),
 					Delay:       delay,
+					TTL:         ttl,
 					MaxAttempts: maxAttempts,
 				}
 				for _, h := range headers {
@@ -190,6 +195,7 @@ var flagOfField = map[string]string{
 	"Headers":     "--header",
 	"ID":          "--id",
 	"Delay":       "--delay",
+	"TTL":         "--ttl",
 	"MaxAttempts": "--max-attempts",
 }
 

@@ -156,7 +156,9 @@ func TestExpiry(t *testing.T) {
 }
 
 // TestInsertExpiresAt: a message inserted with an expiry has it in
-// expires_at, one inserted without has none, alone or in a batch.
+// expires_at, one inserted with a relative one (ExpiresIn) has the
+// database's now() plus it, one inserted without has none, alone or in a
+// batch.
 func TestInsertExpiresAt(t *testing.T) {
 	for _, d := range testdb.Dialects {
 		t.Run(string(d), func(t *testing.T) {
@@ -166,16 +168,23 @@ func TestInsertExpiresAt(t *testing.T) {
 			msg := func(topic string, exp time.Time) store.NewMessage {
 				return store.NewMessage{MessageID: uuid.NewString(), Topic: topic, Payload: "{}", Headers: "{}", ExpiresAt: exp, FreshID: true}
 			}
+			rel := func(topic string, in time.Duration) store.NewMessage {
+				return store.NewMessage{MessageID: uuid.NewString(), Topic: topic, Payload: "{}", Headers: "{}", ExpiresIn: in, FreshID: true}
+			}
 			for _, batch := range [][]store.NewMessage{
 				{msg("one", at)},
 				{msg("batch.a", at), msg("batch.b", time.Time{}), msg("batch.c", at)},
+				{rel("rel.a", 2*time.Hour), msg("rel.b", time.Time{})},
 			} {
 				if err := db.Store().Insert(context.Background(), db.Store().DB(), batch); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE expires_at IS NOT NULL"); n != 3 {
-				t.Fatalf("%d rows with an expiry, want 3", n)
+			if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE expires_at IS NOT NULL"); n != 4 {
+				t.Fatalf("%d rows with an expiry, want 4", n)
+			}
+			if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 'rel.a' AND expires_at > "+testdb.Ago(d, -119*time.Minute)+" AND expires_at < "+testdb.Ago(d, -121*time.Minute)); n != 1 {
+				t.Fatalf("the relative expiry is not the database's now() + 2 h")
 			}
 			if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE expires_at IS NOT NULL AND expires_at > "+testdb.Ago(d, -59*time.Minute)+" AND expires_at < "+testdb.Ago(d, -61*time.Minute)); n != 3 {
 				t.Fatalf("%d rows expire in an hour, want 3", n)

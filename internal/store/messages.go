@@ -101,17 +101,23 @@ func (st *Store) Insert(ctx context.Context, q Querier, msgs []NewMessage) error
 func (st *Store) setExpiry(ctx context.Context, q Querier, msgs []NewMessage) error {
 	for i := range msgs {
 		m := &msgs[i]
-		if m.ExpiresAt.IsZero() {
+		if m.ExpiresAt.IsZero() && m.ExpiresIn <= 0 {
 			continue
 		}
 		if m.MessageID == "" {
 			return errors.New("a message with an expiry needs its message id")
 		}
 		stmt, arg := expirySQL, any(m.ExpiresAt)
-		switch st.d {
-		case MySQL:
+		switch {
+		case m.ExpiresAt.IsZero() && st.d == Postgres:
+			stmt, arg = expiryInSQL, m.ExpiresIn.Microseconds()
+		case m.ExpiresAt.IsZero() && st.d == MySQL:
+			stmt, arg = "UPDATE outbox_messages SET expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE message_id = ?", m.ExpiresIn.Microseconds()
+		case m.ExpiresAt.IsZero():
+			stmt, arg = "UPDATE outbox_messages SET expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (? / 1000000.0) || ' seconds') WHERE message_id = ?", m.ExpiresIn.Microseconds()
+		case st.d == MySQL:
 			stmt, arg = "UPDATE outbox_messages SET expires_at = FROM_UNIXTIME(? / 1000000) WHERE message_id = ?", m.ExpiresAt.UnixMicro()
-		case SQLite:
+		case st.d == SQLite:
 			stmt, arg = "UPDATE outbox_messages SET expires_at = strftime('%Y-%m-%d %H:%M:%f', ? / 1000000.0, 'unixepoch') WHERE message_id = ?", m.ExpiresAt.UnixMicro()
 		}
 		if _, err := q.Exec(ctx, stmt, arg, m.MessageID); err != nil {
@@ -121,8 +127,12 @@ func (st *Store) setExpiry(ctx context.Context, q Querier, msgs []NewMessage) er
 	return nil
 }
 
-// expirySQL sets a new message's expires_at on PostgreSQL.
-const expirySQL = "UPDATE outbox_messages SET expires_at = $1::timestamptz WHERE message_id = $2::uuid"
+// expirySQL sets a new message's expires_at on PostgreSQL, and
+// expiryInSQL sets it to a number of microseconds after now().
+const (
+	expirySQL   = "UPDATE outbox_messages SET expires_at = $1::timestamptz WHERE message_id = $2::uuid"
+	expiryInSQL = "UPDATE outbox_messages SET expires_at = now() + ($1)::bigint * interval '1 microsecond' WHERE message_id = $2::uuid"
+)
 
 // Expire moves the pending messages of the partitions owner leases whose
 // expires_at has come to expired, with the reason in last_error, and

@@ -47,8 +47,11 @@ func (st *Store) queueInsert(q driver.Queuer, msgs []NewMessage, done func(), du
 			}
 			return nil
 		})
-		if !m.ExpiresAt.IsZero() {
+		switch {
+		case !m.ExpiresAt.IsZero():
 			q.QueueExec(expirySQL, []any{m.ExpiresAt, m.MessageID}, func(int64) error { return nil })
+		case m.ExpiresIn > 0:
+			q.QueueExec(expiryInSQL, []any{m.ExpiresIn.Microseconds(), m.MessageID}, func(int64) error { return nil })
 		}
 	}
 	return nil

@@ -63,6 +63,9 @@ type NewMessage struct {
 	// ExpiresAt is when the message is no longer delivered if not
 	// confirmed by then; zero: never. It needs MessageID.
 	ExpiresAt time.Time
+	// ExpiresIn, when ExpiresAt is zero, sets it to the database's now()
+	// plus this; 0: never. It needs MessageID.
+	ExpiresIn time.Duration
 	// FreshID says MessageID was generated for this message (a version 7
 	// UUID from a random source), so no row can hold it yet: on PostgreSQL
 	// the insert skips the conflict check the caller's ids need.
