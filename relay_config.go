@@ -126,6 +126,11 @@ type RelayConfig struct {
 	// is then at most this (docs/consumers.md). Defaults to 0: attempts
 	// only.
 	MaxRetryAge time.Duration
+	// MaxAge expires a message older than this (since its enqueue, by the
+	// database's clock) when it would be published, on every route
+	// without a MaxAge of its own (see Route.MaxAge). Defaults to 0:
+	// messages expire only by their own expires_at.
+	MaxAge time.Duration
 	// MaxPayloadBytes: a message with a larger payload (inserted by plain
 	// SQL) goes dead instead of being published. Defaults to
 	// DefaultMaxPayloadBytes (1 MiB).
@@ -219,6 +224,7 @@ func (c *RelayConfig) engine() relay.Config {
 		LeaseTTL:        c.LeaseTTL,
 		Retry:           relay.RetryPolicy(c.Retry),
 		MaxRetryAge:     c.MaxRetryAge,
+		MaxAge:          c.MaxAge,
 		MaxPayloadBytes: c.MaxPayloadBytes,
 		NoRouteGrace:    c.NoRouteGrace,
 		Retention:       c.Retention.engine(),
@@ -245,6 +251,7 @@ func (c *RelayConfig) engine() relay.Config {
 			ProbeMax:      rt.ProbeMax,
 			MaxRetryAfter: rt.MaxRetryAfter,
 			MaxRetryAge:   rt.MaxRetryAge,
+			MaxAge:        rt.MaxAge,
 			Sealed:        rt.Sealed,
 			ClaimCheck:    rt.ClaimCheck,
 		}

@@ -58,6 +58,13 @@ type Route struct {
 	// overriding RelayConfig.MaxRetryAge (see there). Defaults to 0:
 	// RelayConfig.MaxRetryAge.
 	MaxRetryAge time.Duration
+	// MaxAge expires this route's messages that are older than this
+	// (since their enqueue, by the database's clock) when the relay would
+	// publish them: they are not sent, they become expired as with
+	// Message.ExpiresAt, and the later messages of their key go on. For
+	// messages useless when late, whichever producer wrote them.
+	// Overrides RelayConfig.MaxAge. Defaults to 0: RelayConfig.MaxAge.
+	MaxAge time.Duration
 	// Sealed is what the route does with a payload sealed at enqueue
 	// (package seal): SealedOpen opens it with RelayConfig.Keys and
 	// publishes the plain payload (the table is protected, the broker

@@ -78,6 +78,9 @@ type routeConfig struct {
 	// MaxRetryAge is the route's retry budget by age, as the URL option
 	// max_retry_age.
 	MaxRetryAge string `yaml:"max_retry_age"`
+	// MaxAge expires the route's messages older than this, as the URL
+	// option max_age.
+	MaxAge string `yaml:"max_age"`
 	// Sealed is what the route does with sealed payloads (open or pass),
 	// as the URL option sealed.
 	Sealed string `yaml:"sealed"`
@@ -120,7 +123,7 @@ func (r *routeConfig) wire(cfg *fileConfig, at, rawURL string) (string, error) {
 func (r *routeConfig) limits(cfg *fileConfig, at string, o *outboxurl.RouteOptions) error {
 	for _, kv := range []struct{ key, val string }{
 		{"max_in_flight", r.MaxInFlight}, {"rate", r.Rate}, {"probe_min", r.ProbeMin}, {"probe_max", r.ProbeMax},
-		{"max_retry_after", r.MaxRetryAfter}, {"max_retry_age", r.MaxRetryAge}, {"sealed", r.Sealed}, {"claim", r.ClaimCheck},
+		{"max_retry_after", r.MaxRetryAfter}, {"max_retry_age", r.MaxRetryAge}, {"max_age", r.MaxAge}, {"sealed", r.Sealed}, {"claim", r.ClaimCheck},
 	} {
 		if kv.val == "" {
 			continue
@@ -147,6 +150,7 @@ type relayConfig struct {
 	LeaseTTL        string `yaml:"lease_ttl"`
 	NoRouteGrace    string `yaml:"no_route_grace"`
 	MaxRetryAge     string `yaml:"max_retry_age"`
+	MaxAge          string `yaml:"max_age"`
 	PublishTimeout  string `yaml:"publish_timeout"`
 	ShutdownTimeout string `yaml:"shutdown_timeout"`
 	MinPoll         string `yaml:"min_poll"`

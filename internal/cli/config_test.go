@@ -77,6 +77,7 @@ func TestRouteLimits(t *testing.T) {
     probe_max: 1m
     max_retry_after: 10m
     max_retry_age: 6h
+    max_age: 30m
     claim: reference
 `))
 	if err != nil {
@@ -84,12 +85,12 @@ func TestRouteLimits(t *testing.T) {
 	}
 	e := testEnv(t.Context(), nil, nil, io.Discard, io.Discard)
 	r := &resolver{e: e, set: map[string]bool{}, cfg: cfg}
-	specs, err := routeSpecs(r, &relayFlags{routes: listFlag{"billing.>=nats://h:4222?probe_min=2s&max_retry_after=30s&claim=inline"}})
+	specs, err := routeSpecs(r, &relayFlags{routes: listFlag{"billing.>=nats://h:4222?probe_min=2s&max_retry_after=30s&max_age=90s&claim=inline"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := fmt.Sprintf("%s %+v | %s %+v", specs[0].url, specs[0].limits, specs[1].url, specs[1].limits)
-	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s MaxRetryAfter:30s MaxRetryAge:0s Sealed: ClaimCheck:inline} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s MaxRetryAfter:10m0s MaxRetryAge:6h0m0s Sealed: ClaimCheck:reference}"
+	want := "nats://h:4222 {MaxInFlight:0 Rate:0 ProbeMin:2s ProbeMax:0s MaxRetryAfter:30s MaxRetryAge:0s MaxAge:1m30s Sealed: ClaimCheck:inline} | https://example.com/hooks?a=1 {MaxInFlight:8 Rate:200 ProbeMin:0s ProbeMax:1m0s MaxRetryAfter:10m0s MaxRetryAge:6h0m0s MaxAge:30m0s Sealed: ClaimCheck:reference}"
 	if got != want {
 		t.Fatalf("specs\n%s\nwant\n%s", got, want)
 	}
@@ -97,6 +98,7 @@ func TestRouteLimits(t *testing.T) {
 		{flag: "x.*=https://h?rate=lots", err: `--route "x.*=https://h?rate=lots": destination https://h?rate=lots: rate="lots"`},
 		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    max_in_flight: none\n", err: "config r.yaml: routes[0].max_in_flight: want a whole number"},
 		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    max_retry_age: soon\n", err: "config r.yaml: routes[0].max_retry_age: want a positive duration"},
+		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    max_age: -1m\n", err: "config r.yaml: routes[0].max_age: want a positive duration"},
 		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    claim: later\n", err: "config r.yaml: routes[0].claim: want inline"},
 		{yaml: "routes:\n  - pattern: x\n    to: stdout://\n    probe_min: 1m\n    probe_max: 1s\n", err: "routes[0]: probe_min 1m0s is more than probe_max 1s"},
 	} {

@@ -47,12 +47,14 @@
 //	    allow_short_secret: false   # optional; true: accept one under 16 bytes
 //	    retry: {base: 1s, cap: 1h, schedule: [10s, 30s, 1m, 5m]}
 //	    max_retry_age: 6h           # optional; retry budget by age (as the URL option)
+//	    max_age: 30m                # optional; older messages expire instead of going out (as the URL option)
 //	relay:
 //	  id: ""                        # default host-pid-random
 //	  batch_size: 1000
 //	  lease_ttl: 5s
 //	  no_route_grace: 10m
 //	  max_retry_age: 0s             # retry budget by age for every route; 0: attempts only
+//	  max_age: 0s                   # older messages expire instead of going out, every route; 0: never
 //	  publish_timeout: 15s
 //	  shutdown_timeout: 10s
 //	  min_poll: 5ms

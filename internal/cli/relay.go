@@ -54,6 +54,9 @@ logs each route's retry horizon ("retry horizon": the longest a message
 of 10 attempts is retried, bounded by max_retry_age), to compare with the
 consumers' dedupe window (docs/consumers.md). By default the horizon of
 10 attempts is 25.2 h to 33.6 h.
+max_age=30m (or --max-age, relay.max_age, for every route) expires a
+message older than that (since its created_at) when the relay would
+publish it: it is not sent, it becomes expired, and its key goes on.
 sealed=open (the relay opens payloads sealed at enqueue with the keys of
 --keys FILE and publishes them plain: the default) or sealed=pass (it
 publishes them sealed, for consumers to open; docs/security.md).
@@ -124,6 +127,7 @@ type relayFlags struct {
 	retryCap        time.Duration
 	retrySchedule   string
 	maxRetryAge     time.Duration
+	maxAge          time.Duration
 	logLevel        string
 	logFormat       string
 	admin           adminFlags
@@ -169,6 +173,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.DurationVar(&f.retryBase, "retry-base", 0, "exponential backoff instead of the default curve: first ceiling, doubling per failure up to --retry-cap, full jitter (default: the curve, at most 1s, 32s, 4m3s, … n⁵ s after failure n)")
 	fs.DurationVar(&f.retryCap, "retry-cap", 0, fmt.Sprintf("largest backoff, of the default curve or of --retry-base's (default %s)", outbox.DefaultRetryCap))
 	fs.StringVar(&f.retrySchedule, "retry-schedule", "", "fixed backoff `LIST` instead of exponential, e.g. 10s,30s,1m (the last repeats)")
+	fs.DurationVar(&f.maxAge, "max-age", 0, "a message older than this when it would be published expires instead (default none; a route's max_age wins)")
 	fs.DurationVar(&f.maxRetryAge, "max-retry-age", 0, "retry budget by age: a message still failing this long after its creation goes dead, whatever attempts it has left (default none; a route's max_retry_age wins)")
 	fs.StringVar(&f.logLevel, "log-level", "", "`LEVEL`: debug, info, warn or error (default $OUTBOX_LOG_LEVEL, else info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "`FORMAT`: text or json (default $OUTBOX_LOG_FORMAT, else text)")
@@ -419,6 +424,7 @@ func resolveRelayConfig(r *resolver, f *relayFlags) (*outbox.RelayConfig, error)
 		{"max-poll", f.maxPoll, "relay.max_poll", c.MaxPoll, &rc.MaxPollInterval},
 		{"probe-interval", f.probeInterval, "relay.probe_interval", c.ProbeInterval, &rc.ProbeInterval},
 		{"max-retry-age", f.maxRetryAge, "relay.max_retry_age", c.MaxRetryAge, &rc.MaxRetryAge},
+		{"max-age", f.maxAge, "relay.max_age", c.MaxAge, &rc.MaxAge},
 	}
 	for _, d := range durations {
 		if *d.dst, err = r.duration(d.flag, d.val, "", d.key, d.cfgVal); err != nil {
@@ -644,7 +650,7 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig, logger *slog
 		rc.Routes = append(rc.Routes, outbox.Route{
 			Pattern: s.pattern, Publisher: p, Destination: s.destination, Name: s.name, Retry: s.retry,
 			MaxInFlight: s.limits.MaxInFlight, Rate: s.limits.Rate, ProbeMin: s.limits.ProbeMin, ProbeMax: s.limits.ProbeMax,
-			MaxRetryAfter: s.limits.MaxRetryAfter, MaxRetryAge: s.limits.MaxRetryAge, Sealed: s.limits.Sealed,
+			MaxRetryAfter: s.limits.MaxRetryAfter, MaxRetryAge: s.limits.MaxRetryAge, MaxAge: s.limits.MaxAge, Sealed: s.limits.Sealed,
 			ClaimCheck: s.limits.ClaimCheck,
 		})
 	}

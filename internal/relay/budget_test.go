@@ -100,6 +100,15 @@ func TestMaxRetryAgeChecked(t *testing.T) {
 	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "RelayConfig.MaxRetryAge") {
 		t.Fatalf("relay: %v", err)
 	}
+	// The same for the max age.
+	c = Config{Routes: []Route{{Pattern: "*", Publisher: budgetPublisher{}, MaxAge: -1}}}
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "MaxAge") {
+		t.Fatalf("route max age: %v", err)
+	}
+	c = Config{Routes: []Route{{Pattern: "*", Publisher: budgetPublisher{}}}, MaxAge: -1}
+	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "RelayConfig.MaxAge") {
+		t.Fatalf("relay max age: %v", err)
+	}
 }
 
 type budgetPublisher struct{}

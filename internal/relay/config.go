@@ -53,7 +53,11 @@ type Config struct {
 	// MaxRetryAge bounds a message's retrying by its age (since
 	// created_at) as well as by its max_attempts; 0: no bound. A route's
 	// own MaxRetryAge wins.
-	MaxRetryAge     time.Duration
+	MaxRetryAge time.Duration
+	// MaxAge expires a message older than this (since its created_at, by
+	// the database's clock) when it would be published, instead of
+	// publishing it; a route's own MaxAge wins. 0: never.
+	MaxAge          time.Duration
 	MaxPayloadBytes int
 	NoRouteGrace    time.Duration
 	OnBatch         func(BatchReport) // nil: none
@@ -122,6 +126,8 @@ func (c *Config) Check() error {
 		return errors.New("outbox: RelayConfig.NoRouteGrace must not be negative")
 	case c.MaxRetryAge < 0:
 		return errors.New("outbox: RelayConfig.MaxRetryAge must not be negative")
+	case c.MaxAge < 0:
+		return errors.New("outbox: RelayConfig.MaxAge must not be negative")
 	}
 	if err := c.Retry.Check("RelayConfig.Retry"); err != nil {
 		return err
@@ -163,6 +169,8 @@ func (r *Route) check(field string) error {
 		return fmt.Errorf("outbox: %s.MaxRetryAfter must not be negative", field)
 	case r.MaxRetryAge < 0:
 		return fmt.Errorf("outbox: %s.MaxRetryAge must not be negative", field)
+	case r.MaxAge < 0:
+		return fmt.Errorf("outbox: %s.MaxAge must not be negative", field)
 	case r.Sealed != "" && r.Sealed != SealedOpen && r.Sealed != SealedPass:
 		return fmt.Errorf("outbox: %s.Sealed %q: want %q or %q", field, r.Sealed, SealedOpen, SealedPass)
 	case r.ClaimCheck != "" && r.ClaimCheck != ClaimInline && r.ClaimCheck != ClaimReference:

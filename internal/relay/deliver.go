@@ -41,6 +41,10 @@ type item struct {
 	// checked: the route's Checker said the message has not arrived, so
 	// no earlier attempt can have reached the destination.
 	checked bool
+	// tooOld: the message is older than its route's max age; it is not
+	// published, and expireOld moves it to expired (see tooOld), after
+	// which it is gone: expired is set and nothing is settled for it.
+	tooOld, expired bool
 }
 
 // uncertain reports whether an earlier attempt may have reached the
@@ -130,6 +134,9 @@ func (r *Relay) deliver(ctx context.Context, items []*item, rep *BatchReport) []
 
 	decided := items[:0]
 	for _, it := range items {
+		if it.expired {
+			continue
+		}
 		if !it.decided {
 			rep.Skipped++
 			continue
@@ -192,6 +199,9 @@ func (r *Relay) prepareIn(row *store.Row, budget *blobBudget) *item {
 	it.route = r.router.lookup(row.Topic)
 	if it.route == nil {
 		return r.unrouted(it)
+	}
+	if r.tooOld(it) {
+		return it
 	}
 	headers, why := decodeHeaders(row.Headers)
 	if why != "" {

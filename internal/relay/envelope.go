@@ -42,6 +42,9 @@ type Route struct {
 	// MaxRetryAge bounds the retrying of the route's messages by age;
 	// 0: Config.MaxRetryAge.
 	MaxRetryAge time.Duration
+	// MaxAge expires the route's messages older than this when they would
+	// be published; 0: Config.MaxAge.
+	MaxAge time.Duration
 	// Sealed is what the route does with a sealed payload: SealedOpen
 	// ("" too) or SealedPass.
 	Sealed string

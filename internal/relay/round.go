@@ -268,6 +268,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) 
 			items[i] = it
 		}
 	}
+	r.expireOld(ctx, items)
 	if err := failpoint.Inject(failpoint.AfterReadBeforePublish); err != nil {
 		return 0, err
 	}

@@ -141,6 +141,38 @@ func (st *Store) Expire(ctx context.Context, owner string) (int64, error) {
 	return st.execRetry(ctx, st.s.expire, owner)
 }
 
+// ExpireOld moves the pending messages ids of the partitions owner leases
+// to expired, with reason in last_error and available_at set to now (the
+// time of death, as the expiry loop does): how the relay expires a
+// message older than its route's max age. It returns how many it moved.
+func (st *Store) ExpireOld(ctx context.Context, owner string, ids []int64, reason string) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	switch st.d {
+	case Postgres:
+		return st.execRetry(ctx, `UPDATE outbox_messages AS m SET status = 'expired', available_at = now(), last_error = $2
+WHERE m.id = ANY($1::bigint[]) AND m.status = 'pending'
+  AND (SELECT l.owner = $3 AND l.expires_at > now() FROM outbox_leases AS l WHERE l.partition_no = m.partition_no)`, ids, reason, owner)
+	case MySQL:
+		args := []any{reason}
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		return st.execRetry(ctx, `UPDATE outbox_messages AS m JOIN outbox_leases AS l ON l.partition_no = m.partition_no
+SET m.status = 'expired', m.available_at = NOW(6), m.last_error = ?
+WHERE m.id IN (`+placeholdersQ(len(ids))+`) AND m.status = 'pending' AND l.owner = ? AND l.expires_at > NOW(6)`, append(args, owner)...)
+	default:
+		args := []any{reason}
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		return st.execRetry(ctx, `UPDATE outbox_messages SET status = 'expired', available_at = `+sqliteNow+`, last_error = ?
+WHERE id IN (`+placeholdersQ(len(ids))+`) AND status = 'pending'
+  AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = 0 AND l.owner = ? AND l.expires_at > `+sqliteNow+`)`, append(args, owner)...)
+	}
+}
+
 func (st *Store) insertChunk(ctx context.Context, q Querier, msgs []NewMessage) error {
 	if len(msgs) == 1 {
 		return st.insertOne(ctx, q, &msgs[0])

@@ -31,6 +31,9 @@ type RouteOptions struct {
 	// retried this long after its creation goes dead
 	// (outbox.Route.MaxRetryAge).
 	MaxRetryAge time.Duration
+	// MaxAge is max_age: a message older than this (since its creation)
+	// when the relay would publish it expires instead (outbox.Route.MaxAge).
+	MaxAge time.Duration
 	// Sealed is sealed, what the route does with payloads sealed at
 	// enqueue: "open" or "pass" (outbox.Route.Sealed).
 	Sealed string
@@ -41,7 +44,7 @@ type RouteOptions struct {
 }
 
 // routeOptionNames are the query parameters SplitRouteOptions takes.
-var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max", "max_retry_after", "max_retry_age", "sealed", "claim"}
+var routeOptionNames = []string{"max_in_flight", "rate", "probe_min", "probe_max", "max_retry_after", "max_retry_age", "max_age", "sealed", "claim"}
 
 // SplitRouteOptions returns rawURL without its route options, and the
 // options. The rest of the URL is kept byte for byte. Errors are one line
@@ -104,7 +107,7 @@ func isRouteOption(name string) bool {
 }
 
 // Set applies one route option by its name (max_in_flight, rate,
-// probe_min, probe_max, max_retry_after, max_retry_age, sealed, claim), as the URL or the configuration file writes it.
+// probe_min, probe_max, max_retry_after, max_retry_age, max_age, sealed, claim), as the URL or the configuration file writes it.
 func (o *RouteOptions) Set(name, value string) error {
 	if !isRouteOption(name) {
 		return fmt.Errorf("unknown route option %q (want one of %s)", name, strings.Join(routeOptionNames, ", "))
@@ -149,6 +152,8 @@ func (o *RouteOptions) set(name, v string) error {
 			o.ProbeMax = d
 		case "max_retry_age":
 			o.MaxRetryAge = d
+		case "max_age":
+			o.MaxAge = d
 		default:
 			o.MaxRetryAfter = d
 		}
