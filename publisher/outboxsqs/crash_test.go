@@ -11,7 +11,6 @@ import (
 
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxsqs"
 	"github.com/txoutbox/outbox/publisher/publishertest"
@@ -75,13 +74,18 @@ func TestCrashEndToEnd(t *testing.T) {
 // TestCrashEndToEndFIFO: the same on a FIFO queue, with the messages
 // over 20 business keys (message groups): each message is applied
 // exactly once, and each key's messages are first applied in the order
-// they were committed, across the kills.
+// they were committed, across the kills — with the outbox on PostgreSQL,
+// MariaDB and SQLite.
 func TestCrashEndToEndFIFO(t *testing.T) {
 	t.Parallel()
-	tg := crashTarget(true)(t)
-	topic := tg.NewDestination(t)
-	c := relaytest.NewCrash(t, testdb.New(t, store.Postgres), topic)
-	c.Keys = 20
-	tg.Consume(t, topic, c.Handle)
-	c.Run(tg.URL, relayEnv...)
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			tg := crashTarget(true)(t)
+			topic := tg.NewDestination(t)
+			c := relaytest.NewCrash(t, testdb.New(t, d), topic)
+			c.Keys = 20
+			tg.Consume(t, topic, c.Handle)
+			c.Run(tg.URL, relayEnv...)
+		})
+	}
 }
