@@ -1,11 +1,11 @@
 GO ?= go
 PKGS ?= ./...
 # The modules of the workspace (go.work), tested and linted one by one:
-# the outbox module at the root, the command, and the destinations whose
-# clients are modules of their own. internal/tooltest is a module outside
+# the outbox module at the root, the command, the binary-log feed, and
+# the destinations whose clients are modules of their own. internal/tooltest is a module outside
 # the workspace (GOWORK=off), so that its tools' versions never change what
 # the others build with.
-MODULES ?= . cmd/outbox publisher/outboxsqs publisher/outboxsns publisher/outboxkinesis publisher/outboxpubsub claimcheck/outboxs3
+MODULES ?= . cmd/outbox driver/outboxbinlog publisher/outboxsqs publisher/outboxsns publisher/outboxkinesis publisher/outboxpubsub claimcheck/outboxs3 claimcheck/outboxgcs
 
 .PHONY: help test test-short services lint bench demo demo-soak build chaos
 
@@ -15,10 +15,12 @@ help: ## list the targets
 services: ## start the local services the tests need, if they are not running
 	@scripts/services.sh
 
-test: services ## run every test against the real local services, with the race detector and the failpoints (-tags outbox_failpoints)
+test: services ## run every test against the real local services, with the race detector and the failpoints (-tags outbox_failpoints); the relay processes they start run one outbox binary built first
 	@scripts/chromium.sh >/dev/null || true
 	@scripts/languages.sh || true # php and the JDBC drivers for the producers in examples/
-	set -e; for m in $(MODULES); do (cd $$m && CI=$${CI:-true} $(GO) test -race -count=1 -timeout 30m -tags outbox_failpoints $(PKGS)); done
+	set -e; bin=$$(mktemp -d); trap 'rm -rf "$$bin"' EXIT; \
+	$(GO) build -o "$$bin/outbox" ./cmd/outbox; \
+	for m in $(MODULES); do (cd $$m && CI=$${CI:-true} OUTBOX_TEST_BINARY="$$bin/outbox" $(GO) test -race -count=1 -timeout 30m -tags outbox_failpoints $(PKGS)); done
 	$(GO) test -count=1 ./internal/failpoint/ # without the tag: failpoints compiled out
 	cd internal/tooltest && CI=$${CI:-true} GOWORK=off $(GO) test -count=1 -timeout 10m ./... # migration tools, a module of its own
 

@@ -88,8 +88,9 @@ type FleetConfig struct {
 	// member serves. Its Logger gains a database attribute, its Metrics
 	// a database label (a database's series are removed when the member
 	// stops serving it), and its alerts name the database. Workers
-	// defaults to DefaultFleetDatabaseWorkers per database. Listener must
-	// be nil. Routes and publishers are shared by every database.
+	// defaults to DefaultFleetDatabaseWorkers per database. Listener and
+	// ChangeFeed must be nil (each database's driver has its own). Routes
+	// and publishers are shared by every database.
 	Relay RelayConfig
 }
 
@@ -138,6 +139,8 @@ func NewFleet[TTx any](coord Driver[TTx], cfg *FleetConfig) (*Fleet, error) {
 		return nil, errors.New("outbox: FleetConfig.Workers must not be negative")
 	case c.Relay.Listener != nil:
 		return nil, errors.New("outbox: FleetConfig.Relay.Listener must be nil: each database listens over its own driver")
+	case c.Relay.ChangeFeed != nil:
+		return nil, errors.New("outbox: FleetConfig.Relay.ChangeFeed must be nil: each database's driver follows its own commits (driver.ChangeFeed)")
 	}
 	if c.Workers == 0 {
 		c.Workers = DefaultFleetWorkers

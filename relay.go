@@ -41,6 +41,9 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 	if cfg.Listener != nil {
 		b.ListenOn(cfg.Listener)
 	}
+	if cfg.ChangeFeed != nil {
+		b.Feed = cfg.ChangeFeed
+	}
 	// A driver over an adopted table (store.TableSource) makes the relay
 	// read that table; its reads leave out payloads the relay would refuse
 	// as too large, as the relay's own store does.

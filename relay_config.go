@@ -155,6 +155,17 @@ type RelayConfig struct {
 	// (PgBouncer), where LISTEN cannot work. The relay takes one
 	// connection of it for good. Defaults to nil: the driver's own.
 	Listener driver.Listener
+	// ChangeFeed, when set, tells the relay of commits that may have
+	// added messages, so that an idle relay looks at once instead of
+	// probing the table every ProbeInterval: on MySQL and MariaDB, the
+	// server's binary log (outboxbinlog.New, a module of its own). While
+	// it follows them, the relay probes only on a change (at most every
+	// ProbeInterval) and once a second; when it cannot (no binary log, an
+	// account without replication rights) or loses them, the relay says
+	// so, probes every ProbeInterval, and tries again. Ignored when
+	// ProbeInterval is negative. Defaults to nil: the driver's own
+	// (driver.ChangeFeed), if any.
+	ChangeFeed driver.ChangeFeed
 	// Retention removes (or archives) settled messages once they are old
 	// enough; see RetentionConfig. Defaults to nil: on, with the
 	// RetentionConfig defaults (sent 24 h, dead 14 days).

@@ -172,6 +172,44 @@ func TestRetentionRemovesDeliveredMessages(t *testing.T) {
 	})
 }
 
+// TestRetentionSweepsRowsBelowTheMark: a row that appears with an id
+// below those retention already removed (rows `outbox replay --archive`
+// puts back keep their ids; a transaction held open across retention
+// commits a low id late) is removed by the next full sweep, not only when
+// the relay forgets where it had swept to (every 6 hours).
+func TestRetentionSweepsRowsBelowTheMark(t *testing.T) {
+	harness.EachDriver(t, func(t *testing.T, h *harness.Harness) {
+		db := h.DB
+		for range 5 {
+			insertOld(t, db, oldRow{topic: "sent.old", status: "sent", created: time.Hour, last: time.Hour, sent: time.Hour})
+		}
+		low := db.Count(t, "SELECT min(id) FROM outbox_messages")
+		var s sweeps
+		cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: outbox.PublisherFunc(newSink().publish)})
+		// A full sweep every 200 ms (a tenth of the shorter retention).
+		cfg.Retention = &outbox.RetentionConfig{Sent: 2 * time.Second, Dead: 2 * time.Second, BatchSize: 2, Interval: 20 * time.Millisecond, OnSweep: s.record}
+		r := newRelay(t, h, cfg)
+		relaytest.Run(t, r)
+		relaytest.WaitFor(t, 30*time.Second, "the old rows removed", func() bool {
+			return db.Count(t, "SELECT count(*) FROM outbox_messages") == 0
+		})
+		relaytest.WaitFor(t, 10*time.Second, "more sweeps after the removal", func() bool {
+			n, _ := s.by(r.ID())
+			return n >= 5
+		})
+		ts := func(d time.Duration) string { return testdb.Ago(db.Dialect, d) }
+		insert := fmt.Sprintf(`INSERT INTO outbox_messages (id, topic, payload, status, created_at, available_at, sent_at)
+VALUES (%d, 'sent.back', '{}', 'sent', %s, %s, %s)`, low+1, ts(time.Hour), ts(time.Hour), ts(time.Hour))
+		db.Exec(t, insert)
+		relaytest.WaitFor(t, 30*time.Second, "the row below the removed ones removed", func() bool {
+			return db.Count(t, "SELECT count(*) FROM outbox_messages") == 0
+		})
+		if errs := s.errs(); len(errs) > 0 {
+			t.Fatalf("sweep errors: %v", errs)
+		}
+	})
+}
+
 // leaseOwner is the relay holding partition 0.
 func leaseOwner(t *testing.T, db *testdb.DB) string {
 	t.Helper()

@@ -1,16 +1,18 @@
 package admin_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/txoutbox/outbox/admin"
-	"github.com/txoutbox/outbox/internal/adopt"
 	"github.com/txoutbox/outbox/internal/adopt/adopttest"
+	"github.com/txoutbox/outbox/internal/adopt/adoptyaml"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
@@ -22,7 +24,7 @@ func newAdoptedAdmin(t *testing.T, db *testdb.DB, profile string) *httptest.Serv
 	t.Helper()
 	cfg := &admin.Config{Tokens: []admin.Token{{Name: "ops", Secret: opsToken}}, Logger: relaytest.Logger()}
 	var srv *admin.Server
-	p, err := adopt.Load(profile)
+	p, err := adoptyaml.Load(profile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +60,25 @@ func TestAdoptedTable(t *testing.T) {
 		deadRow := int64(db.Count(t, "SELECT id FROM local_messages WHERE retry_times = 3"))
 		deadID := store.DerivedMessageID("local_messages", deadRow)
 		ts := newAdoptedAdmin(t, db, "laravel")
+		// A relay of the table, and one of outbox_messages, registered.
+		p, err := adoptyaml.Load("laravel")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := store.NewAdopted(db.Backend().Store, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := a.Heartbeat(ctx, "table-relay", store.EncodeRoutes([]string{"order.*"}), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.RecordWake(ctx, "table-relay", "probe 25ms"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Backend().Store.Heartbeat(ctx, "outbox-relay", store.EncodeRoutes(nil), time.Minute); err != nil {
+			t.Fatal(err)
+		}
 
 		var st struct {
 			Pending, Sent, Consumed, Dead int64
@@ -67,10 +88,14 @@ func TestAdoptedTable(t *testing.T) {
 					Count int64
 				}
 			}
+			Relays []struct{ ID, Table, Wake string }
 		}
 		call(t, ts, "GET", "/api/v1/stats", opsToken, nil).want(t, 200).decode(t, &st)
 		if st.Pending != 2 || st.Sent != 1 || st.Consumed != 0 || st.Dead != 1 || fmt.Sprint(st.Table.States) != "[{failed 2} {pending 1} {sent 1}]" {
 			t.Errorf("stats: %+v", st)
+		}
+		if fmt.Sprint(st.Relays) != "[{table-relay local_messages probe 25ms}]" {
+			t.Errorf("stats relays: %+v, want the table's relay alone", st.Relays)
 		}
 		var list struct {
 			Messages []struct {

@@ -194,8 +194,17 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 		})
 	}
 	out.Relays, out.RoutesAgree = []store.RelayJSON{}, true
-	if s.full != nil {
-		relays, err := s.full.Relays(r.Context())
+	var lister interface {
+		Relays(ctx context.Context) ([]store.Relay, error)
+	}
+	switch {
+	case s.full != nil:
+		lister = s.full
+	case s.adopted != nil:
+		lister = s.adopted
+	}
+	if lister != nil {
+		relays, err := lister.Relays(r.Context())
 		if err != nil {
 			s.failed(w, r, err)
 			return
@@ -239,6 +248,10 @@ type messageJSON struct {
 	// Sealed describes a sealed payload (package seal), whose plain text
 	// payload shows only to a token with PermReadPayloads.
 	Sealed *sealedJSON `json:"sealed,omitempty"`
+	// ClaimCheck describes a payload kept in a blob store (package
+	// claimcheck); Payload then describes it instead of the row's empty
+	// payload.
+	ClaimCheck *claimCheckJSON `json:"claim_check,omitempty"`
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -404,7 +417,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, _ string) {
 		out.NextBefore = &next
 	}
 	for _, rec := range recs {
-		out.Messages = append(out.Messages, toJSON(rec, false))
+		m := toJSON(rec, false)
+		listView(&m, rec.Headers)
+		out.Messages = append(out.Messages, m)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -432,7 +447,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, token string) {
 		s.failed(w, r, err)
 	default:
 		m := toJSON(rec, true)
-		s.sealedView(r.Context(), &m, rec.Headers, token)
+		if h := rowHeaders(rec.Headers); h != nil {
+			claimCheckView(&m, h)
+			s.sealedView(r.Context(), &m, h, token)
+		}
 		writeJSON(w, http.StatusOK, m)
 	}
 }

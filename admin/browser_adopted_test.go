@@ -10,9 +10,7 @@ import (
 	"github.com/txoutbox/outbox/internal/adopt/adopttest"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testserver"
 )
 
 // TestBrowserAdoptedPage drives the page in headless Chromium over an
@@ -24,53 +22,29 @@ func TestBrowserAdoptedPage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping in -short mode: needs PostgreSQL and Chromium")
 	}
-	chrome := testserver.Chromium(t)
 	db := testdb.New(t, store.Postgres)
 	adopttest.Create(t, db, "spring")
 	db.Exec(t, "INSERT INTO t_local_message (message_id, topic, tag, business_key, payload, status, retry_count, max_retry, error_msg) VALUES ('m-dead', 'user-register', 'sync-crm', 'user-1', '{}', 'FAILED', 10, 10, 'crm said no'), ('m-sent', 'user-register', 'sync-crm', 'user-2', '{}', 'SENT', 0, 10, NULL)")
 	srv := newAdoptedAdmin(t, db, "spring")
+	pg := openPage(t, srv.URL)
 
-	var browserLog syncbuf.Buffer
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.CombinedOutput(&browserLog))...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	bctx, cancel = context.WithTimeout(bctx, 60*time.Second)
-	defer cancel()
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v\nbrowser output: %s", what, err, testserver.ChromiumLog(browserLog.String(), 20))
-		}
-	}
-	until := func(what, cond, show string) {
-		t.Helper()
-		untilPage(t, bctx, what, cond, show, func() {})
-	}
-
-	do("sign in",
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token-input")),
-		chromedp.SendKeys(chromedp.ID("token-input"), opsToken),
-		chromedp.Click(chromedp.ID("token-submit")),
-		chromedp.WaitVisible(chromedp.ID("table-card")),
-	)
-	until("the table and its status values", `document.getElementById('table-name').textContent === 't_local_message (profile spring)' &&
+	pg.signIn(opsToken)
+	pg.do("the table card", chromedp.WaitVisible(chromedp.ID("table-card")))
+	pg.until("the table and its status values", `document.getElementById('table-name').textContent === 't_local_message (profile spring)' &&
 		JSON.stringify([...document.querySelectorAll('#table-states tbody tr')].map(tr => tr.dataset.state + '=' + tr.cells[1].textContent)) === '["FAILED=1","SENT=1"]' &&
 		document.getElementById('count-dead').textContent === '1'`,
 		`document.getElementById('table-card').textContent + ' dead=' + document.getElementById('count-dead').textContent`)
 
-	do("open the dead letters", chromedp.Navigate(srv.URL+"/#dead"))
-	until("one dead row", `document.querySelectorAll('#dead-table tbody tr').length === 1`, `document.getElementById('dead-table').textContent`)
-	until("no bulk changes", `document.getElementById('dead-requeue-all').hidden && document.getElementById('dead-discard-all').hidden && document.getElementById('search-replay').hidden`,
+	pg.do("open the dead letters", chromedp.Navigate(srv.URL+"/#dead"))
+	pg.until("one dead row", `document.querySelectorAll('#dead-table tbody tr').length === 1`, `document.getElementById('dead-table').textContent`)
+	pg.until("no bulk changes", `document.getElementById('dead-requeue-all').hidden && document.getElementById('dead-discard-all').hidden && document.getElementById('search-replay').hidden`,
 		`document.getElementById('view-dead').innerHTML`)
-	do("open the dead row", clickRow("#dead-table", "m-dead"), chromedp.WaitVisible(chromedp.ID("detail")))
-	until("the detail offers Requeue only", `document.getElementById('detail-table-status').textContent === 'FAILED' &&
+	pg.do("open the dead row", clickRow("#dead-table", "m-dead"), chromedp.WaitVisible(chromedp.ID("detail")))
+	pg.until("the detail offers Requeue only", `document.getElementById('detail-table-status').textContent === 'FAILED' &&
 		!document.getElementById('detail-requeue').disabled &&
 		['detail-discard', 'detail-consumed', 'detail-replay'].every(id => document.getElementById(id).hidden)`,
 		`document.getElementById('detail').innerHTML`)
-	do("requeue", chromedp.Click(chromedp.ID("detail-requeue")), chromedp.WaitVisible(chromedp.ID("confirm")),
+	pg.do("requeue", chromedp.Click(chromedp.ID("detail-requeue")), chromedp.WaitVisible(chromedp.ID("confirm")),
 		chromedp.Click(chromedp.ID("confirm-ok")), chromedp.WaitNotVisible(chromedp.ID("confirm")))
 	relaytest.WaitFor(t, 20*time.Second, "the requeued row PENDING with its retries reset", func() bool {
 		return db.Count(t, "SELECT count(*) FROM t_local_message WHERE message_id = 'm-dead' AND status = 'PENDING' AND retry_count = 0") == 1

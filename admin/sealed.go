@@ -3,9 +3,9 @@ package admin
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"unicode/utf8"
 
+	"github.com/txoutbox/outbox/claimcheck"
 	"github.com/txoutbox/outbox/seal"
 )
 
@@ -30,17 +30,21 @@ type sealedJSON struct {
 
 // sealedView replaces a sealed payload in m by "sealed, key K", or by its
 // plain text when the token may read payloads and the server holds the
-// key. headers is the row's headers column.
-func (s *Server) sealedView(ctx context.Context, m *messageJSON, headers, token string) {
-	h := map[string]string{}
-	if json.Unmarshal([]byte(headers), &h) != nil {
-		return
-	}
+// key. h is the row's headers. A sealed payload kept in a blob store
+// (claimCheckView ran first) stays described as the claim check, with
+// its key id: the server does not fetch blobs, so it never opens one.
+func (s *Server) sealedView(ctx context.Context, m *messageJSON, h map[string]string, token string) {
 	alg, keyID, ok := seal.Sealed(h)
 	if !ok {
 		return
 	}
 	m.Sealed = &sealedJSON{Algorithm: string(alg), KeyID: keyID}
+	if m.ClaimCheck != nil {
+		shown := *m.Payload + " (" + seal.Describe(keyID) + ")"
+		m.Payload, m.PayloadPreview = &shown, shown
+		m.Sealed.Reason = "the sealed payload is in the blob store, which the admin server does not read"
+		return
+	}
 	var stored []byte
 	if m.Payload != nil {
 		stored = []byte(*m.Payload)
@@ -66,4 +70,35 @@ func (s *Server) sealedView(ctx context.Context, m *messageJSON, headers, token 
 	}
 	m.Payload, m.PayloadPreview, m.Sealed.Opened = &text, preview(text), true
 	m.Sealed.Headers = hidden
+}
+
+// listView is how a list shows a sealed or claim-checked payload (the
+// search returns the headers of those rows only): "sealed, key K" or
+// "claim check: SCHEME:KEY, N bytes" as the preview, in place of the
+// start of the sealed text or an empty one. A list never opens a payload.
+func listView(m *messageJSON, headers string) {
+	if headers == "" {
+		return
+	}
+	h := rowHeaders(headers)
+	if h == nil {
+		return
+	}
+	shown := ""
+	if ref, ok, err := claimcheck.ParseHeaders(h); ok {
+		shown = "claim check: invalid reference"
+		if err == nil {
+			shown = describeClaim(ref)
+		}
+	}
+	if _, keyID, ok := seal.Sealed(h); ok {
+		if shown == "" {
+			shown = seal.Describe(keyID)
+		} else {
+			shown += " (" + seal.Describe(keyID) + ")"
+		}
+	}
+	if shown != "" {
+		m.PayloadPreview = shown
+	}
 }

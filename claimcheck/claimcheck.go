@@ -53,7 +53,11 @@ type Store interface {
 	// lowercase letters, digits, '+', '-' and '.', starting with a
 	// letter.
 	Scheme() string
-	// Put stores data under key, replacing any blob there.
+	// Put stores data under key. Keys name the content (a message id
+	// and the data's SHA-256), so a blob already under key holds the same
+	// bytes: a store may replace it, or keep it when its size and digest
+	// match and fail when they do not (the Cloud Storage store does).
+	// Put is safe to retry.
 	Put(ctx context.Context, key string, data []byte) error
 	// Get returns the blob under key, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, key string) ([]byte, error)

@@ -17,7 +17,8 @@
 //	outbox-claim-check-sha256: the blob's SHA-256, lowercase hex
 //
 // SCHEME names the kind of store (Store.Scheme: "file" for Dir, "s3" for
-// the S3 store of module claimcheck/outboxs3); KEY is the blob's key in
+// the S3 store of module claimcheck/outboxs3, "gs" for the Cloud Storage
+// store of module claimcheck/outboxgcs); KEY is the blob's key in
 // it, MESSAGE_ID "." SHA256 as Key makes it. The blob is the payload's
 // bytes exactly as they are to be delivered (binary is fine: no base64),
 // or, for a payload sealed at enqueue (package seal), the sealed text the

@@ -25,7 +25,10 @@
 //     assertion on the Driver;
 //   - optionally, transaction values that are batches sent later
 //     ([Queuer]), found by type assertion on the Executor of one: Enqueue
-//     queues its inserts there and shares the caller's round trip.
+//     queues its inserts there and shares the caller's round trip;
+//   - optionally, a feed of the database's commits ([ChangeFeed]), found
+//     by type assertion on the Driver: an idle relay looks for new rows
+//     when a producer committed instead of probing the table.
 //
 // # Errors
 //

@@ -99,6 +99,25 @@ type Listener interface {
 	Notify(ctx context.Context, channel string) error
 }
 
+// ChangeFeed is a source of wake-ups for a relay whose producers cannot
+// signal it (plain SQL, another language, an adopted table, a database
+// without LISTEN): it follows the commits of the database, as the MySQL
+// and MariaDB binary log tells them (package outboxbinlog), and the relay
+// looks for new rows when one may have added some, instead of probing
+// the table every ProbeInterval. It is found by type assertion on a
+// Driver, or given to the relay (RelayConfig.ChangeFeed).
+type ChangeFeed interface {
+	// Watch follows the database's commits until ctx is done or the
+	// feed is lost, and returns why it stopped (nil once ctx is done).
+	// It calls changed once as soon as it follows them (the relay then
+	// looks for what committed before), then whenever a transaction that
+	// may have inserted rows into table (as the relay names it: the
+	// table, without a schema) has committed. A feed may call it for
+	// commits that added nothing; it must not miss one that did. changed
+	// does not block.
+	Watch(ctx context.Context, table string, changed func()) error
+}
+
 // Queuer is an optional capability of an [Executor], found by type
 // assertion on the Executor that UnwrapExecutor returns for a caller's
 // transaction value: the value is a batch of statements the caller sends

@@ -89,8 +89,9 @@ func RetryAfter(err error, d time.Duration) error { return mark(err, ClassTransi
 
 // Unavailable marks err as "the destination cannot be reached at all"
 // (connection refused, broker down, queue missing, access denied). The
-// relay does not count the attempt against the message; it takes the route
-// down and probes it until it answers. nil stays nil.
+// relay never counts the attempt against the message: it takes the route
+// down and probes it until it answers, or, when other messages of the
+// route go through, puts this one back for a while. nil stays nil.
 func Unavailable(err error) error { return mark(err, ClassUnavailable, 0) }
 
 // Unknown marks err as "the message may or may not have been delivered"

@@ -3,7 +3,7 @@
 # table (Markdown) on stdout. Every run's JSON report, and the steady
 # runs' SVG plots, land in $OUT (default ./bench-results).
 #
-#   scripts/bench.sh            # the whole suite, ~20 minutes
+#   scripts/bench.sh            # the whole suite, ~30 minutes
 #   QUICK=1 scripts/bench.sh    # a tenth of the sizes, to try the script
 #
 # Needs the local services (scripts/services.sh starts them) and jq. Run it
@@ -19,7 +19,8 @@ OUT=${OUT:-bench-results}
 N=100000
 SENT=1000000
 DUR=30s
-if [ -n "${QUICK:-}" ]; then N=10000; SENT=100000; DUR=5s; fi
+WINDOW=30s
+if [ -n "${QUICK:-}" ]; then N=10000; SENT=100000; DUR=5s; WINDOW=5s; fi
 
 command -v jq >/dev/null || { echo "bench.sh: jq is needed (apt-get install jq)" >&2; exit 2; }
 scripts/services.sh postgres mariadb nats >&2
@@ -68,6 +69,12 @@ for k in 1000 16 1; do
   run "pg-drain-kfake-keys-$k" drain --db "$PG" --messages $N --to kfake:// --keys "$k"
 done
 run publish-nats publish --to "$NATS" --messages $N
+# The highest rate producers can commit at with the relay keeping up
+# (about 5 minutes each; QUICK=1 shortens every trial's window).
+for db in pg my; do
+  case $db in pg) url=$PG ;; my) url=$MY ;; esac
+  run "$db-sustain-nats" sustain --db "$url" --to "$NATS" --window $WINDOW
+done
 rm -f /tmp/outbox-bench.db /tmp/outbox-bench.db-wal /tmp/outbox-bench.db-shm
 
 # The table.
@@ -89,6 +96,10 @@ for db in pg my sq; do
   echo "| produce (business tx + enqueue vs business tx alone) | $name | — | $(f $db-produce '[.produce.runs[] | "\(.clients) clients \(.outbox_vs_business * 100 | floor)%"] | join(", ")') |"
 done
 echo "| steady 5,000 msg/s | PostgreSQL | NATS JetStream | $(steady pg-steady-5000) |"
+for db in pg my; do
+  case $db in pg) name=PostgreSQL ;; my) name=MariaDB ;; esac
+  echo "| sustainable rate | $name | NATS JetStream | $(f $db-sustain-nats '.sustain | "\(.sustained_rate) msg/s (bound: \(.bound)); commit→confirm p50 \(.commit_to_confirm_ms.p50) ms, p99 \(.commit_to_confirm_ms.p99) ms"') |"
+done
 echo "| publish only (no database) | — | NATS JetStream | $(rate publish-nats) msg/s |"
 
 # Where the CPU went: average cores busy over each timed part, and the CPU

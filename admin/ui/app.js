@@ -609,15 +609,27 @@
     }, 2000);
   }
 
+  // prettyPayload is the payload as the detail shows it, and what kind it
+  // is. The server describes a payload kept in a blob store (claim check)
+  // and a sealed one it does not open instead of sending it.
   function prettyPayload(m) {
     var payload = m.payload === undefined || m.payload === null ? '' : String(m.payload);
     var headers = m.headers || {};
+    if (m.claim_check) {
+      var cc = m.claim_check;
+      var lines = [payload];
+      if (cc.sha256) lines.push('sha256 ' + cc.sha256);
+      if (cc.error) lines.push(cc.error);
+      return { kind: '(kept in a blob store, not shown here)', text: lines.join('\n') };
+    }
+    if (m.sealed && !m.sealed.opened) return { kind: '(sealed: ' + (m.sealed.reason || 'not opened') + ')', text: payload };
+    if (m.sealed && m.sealed.encoding === 'base64') return { kind: '(opened, binary shown base64)', text: payload };
     if (headers['content-transfer-encoding'] === 'base64') return { kind: '(binary, stored base64)', text: payload };
     try {
       var v = JSON.parse(payload);
-      if (v !== null && typeof v === 'object') return { kind: '(JSON)', text: JSON.stringify(v, null, 2) };
+      if (v !== null && typeof v === 'object') return { kind: m.sealed ? '(opened, JSON)' : '(JSON)', text: JSON.stringify(v, null, 2) };
     } catch (e) { /* not JSON: shown as stored */ }
-    return { kind: '', text: payload };
+    return { kind: m.sealed ? '(opened)' : '', text: payload };
   }
 
   function renderDetail(m) {
@@ -646,7 +658,11 @@
     names.forEach(function (k) {
       hb.appendChild(el('tr', null, el('th', { className: 'mono', text: k }), el('td', { className: 'wrap mono', text: m.headers[k] })));
     });
-    if (!names.length) hb.appendChild(el('tr', null, el('td', { className: 'muted', text: 'none' })));
+    var sealedHeaders = (m.sealed && m.sealed.headers) || {};
+    Object.keys(sealedHeaders).sort().forEach(function (k) {
+      hb.appendChild(el('tr', { className: 'sealed-header' }, el('th', { className: 'mono', text: k + ' (sealed)' }), el('td', { className: 'wrap mono', text: sealedHeaders[k] })));
+    });
+    if (!hb.rows.length) hb.appendChild(el('tr', null, el('td', { className: 'muted', text: 'none' })));
     var p = prettyPayload(m);
     $('detail-payload-kind').textContent = p.kind;
     $('detail-payload').textContent = p.text;
@@ -654,6 +670,13 @@
     $('detail-discard').disabled = !(m.status === 'dead' || m.status === 'expired');
     $('detail-consumed').disabled = m.status !== 'sent';
     $('detail-replay').disabled = !(m.status === 'sent' || m.status === 'consumed');
+  }
+
+  // clearDetail empties the closed detail, so that a payload opened for
+  // one token does not stay in the document after it.
+  function clearDetail() {
+    ['detail-fields', 'detail-payload', 'detail-payload-kind', 'detail-last-error'].forEach(function (id) { clear($(id)); });
+    clear($('detail-headers').tBodies[0]);
   }
 
   function detailAction(kind) {
@@ -791,7 +814,7 @@
     });
 
     $('detail-close').addEventListener('click', function () { closeDialog($('detail')); });
-    $('detail').addEventListener('close', function () { clearTimeout(state.detailTimer); state.detail = null; });
+    $('detail').addEventListener('close', function () { clearTimeout(state.detailTimer); state.detail = null; clearDetail(); });
     $('detail-requeue').addEventListener('click', function () { detailAction('requeue'); });
     $('detail-discard').addEventListener('click', function () { detailAction('discard'); });
     $('detail-consumed').addEventListener('click', function () { detailAction('consumed'); });

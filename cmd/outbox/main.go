@@ -10,7 +10,7 @@ import (
 
 	"github.com/txoutbox/outbox/claimcheck"
 	"github.com/txoutbox/outbox/claimcheck/outboxs3"
-	"github.com/txoutbox/outbox/internal/cli"
+	"github.com/txoutbox/outbox/cmd/outbox/internal/cli"
 	"github.com/txoutbox/outbox/publisher/outboxkinesis"
 	"github.com/txoutbox/outbox/publisher/outboxpubsub"
 	"github.com/txoutbox/outbox/publisher/outboxsns"

@@ -58,6 +58,7 @@ func Run[TTx any](t *testing.T, newDriver Factory[TTx]) {
 		{"UniqueViolationTranslated", testUniqueViolation[TTx], true},
 		{"DeadlockTranslated", testDeadlock[TTx], true},
 		{"Listen", testListen[TTx], false},
+		{"ChangeFeed", testChangeFeed[TTx], false},
 		{"InProcessWake", testInProcessWake[TTx], false},
 		{"Queuer", testQueuer[TTx], false},
 	}
@@ -414,6 +415,49 @@ func testListen[TTx any](t *testing.T, d driver.Driver[TTx]) {
 	case <-done:
 	case <-time.After(waitLimit):
 		t.Fatal("Listen did not return after its context was cancelled")
+	}
+}
+
+// testChangeFeed: a driver that is a driver.ChangeFeed calls changed
+// once it follows the commits, then for a committed Enqueue, and stops
+// without an error when its context ends.
+func testChangeFeed[TTx any](t *testing.T, d driver.Driver[TTx]) {
+	f, ok := d.(driver.ChangeFeed)
+	if !ok {
+		t.Skip("the driver has no change feed")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	changes := make(chan struct{}, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Watch(ctx, "outbox_messages", func() {
+			select {
+			case changes <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-changes:
+		case err := <-done:
+			t.Fatalf("Watch returned %v while waiting for %s", err, what)
+		case <-time.After(waitLimit):
+			t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
+		}
+	}
+	wait("the call once following")
+	enqueue(t, d, nil, outbox.Message{Topic: "drivertest.feed", Payload: []byte(`1`)})
+	wait("the call for a committed Enqueue")
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Watch ended by its context returned %v, want nil", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Watch did not return after its context was cancelled")
 	}
 }
 

@@ -43,10 +43,19 @@ func TestListenIgnoresOtherSchemas(t *testing.T) {
 	}
 	for woken(200 * time.Millisecond) { // the probe's own wake-ups
 	}
-	if err := b.PGX.Notify(ctx, channel); err != nil {
-		t.Fatal(err)
+	// A wake-up of the probe's may still come late on a loaded machine:
+	// a signal from the other schema counts as waking the listener only
+	// if each of three does.
+	stray := 0
+	for range 3 {
+		if err := b.PGX.Notify(ctx, channel); err != nil {
+			t.Fatal(err)
+		}
+		if woken(time.Second) {
+			stray++
+		}
 	}
-	if woken(time.Second) {
+	if stray == 3 {
 		t.Error("a signal from another schema's producer woke the listener")
 	}
 	if err := a.PGX.Notify(ctx, channel); err != nil {

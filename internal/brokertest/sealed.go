@@ -3,7 +3,6 @@ package brokertest
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,31 +21,11 @@ import (
 func sealedArrives(t *testing.T, tg *Target) {
 	ctx := context.Background()
 	db := testdb.New(t, store.Postgres)
-	path := filepath.Join(t.TempDir(), "keys.json")
-	if _, err := seal.CreateKey(path, "", true); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := seal.OpenFileKeys(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := relaytest.KeyFile(t)
 	open, pass := tg.NewDestination(t), tg.NewDestination(t)
-	p, err := outbox.NewProducer(db.PGX, &outbox.Config{Seal: &outbox.SealConfig{Keys: keys, Algorithm: seal.XChaCha20Poly1305}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	plain := []byte(`{"email":"alice@example.com"}`)
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := p.EnqueueMany(ctx, tx, []outbox.Message{{Topic: open, Key: "k", Payload: plain}, {Topic: pass, Key: "k", Payload: plain}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ids := relaytest.Produce(t, db, &outbox.Config{Seal: &outbox.SealConfig{Keys: keys, Algorithm: seal.XChaCha20Poly1305}},
+		outbox.Message{Topic: open, Key: "k", Payload: plain}, outbox.Message{Topic: pass, Key: "k", Payload: plain})
 	cfg := relayConfig(tg.Publisher)
 	cfg.Keys = keys
 	cfg.Routes = []outbox.Route{{Pattern: pass, Publisher: tg.Publisher, Sealed: outbox.SealedPass}, {Pattern: "*", Publisher: tg.Publisher}}

@@ -1,5 +1,5 @@
 // Package cliflag holds what the outbox command's parts (the commands of
-// internal/cli and the bench) share in talking to the user: flag help
+// cmd/outbox/internal/cli and the bench) share in talking to the user: flag help
 // printed GNU-style, and errors rendered as one line.
 package cliflag
 

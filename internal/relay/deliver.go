@@ -175,26 +175,9 @@ func (r *Relay) prepare(row *store.Row) *item { return r.prepareIn(row, nil) }
 // bounded by budget (nil: no bound).
 func (r *Relay) prepareIn(row *store.Row, budget *blobBudget) *item {
 	it := &item{row: row}
-	dead := func(msg string) *item {
-		it.decided = true
-		it.out = store.Outcome{ID: row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}
-		return it
-	}
 	normalizeCounts(row)
-	if err := failpoint.InjectID(failpoint.Prepare, row.MessageID); err != nil {
-		return dead(err.Error())
-	}
-	if why := msgcheck.TopicError(row.Topic); why != "" {
-		return dead(why)
-	}
-	if why := msgcheck.KeyError(row.Key); why != "" {
-		return dead("invalid business key: " + why)
-	}
-	if why := messageIDError(row.MessageID); why != "" {
-		return dead("invalid message id: " + why)
-	}
-	if row.Oversize {
-		return dead(tooLarge(row.PayloadBytes, r.cfg.MaxPayloadBytes))
+	if why := r.rowError(row); why != "" {
+		return it.dead(why)
 	}
 	it.route = r.router.lookup(row.Topic)
 	if it.route == nil {
@@ -205,11 +188,62 @@ func (r *Relay) prepareIn(row *store.Row, budget *blobBudget) *item {
 	}
 	headers, why := decodeHeaders(row.Headers)
 	if why != "" {
-		return dead(why)
+		return it.dead(why)
 	}
+	payload, ok := r.openPayload(it, headers, budget)
+	if !ok {
+		return it
+	}
+	if len(payload) > r.cfg.MaxPayloadBytes {
+		return it.dead(tooLarge(int64(len(payload)), r.cfg.MaxPayloadBytes))
+	}
+	r.envelope(it, headers, payload)
+	return it
+}
+
+// dead decides it dead for the reason msg, the attempt counted, and
+// returns it.
+func (it *item) dead(msg string) *item {
+	it.decided = true
+	it.out = store.Outcome{ID: it.row.ID, Status: store.StatusDead, Error: msg, CountAttempt: true}
+	return it
+}
+
+// rowError says why a row can never be delivered whatever its route ("":
+// nothing known yet): a topic, business key or message id that cannot
+// travel, or a payload the read found too large.
+func (r *Relay) rowError(row *store.Row) string {
+	if err := failpoint.InjectID(failpoint.Prepare, row.MessageID); err != nil {
+		return err.Error()
+	}
+	if why := msgcheck.TopicError(row.Topic); why != "" {
+		return why
+	}
+	if why := msgcheck.KeyError(row.Key); why != "" {
+		return "invalid business key: " + why
+	}
+	if why := messageIDError(row.MessageID); why != "" {
+		return "invalid message id: " + why
+	}
+	if row.Oversize {
+		return tooLarge(row.PayloadBytes, r.cfg.MaxPayloadBytes)
+	}
+	return ""
+}
+
+// openPayload returns the payload to publish for a routed item and
+// leaves in headers those that travel with it: the row's payload, or the
+// claim-checked blob's (fetched, or its reference left for the consumer
+// as the route says), unsealed when it is sealed, decoded when it is
+// base64; the headers that said so are removed. false when it decided
+// the item instead: dead, or pending uncharged when a blob or a key
+// cannot be had now (see fetchBlob and unseal).
+func (r *Relay) openPayload(it *item, headers map[string]string, budget *blobBudget) ([]byte, bool) {
+	row := it.row
 	ref, claimed, err := claimcheck.ParseHeaders(headers)
 	if err != nil {
-		return dead("claim check: " + oneLine(err.Error()))
+		it.dead("claim check: " + oneLine(err.Error()))
+		return nil, false
 	}
 	if claimed {
 		// The blob holds the payload's bytes as delivered (or the sealed
@@ -219,7 +253,8 @@ func (r *Relay) prepareIn(row *store.Row, budget *blobBudget) *item {
 	}
 	si, sealed := sealHeaders(headers)
 	if why := headerError(headers); why != "" {
-		return dead(why)
+		it.dead(why)
+		return nil, false
 	}
 	payload := []byte(row.Payload)
 	switch {
@@ -236,7 +271,7 @@ func (r *Relay) prepareIn(row *store.Row, budget *blobBudget) *item {
 		blob, out := r.fetchBlob(it, ref, budget)
 		if out != nil {
 			it.decided, it.out = true, *out
-			return it
+			return nil, false
 		}
 		row.Payload, payload = string(blob), blob
 	}
@@ -246,20 +281,27 @@ func (r *Relay) prepareIn(row *store.Row, budget *blobBudget) *item {
 		p, out := r.unseal(it, headers, si)
 		if out != nil {
 			it.decided, it.out = true, *out
-			return it
+			return nil, false
 		}
 		payload = p
 	} else if headers[publisher.HeaderTransferEncode] == "base64" && !claimed {
 		b, err := base64.StdEncoding.DecodeString(row.Payload)
 		if err != nil {
-			return dead("payload is not valid base64: " + oneLine(err.Error()))
+			it.dead("payload is not valid base64: " + oneLine(err.Error()))
+			return nil, false
 		}
 		payload = b
 		delete(headers, publisher.HeaderTransferEncode)
 	}
-	if len(payload) > r.cfg.MaxPayloadBytes {
-		return dead(tooLarge(int64(len(payload)), r.cfg.MaxPayloadBytes))
-	}
+	return payload, true
+}
+
+// envelope gives a prepared item the envelope its publisher gets: the
+// payload, the headers with the topic, business key and (sniffed when the
+// row names none) content type added, the route's destination or the
+// topic, and a plausible creation time.
+func (r *Relay) envelope(it *item, headers map[string]string, payload []byte) {
+	row := it.row
 	headers[publisher.HeaderTopic] = row.Topic
 	if row.HasKey {
 		headers[publisher.HeaderBusinessKey] = row.Key
@@ -282,7 +324,6 @@ func (r *Relay) prepareIn(row *store.Row, budget *blobBudget) *item {
 		Attempt:     row.Attempts + 1,
 		CreatedAt:   row.CreatedAt,
 	}
-	return it
 }
 
 // normalizeCounts makes a row's counters usable: a negative attempts is
@@ -657,6 +698,15 @@ func (r *Relay) publishGroup(ctx context.Context, rs *routeState, group []*item,
 			}
 			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: max(wait, after), Unknown: cls == publisher.ClassUnknown || it.uncertain(),
 				Error: "not counted (route " + rs.name + " down or holding): " + redact.Text(oneLine(err.Error()))}
+		case class(err) == publisher.ClassUnavailable:
+			// The route is up (others went through) but this message
+			// could not reach its part of the destination: a connection
+			// still coming back, a partition without a leader, a queue of
+			// its own missing. Not the message's fault: it is not
+			// charged, and waits longer each time it fails so.
+			it.decided = true
+			it.out = store.Outcome{ID: it.row.ID, Status: store.StatusPending, Delay: rs.health.unavailableWait(it.row.ID), Unknown: it.uncertain(),
+				Error: "not counted (unavailable on route " + rs.name + "): " + redact.Text(oneLine(err.Error()))}
 		default:
 			it.decided = true
 			it.out = r.failure(rs, it, err)

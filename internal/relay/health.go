@@ -35,6 +35,12 @@ import (
 //     a row is a one-in-a-million run); the span catches an outage on a
 //     route that carries a message now and then.
 //
+// A message that fails as unavailable is never charged: when the route
+// stays up (others of the call or the batch went through: a connection
+// of a pool still coming back, a partition without a leader, a queue of
+// its own missing) it alone is put back, for ProbeMin, doubled each
+// further time it fails so, at most ProbeMax.
+//
 // A call whose messages all failed after others of the route went
 // through in an earlier wave of the same batch (later messages of a key
 // go in later waves) counts as one with a success.
@@ -115,6 +121,7 @@ type health struct {
 	freshFirst time.Time          // when the first of them failed
 	okAt       time.Time          // when a call of the route last had a success
 	spared     map[int64]struct{} // rows once put back for calls in flight
+	unreached  map[int64]int      // rows put back unavailable while the route was up: how often
 	window     int                // slow start: most messages in flight; 0 none
 	inflight   int
 	freed      chan struct{} // closed when a slot frees up
@@ -227,7 +234,7 @@ type callInfo struct {
 	okBefore bool      // a message of the route was confirmed earlier in the same batch
 }
 
-// maxSpared bounds health.spared; past it the set starts over.
+// maxSpared bounds health.spared and health.unreached; past it a set starts over.
 const maxSpared = 4096
 
 // transition is a change of a route's state that a call caused.
@@ -244,94 +251,49 @@ type transition struct {
 func (h *health) observe(now time.Time, results []result, c callInfo) (charge bool, wait time.Duration, tr transition) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	probe, okBefore := c.probe, c.okBefore
-	if probe {
+	if c.probe {
 		h.probing = false
 	}
-	var ok, fresh int
-	var unavailable, first error
-	var retryAfter time.Duration
-	for _, res := range results {
-		if res.err == nil {
-			ok++
-			continue
-		}
-		cls, after := classOf(res.err)
-		if after > 0 {
-			retryAfter = max(retryAfter, min(after, h.maxRetryAfter))
-			continue
-		}
-		if first == nil {
-			first = res.err
-		}
-		if cls == publisher.ClassUnavailable && unavailable == nil {
-			unavailable = res.err
-		}
-		if res.fresh {
-			fresh++
-		}
+	t := h.tally(results)
+	if t.ok > 0 {
+		tr = h.succeeded(now, t.ok == len(results))
 	}
-	if ok > 0 {
-		h.fresh, h.freshFirst = 0, time.Time{}
-		h.okAt = now
-		if h.window > 0 && ok == len(results) {
-			h.window *= 2
-			if limit := h.maxInFlight; (limit > 0 && h.window >= limit) || (limit == 0 && h.window >= slowStartOpen) {
-				h.window = 0
-			}
-		}
-		if h.down {
-			tr = transition{up: true, downFor: now.Sub(h.since), probes: h.probes}
-			h.down, h.since, h.probes, h.reason = false, now, 0, ""
-			h.window = 1
-			if h.gauge != nil {
-				h.gauge.Add(-1)
-			}
-		}
-	}
-	if retryAfter > 0 {
-		h.holdUntil = maxTime(h.holdUntil, now.Add(retryAfter))
-		h.held, h.holdLen = true, retryAfter
-	} else if probe && h.held && len(results) > 0 {
+	if t.retryAfter > 0 {
+		h.holdUntil = maxTime(h.holdUntil, now.Add(t.retryAfter))
+		h.held, h.holdLen = true, t.retryAfter
+	} else if c.probe && h.held && len(results) > 0 {
 		// The first message after the hold was answered without another
 		// wait: the hold is over, and the route ramps up from one message.
 		h.held = false
 		h.window = 1
 	}
-	if first == nil {
-		return true, retryAfter, tr
+	if t.first == nil {
+		return true, t.retryAfter, tr
 	}
 	if h.down {
-		if probe {
+		if c.probe {
 			h.nextProbe = now.Add(h.interval())
 		}
 		return false, max(h.nextProbe.Sub(now), h.probeMin), tr
 	}
-	if ok > 0 || okBefore {
+	if t.ok > 0 || c.okBefore {
 		return true, 0, tr
 	}
-	if fresh > 0 {
-		if now.Sub(h.freshAt) > downWindow {
-			h.fresh, h.freshFirst = 0, time.Time{}
-		}
-		if h.freshFirst.IsZero() {
-			h.freshFirst = now
-		}
-		h.fresh += fresh
-		h.freshAt = now
+	if t.fresh > 0 {
+		h.freshFailed(now, t.fresh)
 	}
-	cause := unavailable
+	cause := t.unavailable
 	if cause == nil && (h.fresh >= downCount || (h.fresh >= downAfter && now.Sub(h.freshFirst) >= downSpan)) {
-		cause = first
+		cause = t.first
 	}
-	if cause == nil && fresh > 0 && h.fresh >= downAfter {
+	if cause == nil && t.fresh > 0 && h.fresh >= downAfter {
 		// New messages keep failing, in this call or in others since the
 		// last success: likely the destination, not yet proven. Nobody is
 		// charged; the messages come back new after a probe interval and
 		// add to the evidence.
 		return false, h.probeMin, tr
 	}
-	if cause == nil && fresh > 0 && h.inflight > c.slots && h.okAt.Before(c.start) && h.spare(results) {
+	if cause == nil && t.fresh > 0 && h.inflight > c.slots && h.okAt.Before(c.start) && h.spare(results) {
 		// Other calls are out and nothing has gone through since this one
 		// left: they will tell whether the destination is there.
 		return false, h.probeMin, tr
@@ -339,6 +301,90 @@ func (h *health) observe(now time.Time, results []result, c callInfo) (charge bo
 	if cause == nil {
 		return true, 0, tr
 	}
+	return false, h.probeMin, h.goDown(now, cause)
+}
+
+// callTally sums up the results of a publish call.
+type callTally struct {
+	ok    int // messages published
+	fresh int // failed messages that had never failed before
+	// first is the first failure that is not a hold, unavailable the
+	// first of class unavailable.
+	first, unavailable error
+	// retryAfter is the longest hold a failure asked for, bounded by
+	// maxRetryAfter.
+	retryAfter time.Duration
+}
+
+// tally sums up results (h.mu held). A failure that asks to hold the
+// route (Retry-After) counts only as that hold.
+func (h *health) tally(results []result) callTally {
+	var t callTally
+	for _, res := range results {
+		if res.err == nil {
+			t.ok++
+			continue
+		}
+		cls, after := classOf(res.err)
+		if after > 0 {
+			t.retryAfter = max(t.retryAfter, min(after, h.maxRetryAfter))
+			continue
+		}
+		if t.first == nil {
+			t.first = res.err
+		}
+		if cls == publisher.ClassUnavailable && t.unavailable == nil {
+			t.unavailable = res.err
+		}
+		if res.fresh {
+			t.fresh++
+		}
+	}
+	return t
+}
+
+// succeeded records that a call published messages (all of them, or
+// some) at now (h.mu held): the fresh failures are forgotten, a slow
+// start widens after a call that published all, and a route that was
+// down is up, which it returns as the transition.
+func (h *health) succeeded(now time.Time, all bool) transition {
+	h.fresh, h.freshFirst = 0, time.Time{}
+	h.okAt = now
+	if h.window > 0 && all {
+		h.window *= 2
+		if limit := h.maxInFlight; (limit > 0 && h.window >= limit) || (limit == 0 && h.window >= slowStartOpen) {
+			h.window = 0
+		}
+	}
+	if !h.down {
+		return transition{}
+	}
+	tr := transition{up: true, downFor: now.Sub(h.since), probes: h.probes}
+	h.down, h.since, h.probes, h.reason = false, now, 0, ""
+	h.window = 1
+	if h.gauge != nil {
+		h.gauge.Add(-1)
+	}
+	return tr
+}
+
+// freshFailed adds n new messages that failed at now to the evidence
+// that the destination is down (h.mu held); the count starts over when
+// the last such failure is more than downWindow old.
+func (h *health) freshFailed(now time.Time, n int) {
+	if now.Sub(h.freshAt) > downWindow {
+		h.fresh, h.freshFirst = 0, time.Time{}
+	}
+	if h.freshFirst.IsZero() {
+		h.freshFirst = now
+	}
+	h.fresh += n
+	h.freshAt = now
+}
+
+// goDown takes the route down at now for cause (h.mu held): it publishes
+// nothing but a probe every probe interval until one goes through.
+func (h *health) goDown(now time.Time, cause error) transition {
 	h.down, h.since, h.probes, h.probing = true, now, 0, false
 	h.reason = redact.Text(oneLine(cause.Error()))
 	h.nextProbe = now.Add(h.probeMin)
@@ -346,7 +392,7 @@ func (h *health) observe(now time.Time, results []result, c callInfo) (charge bo
 	if h.gauge != nil {
 		h.gauge.Add(1)
 	}
-	return false, h.probeMin, transition{down: true, reason: h.reason}
+	return transition{down: true, reason: h.reason}
 }
 
 // spare records the new messages of a call put back for calls in flight
@@ -367,6 +413,24 @@ func (h *health) spare(results []result) bool {
 		}
 	}
 	return true
+}
+
+// unavailableWait records that row id failed as unavailable while the
+// route stayed up and returns how long it waits, uncharged: ProbeMin,
+// doubled each further time it fails so, at most ProbeMax.
+func (h *health) unavailableWait(id int64) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.unreached == nil || len(h.unreached) >= maxSpared {
+		h.unreached = map[int64]int{}
+	}
+	n := h.unreached[id]
+	h.unreached[id] = n + 1
+	d := h.probeMin
+	for i := 0; i < n && d < h.probeMax; i++ {
+		d *= 2
+	}
+	return min(d, h.probeMax)
 }
 
 // interval is the wait before the next probe after a failed one (h.mu

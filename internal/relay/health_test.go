@@ -96,7 +96,7 @@ func TestHealthRule(t *testing.T) {
 		{"an unreachable destination is down at once", []call{
 			{errs: []error{errRefused}, fresh: false, down: true},
 		}},
-		{"an unreachable message among sent ones is the message's", []call{
+		{"an unreachable message among sent ones leaves the route up (deliver puts it back uncharged)", []call{
 			{errs: []error{errRefused, nil}, fresh: true, charge: true},
 		}},
 		{"Retry-After holds the route without taking it down", []call{
@@ -585,5 +585,55 @@ func TestRoundOutageChargesNoKeyedMessage(t *testing.T) {
 		if o, ok := st.outcome(t, id); ok && (o.CountAttempt || o.Status != store.StatusPending) {
 			t.Fatalf("message %d during the outage: %+v, want pending and not counted", id, o)
 		}
+	}
+}
+
+// TestRoundUnreachableAmongSentChargesNothing: messages that fail as
+// unavailable in calls where others go through (a connection of a pool
+// still coming back) are put back uncharged, each time for longer, and
+// the route stays up; a transient failure beside them is charged.
+func TestRoundUnreachableAmongSentChargesNothing(t *testing.T) {
+	st := &fakeStore{}
+	r := newTestRelay(t, st, publishFunc(func(e *publisher.Envelope) error {
+		switch e.ID {
+		case "m2", "m4":
+			return errRefused
+		case "m3":
+			return errBusy
+		}
+		return nil
+	}))
+	h := r.router.routes[0].health
+	w := &worker{batchSize: 100, wake: make(chan struct{}, 1)}
+	var delays []time.Duration
+	for round := range 3 {
+		st.rows, st.settled = nil, nil
+		for _, id := range []int64{1, 2, 3, 4, 5} {
+			rw := row(id, "order.created", "", "")
+			rw.Attempts = round
+			st.rows = append(st.rows, rw)
+		}
+		if _, err := r.round(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []int64{2, 4} {
+			if o, _ := st.outcome(t, id); o.CountAttempt || o.Status != store.StatusPending || !strings.Contains(o.Error, "not counted") {
+				t.Fatalf("round %d, message %d unreachable among sent ones: %+v, want pending and not counted", round, id, o)
+			}
+		}
+		o, _ := st.outcome(t, 2)
+		delays = append(delays, o.Delay)
+		if o, _ := st.outcome(t, 3); !o.CountAttempt {
+			t.Fatalf("round %d, a transient failure among sent ones: %+v, want charged", round, o)
+		}
+		if o, _ := st.outcome(t, 5); o.Status != store.StatusSent {
+			t.Fatalf("round %d, message 5: %+v, want sent", round, o)
+		}
+		if down, _, _ := h.state(); down {
+			t.Fatalf("round %d: route down while messages went through", round)
+		}
+	}
+	if delays[0] != h.probeMin || delays[1] != 2*h.probeMin || delays[2] != 4*h.probeMin {
+		t.Fatalf("waits of a message failing as unavailable three times: %v, want %v doubling", delays, h.probeMin)
 	}
 }

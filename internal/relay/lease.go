@@ -168,17 +168,7 @@ func (r *Relay) balance(ctx context.Context, partitions int, prune, readBack boo
 	}
 	want := assigned(r.id, live, partitions)
 	current, _ := r.own.snapshot()
-	var drop, take []int
-	for _, p := range current {
-		if !slices.Contains(want, p) {
-			drop = append(drop, p)
-		}
-	}
-	for _, p := range want {
-		if !slices.Contains(current, p) {
-			take = append(take, p)
-		}
-	}
+	drop, take := diff(current, want), diff(want, current)
 	if !readBack && len(drop) == 0 && len(take) == 0 && len(current) > 0 && renewed == int64(len(current)) && r.renewedAll(current) {
 		// Every lease the relay holds was unexpired and is extended
 		// from start on: the database guarantees them at least until
@@ -201,10 +191,30 @@ func (r *Relay) balance(ctx context.Context, partitions int, prune, readBack boo
 	if err != nil {
 		return false, true, err
 	}
-	held := make([]int, 0, len(leases))
-	var stray []int
+	before, held, stray := r.ownLeases(leases, want, start.Add(ttl-ttl/10))
+	if len(stray) > 0 {
+		r.release(ctx, stray)
+	}
+	r.reportOwned(len(held))
+	changed := !slices.Equal(before, held)
+	if changed {
+		gained, lost := diff(held, before), diff(before, held)
+		r.log.Info("outbox relay: partitions changed", "relay", r.id, "held", len(held), "gained", len(gained), "lost", len(lost), "live_relays", len(live))
+		r.wakeSelf()
+	}
+	return !changed && len(drop) == 0 && len(take) == 0 && len(stray) == 0, true, nil
+}
+
+// ownLeases makes the leases read back, but those being released, what the
+// relay holds until validUntil. It returns the partitions held before and
+// now, and the stray leases outside want that it does not hold, for the
+// caller to release. A partition newly held keeps the in-flight mark its
+// lease carries as a suspect (see isolate).
+func (r *Relay) ownLeases(leases []store.Lease, want []int, validUntil time.Time) (before, held, stray []int) {
+	held = make([]int, 0, len(leases))
 	r.own.mu.Lock()
-	before := r.own.parts
+	defer r.own.mu.Unlock()
+	before = r.own.parts
 	if r.own.suspect == nil {
 		r.own.suspect = map[int]int64{}
 	}
@@ -233,19 +243,8 @@ func (r *Relay) balance(ctx context.Context, partitions int, prune, readBack boo
 		}
 	}
 	r.own.parts = held
-	r.own.validUntil = start.Add(ttl - ttl/10)
-	r.own.mu.Unlock()
-	if len(stray) > 0 {
-		r.release(ctx, stray)
-	}
-	r.reportOwned(len(held))
-	changed := !slices.Equal(before, held)
-	if changed {
-		gained, lost := diff(held, before), diff(before, held)
-		r.log.Info("outbox relay: partitions changed", "relay", r.id, "held", len(held), "gained", len(gained), "lost", len(lost), "live_relays", len(live))
-		r.wakeSelf()
-	}
-	return !changed && len(drop) == 0 && len(take) == 0 && len(stray) == 0, true, nil
+	r.own.validUntil = validUntil
+	return before, held, stray
 }
 
 // renewedAll reports whether parts are still exactly what the relay

@@ -2,9 +2,11 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +30,12 @@ import (
 //   - watch (SQLite on Linux): the probe below runs when the database
 //     file or its write-ahead log was written (inotify), and once a
 //     second; idle, nothing runs.
+//   - a change feed (driver.ChangeFeed; MySQL/MariaDB's binary log,
+//     outboxbinlog): the probe runs when the feed says a transaction
+//     that inserted into the table committed (at most every
+//     ProbeInterval), and once a second; idle, the feed's connection
+//     waits. Where it cannot follow the commits, or loses them, the
+//     relay probes as below and tries the feed again later.
 //   - probe (MySQL/MariaDB, SQLite elsewhere; PostgreSQL where LISTEN cannot work,
 //     behind a pooler without --listen-db, or where an adopted table has
 //     no trigger): every ProbeInterval the relay asks for the table's
@@ -90,6 +98,8 @@ type prober interface {
 	PruneWake(ctx context.Context, age time.Duration) error
 	// DatabaseFile is a SQLite database's file, "" elsewhere.
 	DatabaseFile(ctx context.Context) (string, error)
+	// FeedTable is the table a change feed follows.
+	FeedTable() string
 }
 
 // probeState is what Wake reports, as the wake loop and listenLoop find
@@ -100,9 +110,10 @@ type probeState struct {
 	probing bool
 	// trigger: the table notifies idle relays (see store.WakeTrigger).
 	trigger bool
-	// watching: the probe runs when the SQLite file changes rather
-	// than every ProbeInterval.
-	watching bool
+	// watching names what tells the relay of changes, so that the probe
+	// runs on them rather than every ProbeInterval: "watch" (the SQLite
+	// file), the change feed's name; "" while nothing does.
+	watching string
 	// noSignals: LISTEN cannot work over the relay's connection.
 	noSignals bool
 	// listenSince is when the current Listen call started (zero while
@@ -134,8 +145,8 @@ func (r *Relay) Wake() string {
 		parts = append(parts, "notify (Go producers)")
 	}
 	switch {
-	case r.probe.probing && r.probe.watching:
-		parts = append(parts, "watch")
+	case r.probe.probing && r.probe.watching != "":
+		parts = append(parts, r.probe.watching)
 	case r.probe.probing:
 		parts = append(parts, fmt.Sprintf("probe %s", r.cfg.ProbeInterval))
 	}
@@ -186,16 +197,16 @@ func (r *Relay) setProbing(on bool) {
 	r.probe.mu.Unlock()
 }
 
-func (r *Relay) setWatching(on bool) {
+func (r *Relay) setWatching(name string) {
 	r.probe.mu.Lock()
-	r.probe.watching = on
+	r.probe.watching = name
 	r.probe.mu.Unlock()
 }
 
 func (r *Relay) isWatching() bool {
 	r.probe.mu.Lock()
 	defer r.probe.mu.Unlock()
-	return r.probe.watching
+	return r.probe.watching != ""
 }
 
 func (r *Relay) setTrigger(on bool) {
@@ -224,76 +235,23 @@ func (r *Relay) startProbe(ctx context.Context) {
 // level and tried again at doubling intervals up to MaxPollInterval: the
 // relay polls meanwhile.
 func (r *Relay) wakeLoop(ctx context.Context, p prober) {
-	interval := r.cfg.ProbeInterval
-	trigger := false
-	if r.backend != nil && r.backend.Listen != nil {
-		tctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
-		var err error
-		trigger, err = p.WakeTrigger(tctx)
-		cancel()
-		if err != nil {
-			r.log.Debug("outbox relay: cannot tell whether the table notifies idle relays; probing instead", "relay", r.id, "err", err)
-		}
-		r.setTrigger(trigger)
-	}
-	if !trigger && interval <= 0 {
+	w := &waker{r: r, p: p, interval: r.cfg.ProbeInterval, wait: r.cfg.ProbeInterval}
+	w.trigger = r.tableNotifies(ctx, p)
+	if !w.trigger && w.interval <= 0 {
 		r.log.Debug("outbox relay: no change probe; new messages are found by polling", "relay", r.id)
 	}
 	// SQLite: probe when the database's files change (another process
-	// committed), not every ProbeInterval.
+	// committed), not every ProbeInterval; elsewhere, when the change
+	// feed says a transaction inserted into the table, at most every
+	// ProbeInterval.
 	changed := make(chan struct{}, 1)
-	if interval > 0 {
-		fctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
-		file, err := p.DatabaseFile(fctx)
-		cancel()
-		if err == nil && file != "" {
-			r.setWatching(true)
-			r.bg.Add(1)
-			go func() {
-				defer r.bg.Done()
-				err := watchFiles(ctx, file, func() {
-					select {
-					case changed <- struct{}{}:
-					default:
-					}
-				})
-				r.setWatching(false)
-				if err != nil {
-					r.log.Debug("outbox relay: cannot watch the database file; probing every probe_interval", "relay", r.id, "file", file, "err", err)
-				}
-			}()
-		}
-	}
-
-	var (
-		last                   int64
-		known                  bool
-		fails                  int
-		wait                   = interval
-		wanted, wantFailed     bool
-		lastAct, windowAct     int64
-		quietSince, windowFrom time.Time
-		nextPrune              time.Time
-		recorded, recording    string
-		recordTries            int
-		recordAt               time.Time
-		rechecks               int
-	)
-	want := func(v bool) {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.statementTimeout())
-		err := p.WantWake(wctx, r.id, v)
-		cancel()
-		switch {
-		case err == nil:
-			wanted, wantFailed = v, false
-		case !wantFailed:
-			wantFailed = true
-			r.log.Warn("outbox relay: asking for notifications failed; new messages are found by polling meanwhile", "relay", r.id, "err", err)
-		}
+	if w.interval > 0 && !r.watchDatabase(ctx, p, changed) && r.backend != nil && r.backend.Feed != nil {
+		w.spacing = w.interval
+		r.followFeed(ctx, p, changed)
 	}
 	defer func() {
-		if wanted {
-			want(false)
+		if w.wanted {
+			w.want(ctx, false)
 		}
 	}()
 	t := time.NewTimer(0)
@@ -312,134 +270,338 @@ func (r *Relay) wakeLoop(ctx context.Context, p prober) {
 			}
 			// The write seen may be a transaction's before its commit
 			// is visible (SQLite publishes it in shared memory, which
-			// no watch sees): probe again shortly until it moves.
-			rechecks = watchRechecks
+			// no watch sees; a binary log is written before the
+			// storage engine commits): probe again shortly until it
+			// moves.
+			w.rechecks = watchRechecks
+			if wait := w.spacing - time.Since(w.probed); wait > 0 {
+				t.Reset(wait)
+				continue
+			}
 		}
-		next := interval
+		var next time.Duration
 		_, held := r.own.snapshot()
 		switch {
 		case !held:
 			// Another relay serves the partitions: it is the one to wake.
-			if wanted {
-				want(false)
+			if w.wanted {
+				w.want(ctx, false)
 			}
-			known = false
+			w.known = false
 			r.setProbing(false)
-			next = max(interval, idleGrid)
-		case trigger && r.listenWorks():
-			known = false
-			r.setProbing(false)
-			act, now := r.activity.Load(), time.Now()
-			if !wanted {
-				next = notifyTick
-				if act != lastAct || quietSince.IsZero() {
-					lastAct, quietSince = act, now
-					break
-				}
-				if now.Sub(quietSince) < wantAfter {
-					break
-				}
-				if want(true); wanted {
-					// An INSERT that ran before the row was there did not
-					// notify: read once more now, and again a moment
-					// later for a transaction that commits after it.
-					r.wakeSelf()
-					time.AfterFunc(wantReread, r.wakeSelf)
-					windowAct, windowFrom = r.activity.Load(), now
-					nextPrune = now.Add(pruneEvery)
-					next = notifyIdleTick
-				}
-				break
-			}
-			next = notifyIdleTick
-			if el := now.Sub(windowFrom); el >= time.Second {
-				if float64(act-windowAct)/el.Seconds() > busyPerSecond {
-					if want(false); !wanted {
-						lastAct, quietSince = act, now
-						next = notifyTick
-					}
-				}
-				windowAct, windowFrom = act, now
-			}
-			if now.After(nextPrune) {
-				// Refresh the row (a relay's row goes stale after
-				// wantStale without a refresh or a heartbeat), and drop
-				// those of relays that died with theirs.
-				nextPrune = now.Add(pruneEvery)
-				want(true)
-				pctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
-				if err := p.PruneWake(pctx, wantStale+3*r.cfg.LeaseTTL); err != nil {
-					r.log.Debug("outbox relay: pruning the notification requests of dead relays failed", "relay", r.id, "err", err)
-				}
-				cancel()
-			}
-		case interval <= 0:
+			next = max(w.interval, idleGrid)
+		case w.trigger && r.listenWorks():
+			next = w.notify(ctx)
+		case w.interval <= 0:
 			// No probe: look again for LISTEN working.
-			if wanted {
-				want(false)
+			if w.wanted {
+				w.want(ctx, false)
 			}
 			next = time.Second
 		default:
-			if wanted {
-				want(false)
-			}
-			pctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
-			v, err := p.Probe(pctx)
-			cancel()
-			switch {
-			case ctx.Err() != nil:
+			var ok bool
+			if next, ok = w.probe(ctx); !ok {
 				return
-			case err != nil:
-				fails++
-				known = false
-				if fails == 1 {
-					r.setProbing(false)
-					r.log.Warn("outbox relay: the change probe failed; new messages are found by polling (at most max_poll_interval apart) until it works again",
-						"relay", r.id, "max_poll_interval", r.cfg.MaxPollInterval, "err", err)
-				}
-				wait = min(max(wait*2, interval), r.cfg.MaxPollInterval)
-			default:
-				if fails > 0 {
-					r.log.Info("outbox relay: the change probe works again", "relay", r.id)
-				}
-				r.setProbing(true)
-				fails, wait = 0, interval
-				if known && v != last {
-					r.wakeSelf()
-					rechecks = 0
-				}
-				last, known = v, true
-			}
-			next = wait
-			if r.isWatching() && fails == 0 {
-				// Changes come by the watch; this is the safety net.
-				next = watchSafety
-				if rechecks > 0 {
-					next = watchRecheck << (watchRechecks - rechecks)
-					rechecks--
-				}
 			}
 		}
-		if w := r.Wake(); held && w != recorded {
-			if w != recording {
-				recording, recordTries = w, 0
-			}
-			if recordTries < 30 && time.Now().After(recordAt) {
-				// The first heartbeat makes the row that holds it: until
-				// then (or while recording fails), try again a second
-				// later.
-				rctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
-				ok, err := p.RecordWake(rctx, r.id, w)
-				cancel()
-				if ok && err == nil {
-					recorded = w
-				} else {
-					recordTries++
-					recordAt = time.Now().Add(time.Second)
-				}
-			}
+		if s := r.Wake(); held && s != w.recorded {
+			w.recordWake(ctx, s)
 		}
 		t.Reset(onTick(next))
+	}
+}
+
+// tableNotifies reports whether the table notifies idle relays, for a
+// relay that listens (false for one that does not, or when it cannot
+// tell), and records it for Wake.
+func (r *Relay) tableNotifies(ctx context.Context, p prober) bool {
+	if r.backend == nil || r.backend.Listen == nil {
+		return false
+	}
+	tctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	trigger, err := p.WakeTrigger(tctx)
+	cancel()
+	if err != nil {
+		r.log.Debug("outbox relay: cannot tell whether the table notifies idle relays; probing instead", "relay", r.id, "err", err)
+	}
+	r.setTrigger(trigger)
+	return trigger
+}
+
+// watchDatabase watches a SQLite database's files until ctx ends,
+// sending on changed (without blocking) whenever they are written, and
+// reports whether it does; it does nothing for the other databases.
+// While it watches, the wake loop probes on changes rather than every
+// ProbeInterval.
+func (r *Relay) watchDatabase(ctx context.Context, p prober, changed chan<- struct{}) bool {
+	fctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	file, err := p.DatabaseFile(fctx)
+	cancel()
+	if err != nil || file == "" {
+		return false
+	}
+	r.setWatching("watch")
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		err := watchFiles(ctx, file, func() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		})
+		r.setWatching("")
+		if err != nil {
+			r.log.Debug("outbox relay: cannot watch the database file; probing every probe_interval", "relay", r.id, "file", file, "err", err)
+		}
+	}()
+	return true
+}
+
+// Following a change feed: after it stops, the relay tries again after
+// feedRetry, doubling up to feedRetryMax while it keeps failing to start.
+const (
+	feedRetry    = time.Second
+	feedRetryMax = time.Minute
+)
+
+// followFeed follows the backend's change feed until ctx ends, sending on
+// changed (without blocking) whenever it reports a commit; while it
+// follows, the wake loop probes on those rather than every ProbeInterval.
+// A feed that cannot start is said once (per reason) at info level, one
+// lost after it worked at warning level; the relay probes every
+// ProbeInterval meanwhile.
+func (r *Relay) followFeed(ctx context.Context, p prober, changed chan<- struct{}) {
+	name := "feed"
+	if s, ok := r.backend.Feed.(fmt.Stringer); ok {
+		name = s.String()
+	}
+	table := p.FeedTable()
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		wait, said := feedRetry, ""
+		for {
+			var up atomic.Bool
+			err := r.backend.Feed.Watch(ctx, table, func() {
+				if !up.Swap(true) {
+					r.setWatching(name)
+				}
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			})
+			r.setWatching("")
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
+				err = errors.New("it stopped")
+			}
+			switch {
+			case up.Load():
+				wait, said = feedRetry, ""
+				r.log.Warn("outbox relay: lost the "+name+"; probing every probe_interval until it is back",
+					"relay", r.id, "probe_interval", r.cfg.ProbeInterval, "err", err)
+			case err.Error() != said:
+				said = err.Error()
+				r.log.Info("outbox relay: cannot follow the "+name+"; probing every probe_interval, trying again later",
+					"relay", r.id, "probe_interval", r.cfg.ProbeInterval, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(wait*2, feedRetryMax)
+		}
+	}()
+}
+
+// waker is the wake loop's state from one tick to the next.
+type waker struct {
+	r *Relay
+	p prober
+	// interval is ProbeInterval; trigger: the table notifies idle
+	// relays.
+	interval time.Duration
+	trigger  bool
+
+	// The probe: the last value it gave (known: there is one), its
+	// failures in a row, and the wait they make.
+	last  int64
+	known bool
+	fails int
+	wait  time.Duration
+	// rechecks is how many quick probes are left after a change of the
+	// SQLite file (or one the feed reported) that did not move the
+	// table's highest id yet.
+	rechecks int
+	// spacing is the shortest time between the start of a probe and one
+	// a change asks for (ProbeInterval with a change feed, whose changes
+	// come as often as the producers commit); probed is when the last
+	// one started.
+	spacing time.Duration
+	probed  time.Time
+
+	// Notifications: wanted is whether the relay has its row of
+	// outbox_wake_wanted, wantFailed whether asking failed (and was
+	// said). lastAct and quietSince are the relay's activity count and
+	// since when it stayed so; windowAct and windowFrom start the second
+	// over which a wanting relay counts its activity.
+	wanted, wantFailed     bool
+	lastAct, windowAct     int64
+	quietSince, windowFrom time.Time
+	nextPrune              time.Time
+
+	// The wake-up recorded for `outbox status`, the one being recorded,
+	// the tries it took so far, and when to try again.
+	recorded, recording string
+	recordTries         int
+	recordAt            time.Time
+}
+
+// want adds the relay's row of outbox_wake_wanted (v) or removes it; a
+// failure is said once until asking works again. It runs after ctx ended
+// too, to remove the row on the way out.
+func (w *waker) want(ctx context.Context, v bool) {
+	r := w.r
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.statementTimeout())
+	err := w.p.WantWake(wctx, r.id, v)
+	cancel()
+	switch {
+	case err == nil:
+		w.wanted, w.wantFailed = v, false
+	case !w.wantFailed:
+		w.wantFailed = true
+		r.log.Warn("outbox relay: asking for notifications failed; new messages are found by polling meanwhile", "relay", r.id, "err", err)
+	}
+}
+
+// notify is a tick while LISTEN works and the table notifies: the relay
+// asks for notifications once nothing happened for wantAfter, withdraws
+// when busier than busyPerSecond, and refreshes its row (pruning those
+// of dead relays) every pruneEvery. It returns the wait until the next
+// tick.
+func (w *waker) notify(ctx context.Context) time.Duration {
+	r := w.r
+	w.known = false
+	r.setProbing(false)
+	act, now := r.activity.Load(), time.Now()
+	if !w.wanted {
+		if act != w.lastAct || w.quietSince.IsZero() {
+			w.lastAct, w.quietSince = act, now
+			return notifyTick
+		}
+		if now.Sub(w.quietSince) < wantAfter {
+			return notifyTick
+		}
+		if w.want(ctx, true); !w.wanted {
+			return notifyTick
+		}
+		// An INSERT that ran before the row was there did not notify:
+		// read once more now, and again a moment later for a
+		// transaction that commits after it.
+		r.wakeSelf()
+		time.AfterFunc(wantReread, r.wakeSelf)
+		w.windowAct, w.windowFrom = r.activity.Load(), now
+		w.nextPrune = now.Add(pruneEvery)
+		return notifyIdleTick
+	}
+	next := notifyIdleTick
+	if el := now.Sub(w.windowFrom); el >= time.Second {
+		if float64(act-w.windowAct)/el.Seconds() > busyPerSecond {
+			if w.want(ctx, false); !w.wanted {
+				w.lastAct, w.quietSince = act, now
+				next = notifyTick
+			}
+		}
+		w.windowAct, w.windowFrom = act, now
+	}
+	if now.After(w.nextPrune) {
+		// Refresh the row (a relay's row goes stale after wantStale
+		// without a refresh or a heartbeat), and drop those of relays
+		// that died with theirs.
+		w.nextPrune = now.Add(pruneEvery)
+		w.want(ctx, true)
+		pctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+		if err := w.p.PruneWake(pctx, wantStale+3*r.cfg.LeaseTTL); err != nil {
+			r.log.Debug("outbox relay: pruning the notification requests of dead relays failed", "relay", r.id, "err", err)
+		}
+		cancel()
+	}
+	return next
+}
+
+// probe is a tick of the change probe: it wakes the relay when the
+// table's highest id moved, says a failure once and backs off (doubling
+// up to MaxPollInterval) until the probe works again. It returns the
+// wait until the next tick, and false when ctx ended.
+func (w *waker) probe(ctx context.Context) (time.Duration, bool) {
+	r := w.r
+	if w.wanted {
+		w.want(ctx, false)
+	}
+	w.probed = time.Now()
+	pctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	v, err := w.p.Probe(pctx)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return 0, false
+	case err != nil:
+		w.fails++
+		w.known = false
+		if w.fails == 1 {
+			r.setProbing(false)
+			r.log.Warn("outbox relay: the change probe failed; new messages are found by polling (at most max_poll_interval apart) until it works again",
+				"relay", r.id, "max_poll_interval", r.cfg.MaxPollInterval, "err", err)
+		}
+		w.wait = min(max(w.wait*2, w.interval), r.cfg.MaxPollInterval)
+	default:
+		if w.fails > 0 {
+			r.log.Info("outbox relay: the change probe works again", "relay", r.id)
+		}
+		r.setProbing(true)
+		w.fails, w.wait = 0, w.interval
+		if w.known && v != w.last {
+			r.wakeSelf()
+			w.rechecks = 0
+		}
+		w.last, w.known = v, true
+	}
+	next := w.wait
+	if r.isWatching() && w.fails == 0 {
+		// Changes come by the watch; this is the safety net.
+		next = watchSafety
+		if w.rechecks > 0 {
+			next = watchRecheck << (watchRechecks - w.rechecks)
+			w.rechecks--
+		}
+	}
+	return next, true
+}
+
+// recordWake records the relay's wake-up s for `outbox status`. The
+// first heartbeat makes the row that holds it: until then (or while
+// recording fails), it tries again a second later, 30 times at most for
+// one value.
+func (w *waker) recordWake(ctx context.Context, s string) {
+	if s != w.recording {
+		w.recording, w.recordTries = s, 0
+	}
+	if w.recordTries >= 30 || !time.Now().After(w.recordAt) {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.r.statementTimeout())
+	ok, err := w.p.RecordWake(rctx, w.r.id, s)
+	cancel()
+	if ok && err == nil {
+		w.recorded = s
+	} else {
+		w.recordTries++
+		w.recordAt = time.Now().Add(time.Second)
 	}
 }
 

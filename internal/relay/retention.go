@@ -86,9 +86,11 @@ type retention struct {
 	onSweep func(RetentionReport)
 }
 
-// markReset is how often the low-water mark is forgotten, so that a row
-// committed with a lower id than rows already removed (its transaction
-// stayed open across the retention) is still reached.
+// markReset is how often the low-water mark is forgotten. Each full
+// sweep also looks at the lowest row and starts from it when it lies at
+// or below the mark (a row committed with a lower id than rows already
+// removed, its transaction open across the retention; rows `outbox replay
+// --archive` put back); forgetting the mark is the safety net.
 const markReset = 6 * time.Hour
 
 func resolve(c *Retention) retention {
@@ -195,7 +197,8 @@ func (r *Relay) sweep(ctx context.Context, rt retention, s *sweeper) RetentionRe
 		*s = sweeper{markSince: now}
 	}
 	cursor := max(s.tail, s.mark)
-	if now.Sub(s.lastFull) >= rt.rescan {
+	full := now.Sub(s.lastFull) >= rt.rescan
+	if full {
 		rep.Full, s.lastFull, cursor = true, now, s.mark
 	}
 	if s.layout == layoutUnknown {
@@ -215,6 +218,16 @@ func (r *Relay) sweep(ctx context.Context, rt retention, s *sweeper) RetentionRe
 			rep.Err = err
 		}
 		table = store.DefaultPartition
+	}
+	if full && s.mark > 0 {
+		below, err := r.belowMark(ctx, table, s.mark, rt, &rep)
+		if err != nil {
+			rep.Err = errors.Join(rep.Err, err)
+			return rep
+		}
+		if below {
+			s.mark, cursor = 0, 0
+		}
 	}
 	// The mark follows the cursor only while every row behind it is gone.
 	advanceMark := cursor == s.mark
@@ -251,6 +264,22 @@ func (r *Relay) sweep(ctx context.Context, rt retention, s *sweeper) RetentionRe
 		rest.Stop()
 	}
 	return rep
+}
+
+// belowMark reports whether table holds a row at or below mark, which
+// the mark says is gone: a transaction that committed late with a low id,
+// or rows `outbox replay --archive` put back with their ids. It looks at
+// the lowest row alone (and removes it if it is due, as any sweep would).
+func (r *Relay) belowMark(ctx context.Context, table string, mark int64, rt retention, rep *RetentionReport) (bool, error) {
+	one := rt
+	one.batchSize = 1
+	b, err := r.retain(ctx, table, 0, one)
+	if err != nil {
+		return false, err
+	}
+	rep.Batches++
+	rep.Removed += b.Removed
+	return b.Scanned > 0 && b.LastID <= mark, nil
 }
 
 // tableLayout is how outbox_messages is laid out.

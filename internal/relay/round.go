@@ -16,24 +16,12 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 			r.log.Warn("outbox relay: settling the last round failed; its messages will be delivered again", "relay", r.id, "err", err)
 		}
 	}()
-	poll := r.cfg.MinPollInterval
-	errDelay := 100 * time.Millisecond
-	failing := false
+	p := pace{poll: r.cfg.MinPollInterval, errDelay: errDelayFrom, gather: true}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	// gather: after a small solo round, read again gatherWindow later
-	// (what arrived meanwhile), rather than wait for a wake-up or the
-	// poll. Such a read that finds nothing stops it: at a trickle each one
-	// is an empty read per message; a round that finds more than one
-	// message (things arrive faster than rounds) starts it again.
-	gather, gathered := true, false
-	// woken: the round about to run was started by a wake-up (a
-	// producer's signal, or one in this process).
-	woken := false
 	for {
-		byWake := woken
-		woken = false
-		wait := time.Duration(0)
+		byWake := p.woken
+		p.woken = false
 		solo, ok := r.gate.enter(ctx, w.index)
 		if !ok {
 			return
@@ -50,58 +38,16 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 			r.activity.Add(1)
 		}
 		r.gate.leave(w.index, n, solo, w.counts)
-		switch {
-		case gathered && n == 0:
-			gather = false
-		case n > 1:
-			gather = true
-		}
-		gathered = false
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return
-		case err != nil:
-			if !failing {
-				r.log.Error("outbox relay: round failed; retrying", "relay", r.id, "err", err)
-				failing = true
+		}
+		wait, gather := r.afterRound(&p, n, err, solo, byWake)
+		if gather {
+			if !sleepCtx(ctx, min(gatherWindow, r.cfg.MinPollInterval)) {
+				return
 			}
-			wait, errDelay = errDelay, min(errDelay*2, 5*time.Second)
-		case n < 0: // nothing owned
-			failing, errDelay = false, 100*time.Millisecond
-			wait = r.cfg.LeaseTTL / 5
-		case n == 0:
-			failing, errDelay = false, 100*time.Millisecond
-			wait, poll = poll, min(poll*2, r.cfg.MaxPollInterval)
-		default:
-			failing, errDelay = false, 100*time.Millisecond
-			poll = r.cfg.MinPollInterval
-			if solo && r.gate.isSolo() {
-				// A small round alone: gather what arrives for a moment
-				// rather than read again for a message or two; or, when
-				// such reads found nothing lately, wait for a wake-up or
-				// the poll as after an empty round.
-				if !gather {
-					wait = poll
-					if byWake {
-						// A producer's signal started it, and its next
-						// signal will start the next one: the read
-						// after wokenFollowUp only looks for a commit
-						// that landed after the signal, since producers
-						// signal NotifyInterval after Enqueue, not
-						// after the commit. At a trickle that read
-						// finds nothing nearly every time, and the
-						// empty reads after it double from there.
-						wait = min(wokenFollowUp*poll, r.cfg.MaxPollInterval)
-						poll = min(2*wait, r.cfg.MaxPollInterval)
-					}
-					break
-				}
-				if !sleepCtx(ctx, min(gatherWindow, r.cfg.MinPollInterval)) {
-					return
-				}
-				gathered = true
-				continue
-			}
+			p.gathered = true
+			continue
 		}
 		if wait == 0 {
 			continue
@@ -110,7 +56,7 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 			if err := r.flushCarried(ctx); err != nil {
 				r.dbRound(ctx, err)
 				r.log.Error("outbox relay: round failed; retrying", "relay", r.id, "err", err)
-				failing = true
+				p.failing = true
 			}
 		}
 		timer.Reset(onGrid(wait))
@@ -119,11 +65,92 @@ func (r *Relay) work(ctx context.Context, w *worker, local <-chan struct{}) {
 			return
 		case <-timer.C:
 		case <-w.wake:
-			poll, woken = r.cfg.MinPollInterval, true
+			p.poll, p.woken = r.cfg.MinPollInterval, true
 		case <-local:
-			poll, woken = r.cfg.MinPollInterval, true
+			p.poll, p.woken = r.cfg.MinPollInterval, true
 		}
 	}
+}
+
+// errDelayFrom is the wait after a round fails; it doubles for each
+// failure in a row, up to 5 s.
+const errDelayFrom = 100 * time.Millisecond
+
+// pace is a worker's loop state from one round to the next, from which
+// afterRound picks the wait before the next round.
+type pace struct {
+	// poll is the wait after an empty round: it doubles up to
+	// MaxPollInterval, and a round that found messages or a wake-up
+	// brings it back to MinPollInterval.
+	poll time.Duration
+	// errDelay is the wait after a failed round; failing: the failure
+	// was logged, and is not again until a round works.
+	errDelay time.Duration
+	failing  bool
+	// gather: after a small solo round, read again gatherWindow later
+	// (what arrived meanwhile), rather than wait for a wake-up or the
+	// poll. Such a read that finds nothing stops it: at a trickle each
+	// one is an empty read per message; a round that finds more than one
+	// message (things arrive faster than rounds) starts it again.
+	// gathered: the round that just ran was such a read.
+	gather, gathered bool
+	// woken: the round about to run was started by a wake-up (a
+	// producer's signal, or one in this process).
+	woken bool
+}
+
+// afterRound updates p with the round that ran (n messages, -1 when the
+// worker owns no partition, or err) and returns the wait before the next
+// round (0: none), or gather: read again after gatherWindow instead. solo
+// says the round read every owned partition, byWake that a wake-up
+// started it.
+func (r *Relay) afterRound(p *pace, n int, err error, solo, byWake bool) (wait time.Duration, gather bool) {
+	switch {
+	case p.gathered && n == 0:
+		p.gather = false
+	case n > 1:
+		p.gather = true
+	}
+	p.gathered = false
+	switch {
+	case err != nil:
+		if !p.failing {
+			r.log.Error("outbox relay: round failed; retrying", "relay", r.id, "err", err)
+			p.failing = true
+		}
+		wait, p.errDelay = p.errDelay, min(p.errDelay*2, 5*time.Second)
+	case n < 0: // nothing owned
+		p.failing, p.errDelay = false, errDelayFrom
+		wait = r.cfg.LeaseTTL / 5
+	case n == 0:
+		p.failing, p.errDelay = false, errDelayFrom
+		wait, p.poll = p.poll, min(p.poll*2, r.cfg.MaxPollInterval)
+	default:
+		p.failing, p.errDelay = false, errDelayFrom
+		p.poll = r.cfg.MinPollInterval
+		if solo && r.gate.isSolo() {
+			// A small round alone: gather what arrives for a moment
+			// rather than read again for a message or two; or, when such
+			// reads found nothing lately, wait for a wake-up or the poll
+			// as after an empty round.
+			if p.gather {
+				return 0, true
+			}
+			wait = p.poll
+			if byWake {
+				// A producer's signal started it, and its next signal
+				// will start the next one: the read after wokenFollowUp
+				// only looks for a commit that landed after the signal,
+				// since producers signal NotifyInterval after Enqueue,
+				// not after the commit. At a trickle that read finds
+				// nothing nearly every time, and the empty reads after
+				// it double from there.
+				wait = min(wokenFollowUp*p.poll, r.cfg.MaxPollInterval)
+				p.poll = min(2*wait, r.cfg.MaxPollInterval)
+			}
+		}
+	}
+	return wait, false
 }
 
 // takeShare waits for a slot of the rounds shared with other relays (the
@@ -175,38 +202,13 @@ func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) 
 	if len(parts) == 0 {
 		return -1, r.flushCarried(ctx)
 	}
-	readStart := time.Now()
 	// The in-flight marks are written by the read itself, but while
 	// suspects are being isolated: a batch cut down to them is marked as
 	// cut (markInflight below), so that each crash halves their group.
 	isolating := r.own.suspects() != nil
-	var rows []store.Row
-	var err error
-	read := false
-	if c := r.takeCarried(); c != nil {
-		if isolating {
-			err = r.settleOnly(ctx, c)
-		} else {
-			rows, read, err = r.settleAndRead(ctx, c, parts, w.batchSize)
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	if !read {
-		rctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
-		if isolating {
-			rows, err = r.store.Read(rctx, parts, w.batchSize)
-		} else {
-			rows, err = r.store.ReadMark(rctx, r.id, parts, w.batchSize)
-		}
-		cancel()
-	}
-	if r.metrics != nil {
-		r.metrics.readDur.Observe(time.Since(readStart).Seconds())
-	}
+	rows, err := r.readRound(ctx, w, parts, isolating)
 	if err != nil {
-		return 0, dbFailed(dbRead, fmt.Errorf("read: %w", err))
+		return 0, err
 	}
 	if len(rows) == 0 {
 		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
@@ -239,17 +241,75 @@ func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) 
 			return 0, dbFailed(dbMark, fmt.Errorf("mark in-flight: %w", err))
 		}
 	}
+	items, ok, err := r.prepareRound(ctx, rows, alone)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return nread, nil
+	}
+	r.expireOld(ctx, items)
+	if err := failpoint.Inject(failpoint.AfterReadBeforePublish); err != nil {
+		return 0, err
+	}
+	decided := r.deliver(ctx, items, &report)
+	if err := failpoint.Inject(failpoint.AfterPublishBeforeSettle); err != nil {
+		return nread, err
+	}
+	return r.settleRound(ctx, w, decided, report, nread, len(rows), !isolating && !suspects)
+}
+
+// readRound settles the round before, when its settle was carried, and
+// reads the next batch of parts: with the settle in one statement when
+// the store can, and marking the rows in flight (ReadMark) unless
+// suspects are being isolated. A failed carried settle is returned as it
+// is, a failed read as a read failure of the database.
+func (r *Relay) readRound(ctx context.Context, w *worker, parts []int, isolating bool) ([]store.Row, error) {
+	readStart := time.Now()
+	var rows []store.Row
+	var err error
+	read := false
+	if c := r.takeCarried(); c != nil {
+		if isolating {
+			err = r.settleOnly(ctx, c)
+		} else {
+			rows, read, err = r.settleAndRead(ctx, c, parts, w.batchSize)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !read {
+		rctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+		if isolating {
+			rows, err = r.store.Read(rctx, parts, w.batchSize)
+		} else {
+			rows, err = r.store.ReadMark(rctx, r.id, parts, w.batchSize)
+		}
+		cancel()
+	}
+	if r.metrics != nil {
+		r.metrics.readDur.Observe(time.Since(readStart).Seconds())
+	}
+	if err != nil {
+		return nil, dbFailed(dbRead, fmt.Errorf("read: %w", err))
+	}
+	return rows, nil
+}
+
+// prepareRound prepares the round's rows. A suspect read alone is
+// charged its attempt before it is prepared, so that a row that kills the
+// process while it is decoded runs out of attempts as one whose publish
+// does; false when it cannot be charged (it is no longer the relay's).
+func (r *Relay) prepareRound(ctx context.Context, rows []store.Row, alone bool) ([]*item, bool, error) {
 	items := make([]*item, len(rows))
 	if alone {
-		// Charged before it is prepared: a row that kills the process
-		// while it is decoded runs out of attempts as one whose publish
-		// does.
 		it, ok, err := r.charge(ctx, &rows[0])
 		if err != nil {
-			return 0, dbFailed(dbMark, fmt.Errorf("charge suspect: %w", err))
+			return nil, false, dbFailed(dbMark, fmt.Errorf("charge suspect: %w", err))
 		}
 		if !ok {
-			return nread, nil
+			return nil, false, nil
 		}
 		items[0] = it
 	}
@@ -268,14 +328,14 @@ func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) 
 			items[i] = it
 		}
 	}
-	r.expireOld(ctx, items)
-	if err := failpoint.Inject(failpoint.AfterReadBeforePublish); err != nil {
-		return 0, err
-	}
-	decided := r.deliver(ctx, items, &report)
-	if err := failpoint.Inject(failpoint.AfterPublishBeforeSettle); err != nil {
-		return nread, err
-	}
+	return items, true, nil
+}
+
+// settleRound records the outcomes of the decided items of a round that
+// read nread rows (kept of them delivered), or, when carry allows and
+// mayCarry agrees, holds them to be settled with the worker's next read.
+// It returns what round returns.
+func (r *Relay) settleRound(ctx context.Context, w *worker, decided []*item, report BatchReport, nread, kept int, carry bool) (int, error) {
 	var outs []store.Outcome
 	if len(decided) > 0 {
 		outs = make([]store.Outcome, len(decided))
@@ -286,14 +346,14 @@ func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) 
 				outs[i].CountAttempt = false
 			}
 		}
-		if !isolating && !suspects && r.mayCarry(ctx, w, nread) {
+		if carry && r.mayCarry(ctx, w, nread) {
 			r.hold(&carried{outs: outs, items: decided, report: report})
 			return nread, nil
 		}
 		settled, err := r.settle(ctx, outs)
 		report.Settled = settled
 		if err != nil {
-			return len(rows), settleFailed(err)
+			return kept, settleFailed(err)
 		}
 	}
 	r.afterSettle(outs, decided, report)

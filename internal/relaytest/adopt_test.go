@@ -65,6 +65,19 @@ func (h *hooks) distinct() int {
 	return len(h.ids)
 }
 
+// adopted is a database of dialect d with profile's seed table holding
+// n rows of topic, numbered 0 to n-1, over keys business keys
+// (adopttest.Insert).
+func adopted(t *testing.T, d store.Dialect, profile string, n, keys int, topic string) *testdb.DB {
+	t.Helper()
+	db := testdb.New(t, d)
+	adopttest.Create(t, db, profile)
+	for i := range n {
+		adopttest.Insert(t, db, profile, i, keys, topic)
+	}
+	return db
+}
+
 // adoptArgs are the relay flags of the adopt tests: short leases, fast
 // polls and retries.
 func adoptArgs(profile, to string, extra ...string) []string {
@@ -88,12 +101,8 @@ func TestAdoptSeedTables(t *testing.T) {
 	for _, d := range testdb.Dialects {
 		for _, profile := range []string{"laravel", "spring", "codes"} {
 			t.Run(string(d)+"/"+profile, func(t *testing.T) {
-				db := testdb.New(t, d)
-				adopttest.Create(t, db, profile)
 				const n = 40
-				for i := range n {
-					adopttest.Insert(t, db, profile, i, 5, "order.created")
-				}
+				db := adopted(t, d, profile, n, 5, "order.created")
 				adopttest.Insert(t, db, profile, n, 5, "")
 				h, url := newHooks(t, profile == "spring", nil)
 				p := relaytest.StartRelay(t, db.URL, adoptArgs(profile, url)...)
@@ -154,12 +163,8 @@ func TestAdoptRetriesUntilDead(t *testing.T) {
 		for _, profile := range []string{"laravel", "spring", "codes"} {
 			t.Run(string(d)+"/"+profile, func(t *testing.T) {
 				t.Parallel()
-				db := testdb.New(t, d)
-				adopttest.Create(t, db, profile)
 				const n = 30
-				for i := range n {
-					adopttest.Insert(t, db, profile, i, n, "order.created")
-				}
+				db := adopted(t, d, profile, n, n, "order.created")
 				poison := func(body string) bool {
 					return strings.Contains(body, `"seq":3}`) || strings.Contains(body, `"seq":13}`)
 				}
@@ -197,14 +202,10 @@ func TestAdoptOutageChargesNothing(t *testing.T) {
 		for _, profile := range []string{"laravel", "spring"} {
 			t.Run(string(d)+"/"+profile, func(t *testing.T) {
 				t.Parallel()
-				db := testdb.New(t, d)
-				adopttest.Create(t, db, profile)
 				// One business key per row, as the Spring article writes
 				// them (business_key is the row's own idempotency key).
 				const n = 60
-				for i := range n {
-					adopttest.Insert(t, db, profile, i, n, "order.created")
-				}
+				db := adopted(t, d, profile, n, n, "order.created")
 				var start time.Time // of the outage: the first request
 				h, url := newHooks(t, profile == "spring", func(string) bool {
 					if start.IsZero() {
@@ -240,12 +241,8 @@ func TestAdoptRelaysSIGKILL(t *testing.T) {
 	for _, d := range testdb.Dialects {
 		for _, profile := range []string{"spring", "laravel"} {
 			t.Run(string(d)+"/"+profile, func(t *testing.T) {
-				db := testdb.New(t, d)
-				adopttest.Create(t, db, profile)
 				const first, more = 300, 100
-				for i := range first {
-					adopttest.Insert(t, db, profile, i, 20, "user.registered")
-				}
+				db := adopted(t, d, profile, first, 20, "user.registered")
 				h, url := newHooks(t, profile == "spring", func(string) bool {
 					time.Sleep(10 * time.Millisecond)
 					return false

@@ -16,7 +16,6 @@ import (
 	"github.com/txoutbox/outbox/claimcheck"
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/seal"
@@ -164,20 +163,10 @@ func TestClaimCheckRoundTrip(t *testing.T) {
 			if err := m.Resolve(ctx, dir); err != nil || !bytes.Equal(m.Payload, binary) || m.Headers[claimcheck.HeaderRef] != "" {
 				t.Errorf("inbox Resolve: %d bytes (want %d), %v, headers %v", len(m.Payload), len(binary), err, m.Headers)
 			}
-			for id, want := range map[string]string{
+			wantDead(t, db, rec, map[string]string{
 				ids[2]: "claim check: blob " + refs[ids[2]].String() + " not found",
 				ids[5]: "claim check: claimcheck: blob does not match its reference: " + refs[ids[5]].String() + " has another SHA-256",
-			} {
-				if st, le, _ := lastError(t, db, id); st != store.StatusDead || le != want {
-					t.Errorf("%s: %s %q, want dead %q", id, st, le, want)
-				}
-				if _, ok := rec.envelope(id); ok {
-					t.Errorf("%s was published", id)
-				}
-			}
-			if n := relaytest.Count(t, db, "sent"); n != 5 {
-				t.Errorf("%d sent, want 5", n)
-			}
+			}, 5)
 		})
 	}
 }

@@ -279,27 +279,38 @@ func startRelay(t *testing.T, bin, dbURL, url, id string, env []string) *testser
 }
 
 // The outbox binary, built once for the tests of a process that run at
-// the same time, removed when the last of them ends.
+// the same time (or, under Main, for all of them), removed when the last
+// of them ends.
 var binary struct {
 	mu   sync.Mutex
 	refs int
 	dir  string
 }
 
+// BinaryEnv names the variable that may hold the path of an outbox
+// binary built from this tree (make test builds one before the tests):
+// the tests then run it instead of building their own.
+const BinaryEnv = "OUTBOX_TEST_BINARY"
+
 // relayBinary builds ./cmd/outbox (the build cache makes it a link) and
 // returns its path, valid until the test ends.
 func relayBinary(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv(BinaryEnv); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("%s: %v", BinaryEnv, err)
+		}
+		return bin
+	}
 	binary.mu.Lock()
 	defer binary.mu.Unlock()
-	if binary.refs == 0 {
+	if binary.dir == "" {
 		dir, err := os.MkdirTemp("", "outbox-relaytest-")
 		if err != nil {
 			t.Fatal(err)
 		}
 		// go test puts the go command it runs under first on PATH.
-		gobin := "go"
-		cmd := exec.Command(gobin, "build", "-o", filepath.Join(dir, "outbox"), "github.com/txoutbox/outbox/cmd/outbox")
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "outbox"), "github.com/txoutbox/outbox/cmd/outbox")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			_ = os.RemoveAll(dir)
 			t.Fatalf("build the outbox command: %v\n%s", err, out)
@@ -308,15 +319,31 @@ func relayBinary(t *testing.T) string {
 	}
 	binary.refs++
 	path := filepath.Join(binary.dir, "outbox")
-	t.Cleanup(func() {
-		binary.mu.Lock()
-		defer binary.mu.Unlock()
-		binary.refs--
-		if binary.refs == 0 {
-			_ = os.RemoveAll(binary.dir)
-		}
-	})
+	t.Cleanup(releaseBinary)
 	return path
+}
+
+// releaseBinary drops a hold on the binary and removes it with the last.
+func releaseBinary() {
+	binary.mu.Lock()
+	defer binary.mu.Unlock()
+	binary.refs--
+	if binary.refs == 0 && binary.dir != "" {
+		_ = os.RemoveAll(binary.dir)
+		binary.dir = ""
+	}
+}
+
+// Main runs a package's tests (call it from TestMain: os.Exit(Main(m)))
+// keeping the outbox binary StartRelay runs, built at most once, until
+// the last of them ends: without it each top-level test that starts
+// relays links the binary again.
+func Main(m *testing.M) int {
+	binary.mu.Lock()
+	binary.refs++
+	binary.mu.Unlock()
+	defer releaseBinary()
+	return m.Run()
 }
 
 // LostAcks wraps a consumer handler so that each message's first delivery

@@ -164,24 +164,16 @@ func TestPlainSQLRowsNeverStopTheRelay(t *testing.T) {
 			cfg.MaxPayloadBytes = 4096
 			relaytest.Start(t, db, cfg)
 			const n = 80
-			took, refused := 0, 0
-			var refusals []string
+			var odd oddRows
 			for i := range n {
 				if err := insert(db, "outbox_messages", []string{"topic", "business_key", "payload"},
 					[]any{"good.created", fmt.Sprintf("g-%d", i%7), fmt.Sprintf(`{"n":%d}`, i)}); err != nil {
 					t.Fatalf("good row %d: %v", i, err)
 				}
 				cols, vals := oddMessage(rng, c.d, i)
-				if err := insert(db, "outbox_messages", cols, vals); err != nil {
-					refused++
-					if len(refusals) < 5 {
-						refusals = append(refusals, oneLine(err.Error()))
-					}
-					continue
-				}
-				took++
+				odd.add(insert(db, "outbox_messages", cols, vals))
 			}
-			t.Logf("odd rows: %d taken, %d refused by the database (e.g. %q)", took, refused, refusals)
+			odd.log(t)
 			relaytest.WaitFor(t, 60*time.Second, "no row pending", func() bool { return relaytest.Count(t, db, "pending") == 0 })
 			if got := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE topic = 'good.created' AND status = 'sent'"); got != n {
 				t.Errorf("%d good rows sent, want %d", got, n)
@@ -221,8 +213,7 @@ func TestPlainSQLRowsAdoptedTable(t *testing.T) {
 			p := relaytest.StartRelay(t, db.URL, adoptArgs("spring", url)...)
 			now := adopttest.NowSQL(d)
 			const n = 60
-			took, refused := 0, 0
-			var refusals []string
+			var odd oddRows
 			for i := range n {
 				adopttest.Insert(t, db, "spring", i, 5, "good.created")
 				row := map[string]any{"message_id": fmt.Sprintf("odd-%d-%d", i, rng.Int63()), "topic": "odd.created", "tag": "t",
@@ -253,16 +244,10 @@ func TestPlainSQLRowsAdoptedTable(t *testing.T) {
 				// next_retry_time is due now, as the application writes it.
 				q := "INSERT INTO t_local_message (" + strings.Join(cols, ", ") + ", next_retry_time) VALUES (" +
 					strings.Repeat("?, ", len(cols)) + now + ")"
-				if _, err := db.SQL.ExecContext(context.Background(), testdb.Placeholder(d, q), vals...); err != nil {
-					refused++
-					if len(refusals) < 5 {
-						refusals = append(refusals, oneLine(err.Error()))
-					}
-					continue
-				}
-				took++
+				_, err := db.SQL.ExecContext(context.Background(), testdb.Placeholder(d, q), vals...)
+				odd.add(err)
 			}
-			t.Logf("odd rows: %d taken, %d refused by the database (e.g. %q)", took, refused, refusals)
+			odd.log(t)
 			relaytest.WaitFor(t, 60*time.Second, "every good row sent", func() bool {
 				return db.Count(t, "SELECT count(*) FROM t_local_message WHERE topic = 'good.created' AND status = 'SENT'") == n
 			})
@@ -289,6 +274,29 @@ func textOf(d store.Dialect, col string) string {
 }
 
 // oneLine is err's text on one line, bounded, for a test's log.
+// oddRows counts the odd rows a test writes: those the database took,
+// and those it refused, with the first refusals.
+type oddRows struct {
+	took, refused int
+	refusals      []string
+}
+
+// add counts a row by err, the error of its INSERT.
+func (o *oddRows) add(err error) {
+	if err == nil {
+		o.took++
+		return
+	}
+	o.refused++
+	if len(o.refusals) < 5 {
+		o.refusals = append(o.refusals, oneLine(err.Error()))
+	}
+}
+
+func (o *oddRows) log(t *testing.T) {
+	t.Logf("odd rows: %d taken, %d refused by the database (e.g. %q)", o.took, o.refused, o.refusals)
+}
+
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 200 {

@@ -75,9 +75,9 @@ func (p *Process) Stop(t *testing.T) {
 
 // Status runs `outbox status --json` on the relay's database and decodes
 // its output into v.
-func (p *Process) Status(t *testing.T, v any) {
+func (p *Process) Status(t *testing.T, v any, args ...string) {
 	t.Helper()
-	cmd := exec.Command(p.bin, "status", "--json", "--db", p.db)
+	cmd := exec.Command(p.bin, append([]string{"status", "--json", "--db", p.db}, args...)...)
 	cmd.Env = os.Environ()
 	out, err := cmd.Output()
 	if err != nil {

@@ -3,7 +3,6 @@ package relaytest_test
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,12 +20,7 @@ import (
 func TestRetryBudgetByAge(t *testing.T) {
 	db := testdb.New(t, store.Postgres)
 	e := relaytest.NewEnqueuer(t, db)
-	_, url := newReceiver(t, func(body string) (int, http.Header) {
-		if strings.Contains(body, "bad") {
-			return http.StatusInternalServerError, nil
-		}
-		return http.StatusOK, nil
-	})
+	_, url := newReceiver(t, failing("bad", http.StatusInternalServerError))
 	// The relay first, holding its partitions: the budget counts from
 	// created_at.
 	p := relaytest.StartRelay(t, db.URL, "--to", url+"?max_retry_age=5s", "--retry-schedule", "200ms")

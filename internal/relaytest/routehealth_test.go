@@ -31,6 +31,17 @@ type receiver struct {
 	peak      int
 }
 
+// failing is a receiver's answer: code to a request whose body holds
+// mark, 200 to the others.
+func failing(mark string, code int) func(body string) (int, http.Header) {
+	return func(body string) (int, http.Header) {
+		if strings.Contains(body, mark) {
+			return code, nil
+		}
+		return http.StatusOK, nil
+	}
+}
+
 func newReceiver(t *testing.T, answer func(body string) (int, http.Header)) (*receiver, string) {
 	r := &receiver{answer: answer, delivered: map[string]time.Time{}}
 	srv := httptest.NewServer(r)
@@ -224,12 +235,7 @@ func TestFailingMessagesAreTheirs(t *testing.T) {
 func TestPoisonAmongMany(t *testing.T) {
 	db := testdb.New(t, store.Postgres)
 	e := relaytest.NewEnqueuer(t, db)
-	rec, url := newReceiver(t, func(body string) (int, http.Header) {
-		if strings.Contains(body, "poison") {
-			return http.StatusUnprocessableEntity, nil
-		}
-		return http.StatusOK, nil
-	})
+	rec, url := newReceiver(t, failing("poison", http.StatusUnprocessableEntity))
 	enqueue(t, e, 10001, func(i int) outbox.Message {
 		m := plain(i)
 		if i == 5000 {

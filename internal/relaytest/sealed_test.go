@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -29,54 +28,15 @@ import (
 // keyFile makes a key file with one key, k1, and opens it.
 func keyFile(t *testing.T) *seal.FileKeys {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "keys.json")
-	if _, err := seal.CreateKey(path, "", true); err != nil {
-		t.Fatal(err)
-	}
-	fk, err := seal.OpenFileKeys(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fk
+	return relaytest.KeyFile(t)
 }
 
 // produce commits msgs through a Producer with cfg over db, whatever its
 // dialect, and returns their ids.
 func produce(t *testing.T, db *testdb.DB, cfg *outbox.Config, msgs ...outbox.Message) []string {
 	t.Helper()
-	ctx := context.Background()
-	if db.PGX != nil {
-		p, err := outbox.NewProducer(db.PGX, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tx, err := db.Pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, err := p.EnqueueMany(ctx, tx, msgs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return ids
-	}
-	p, err := outbox.NewProducer(db.Std, cfg)
+	ids, err := enqueueTx(t, db, cfg, true, msgs...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := db.SQL.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	ids, err := p.EnqueueMany(ctx, tx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 		t.Fatal(err)
 	}
 	return ids
@@ -91,6 +51,24 @@ func lastError(t *testing.T, db *testdb.DB, id string) (status, lastErr string, 
 		t.Fatal(err)
 	}
 	return status, le.String, attempts
+}
+
+// wantDead checks that each message of dead is dead with its reason as
+// last_error and was never published to rec, and that sent messages were
+// sent.
+func wantDead(t *testing.T, db *testdb.DB, rec *recorder, dead map[string]string, sent int) {
+	t.Helper()
+	for id, want := range dead {
+		if st, le, _ := lastError(t, db, id); st != store.StatusDead || le != want {
+			t.Errorf("%s: %s %q, want dead %q", id, st, le, want)
+		}
+		if _, ok := rec.envelope(id); ok {
+			t.Errorf("%s was published", id)
+		}
+	}
+	if n := relaytest.Count(t, db, "sent"); n != sent {
+		t.Errorf("%d sent, want %d", n, sent)
+	}
 }
 
 // TestSealedRoundTrip: payloads sealed at enqueue are stored without
@@ -175,21 +153,11 @@ func TestSealedRoundTrip(t *testing.T) {
 			if _, sealed := m.Headers[seal.HeaderAlgorithm]; sealed || m.Headers["x-email"] != "bob@example.com" {
 				t.Errorf("the opened message's headers: %v", m.Headers)
 			}
-			for id, want := range map[string]string{
+			wantDead(t, db, rec, map[string]string{
 				ids[4]: "cannot open sealed payload: message authentication failed",
 				ids[5]: "cannot open sealed payload: unknown key k9",
 				ids[6]: "cannot open sealed payload: message authentication failed",
-			} {
-				if st, le, _ := lastError(t, db, id); st != store.StatusDead || le != want {
-					t.Errorf("%s: %s %q, want dead %q", id, st, le, want)
-				}
-				if _, ok := rec.envelope(id); ok {
-					t.Errorf("%s was published", id)
-				}
-			}
-			if n := relaytest.Count(t, db, "sent"); n != 4 {
-				t.Errorf("%d sent, want 4", n)
-			}
+			}, 4)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package relaytest_test
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,12 +11,16 @@ import (
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testmariadb"
 	"github.com/txoutbox/outbox/internal/testpgbouncer"
 )
 
 // idleArgs keep a relay from reading again for ten minutes once it is
 // idle: a delivery within the tests' timeouts proves something woke it.
-var idleArgs = []string{"--min-poll", "10m", "--max-poll", "10m", "--lease-ttl", "2s"}
+// The lease TTL is the default's: under a loaded CI machine a shorter one
+// lets the leases lapse between slow renewals, and a relay without valid
+// leases reads nothing.
+var idleArgs = []string{"--min-poll", "10m", "--max-poll", "10m"}
 
 // wakesOnPlainInsert starts a relay on dbURL delivering to a webhook,
 // lets it deliver a first row (insert writes row seq) and go idle, then
@@ -27,7 +32,7 @@ func wakesOnPlainInsert(t *testing.T, dbURL string, insert func(seq int), args .
 	h, url := newHooks(t, false, nil)
 	insert(0)
 	p := relaytest.StartRelay(t, dbURL, append(append([]string{"--to", url}, idleArgs...), args...)...)
-	relaytest.WaitFor(t, 30*time.Second, "the first row delivered", func() bool { return h.distinct() == 1 })
+	relaytest.WaitFor(t, 60*time.Second, "the first row delivered", func() bool { return h.distinct() == 1 })
 	// After a round that found rows the relay reads once more a few
 	// milliseconds later, then waits for --min-poll; on PostgreSQL it
 	// asks for notifications (and reads once more) after 200 ms of
@@ -82,6 +87,27 @@ func TestProbeWakesIdleRelay(t *testing.T) {
 			db := testdb.New(t, d)
 			adopttest.Create(t, db, "laravel")
 			p := wakesOnPlainInsert(t, db.URL, func(seq int) { adopttest.Insert(t, db, "laravel", seq, 1, "order.created") }, "--adopt", "laravel")
+			// The adopted table's relay is listed with its wake-up by
+			// `outbox status --adopt`, and not among outbox_messages'.
+			var st struct {
+				Relays []struct {
+					Table string `json:"table"`
+					Wake  string `json:"wake"`
+				} `json:"relays"`
+			}
+			p.Status(t, &st, "--adopt", "laravel")
+			want := "probe 25ms"
+			if d == store.SQLite && runtime.GOOS == "linux" {
+				want = "watch"
+			}
+			if len(st.Relays) != 1 || st.Relays[0].Table != "local_messages" || !strings.HasSuffix(st.Relays[0].Wake, want) {
+				t.Errorf("outbox status --adopt laravel --json relays: %+v, want one relay of local_messages waking by %q", st.Relays, want)
+			}
+			st.Relays = nil
+			p.Status(t, &st)
+			if len(st.Relays) != 0 {
+				t.Errorf("outbox status --json lists the adopted table's relay among outbox_messages': %+v", st.Relays)
+			}
 			p.Stop(t)
 		})
 	}
@@ -103,6 +129,52 @@ func TestProbeWakesIdleRelay(t *testing.T) {
 // transaction mode, where LISTEN cannot work and the relay says so, the
 // probe still wakes it for a plain-SQL row written straight to the
 // server.
+// TestBinlogWakesIdleRelay: on a MariaDB server that writes a binary
+// log, a relay in another process follows it (`--binlog` defaults to
+// auto) and a row written by plain SQL, to outbox_messages and to an
+// adopted table, reaches it before its next poll; status says "binlog".
+func TestBinlogWakesIdleRelay(t *testing.T) {
+	relaytest.KeepBinary(t)
+	my := testmariadb.Start(t, "--log-bin=binlog", "--server-id=7")
+	db := testdb.MySQLAt(t, my.URL)
+	testdb.Migrate(t, db)
+	adopttest.Create(t, db, "laravel")
+	for _, tc := range []struct {
+		name   string
+		insert func(int)
+		args   []string
+	}{
+		{"outbox_messages", plainInsert(t, db), nil},
+		{"adopt-laravel", func(seq int) { adopttest.Insert(t, db, "laravel", seq, 1, "order.created") }, []string{"--adopt", "laravel"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := wakesOnPlainInsert(t, db.URL, tc.insert, tc.args...)
+			var st struct {
+				Relays []struct {
+					Wake string `json:"wake"`
+				} `json:"relays"`
+			}
+			p.Status(t, &st, tc.args...)
+			if len(st.Relays) != 1 || st.Relays[0].Wake != "binlog" {
+				t.Errorf("outbox status --json relays: %+v, want one relay with wake \"binlog\"", st.Relays)
+			}
+			p.Stop(t)
+		})
+	}
+	// --binlog off: the relay probes instead.
+	p := relaytest.StartRelay(t, db.URL, "--to", "stdout:", "--binlog", "off")
+	relaytest.WaitFor(t, 30*time.Second, "the relay probing", func() bool {
+		var st struct {
+			Relays []struct {
+				Wake string `json:"wake"`
+			} `json:"relays"`
+		}
+		p.Status(t, &st)
+		return len(st.Relays) == 1 && st.Relays[0].Wake == "probe 25ms"
+	})
+	p.Stop(t)
+}
+
 func TestProbeWakesIdleRelayThroughPgBouncer(t *testing.T) {
 	relaytest.KeepBinary(t)
 	name := testdb.PostgresDatabase(t)

@@ -58,7 +58,9 @@ type Record struct {
 	// Payload is the whole body from Get, its first PreviewChars
 	// characters from Search.
 	Payload string
-	// Headers is the headers JSON text from Get, "" from Search.
+	// Headers is the headers JSON text from Get; from Search, only those
+	// of a sealed or claim-checked payload ("" otherwise), so that a list
+	// can say so in place of the preview.
 	Headers string
 }
 
@@ -265,7 +267,7 @@ func validUUID(s string) bool {
 // recordCols are the columns Search and Get read, payload last.
 func (st *Store) recordCols(payload string) string {
 	dl := st.dl
-	headers := "''"
+	headers := labelledHeaders(dl)
 	if payload == "payload" {
 		headers = dl.text("headers")
 	}
@@ -756,4 +758,124 @@ func (st *Store) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// Stats counts messages by status and topic and measures the oldest
+// pending and oldest due messages' ages.
+func (st *Store) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	rows, err := st.db.Query(ctx, st.s.countByStatusTopic)
+	if err != nil {
+		return s, err
+	}
+	for rows.Next() {
+		var tc TopicCount
+		if err := rows.Scan(&tc.Status, &tc.Topic, &tc.Count); err != nil {
+			rows.Close()
+			return s, err
+		}
+		s.add(tc)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return s, err
+	}
+	if s.OldestPendingAge, err = st.age(ctx, st.s.oldestPending); err != nil {
+		return s, err
+	}
+	s.OldestDueAge, err = st.age(ctx, st.s.oldestDue)
+	return s, err
+}
+
+// add counts tc in s's totals and topics.
+func (s *Stats) add(tc TopicCount) {
+	switch tc.Status {
+	case StatusPending:
+		s.Pending += tc.Count
+	case StatusSent:
+		s.Sent += tc.Count
+	case StatusConsumed:
+		s.Consumed += tc.Count
+	case StatusDead:
+		s.Dead += tc.Count
+	case StatusExpired:
+		s.Expired += tc.Count
+	}
+	s.ByTopic = append(s.ByTopic, tc)
+}
+
+// age runs q, a query of one age in seconds (no row or NULL: 0).
+func (st *Store) age(ctx context.Context, q string) (time.Duration, error) {
+	rows, err := st.db.Query(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var age *float64
+	if rows.Next() {
+		if err := rows.Scan(&age); err != nil {
+			return 0, err
+		}
+	}
+	return seconds(age), rows.Err()
+}
+
+// where renders a Filter as a predicate and its arguments.
+func (st *Store) where(f Filter) *cond {
+	c := &cond{dl: st.dl}
+	if f.Status != "" {
+		c.add("status = {}", f.Status)
+	}
+	if f.Topic != "" {
+		c.add("topic = {}", f.Topic)
+	}
+	if f.Topics != nil {
+		c.addTopics(f.Topics)
+	}
+	if len(f.MessageIDs) > 0 {
+		c.addAll(st.dl.messageIDTextIn(f.MessageIDs))
+	}
+	return c
+}
+
+// List returns messages matching f, oldest first.
+func (st *Store) List(ctx context.Context, f Filter) ([]Message, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	c := st.where(f)
+	dl := st.dl
+	q := fmt.Sprintf(`SELECT id, %s, topic, coalesce(business_key, ''), payload, %s, status, attempts, max_attempts,
+  %s, %s, %s, coalesce(last_error, '')
+FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, dl.text("message_id"), dl.text("headers"),
+		dl.epoch("available_at"), dl.epoch("created_at"), dl.epoch("sent_at"), c.sql(), c.arg(limit))
+	return appendRows(ctx, st.db, nil, func(scan func(...any) error) (Message, error) {
+		var m Message
+		var avail, created float64
+		var sent *float64
+		if err := scan(&m.ID, &m.MessageID, &m.Topic, &m.Key, &m.Payload, &m.Headers, &m.Status, &m.Attempts, &m.MaxAttempts, &avail, &created, &sent, &m.LastError); err != nil {
+			return m, err
+		}
+		m.AvailableAt, m.CreatedAt = fromEpoch(avail), fromEpoch(created)
+		if sent != nil {
+			t := fromEpoch(*sent)
+			m.SentAt = &t
+		}
+		return m, nil
+	}, q, c.args...)
+}
+
+// Requeue moves dead messages matching f back to pending with attempts reset.
+func (st *Store) Requeue(ctx context.Context, f Filter) (int64, error) {
+	f.Status = StatusDead
+	c := st.where(f)
+	return st.execRetry(ctx, `UPDATE outbox_messages SET status = 'pending', attempts = 0, unknown_outcome = `+st.dl.falseSQL()+`, available_at = `+st.dl.now()+` WHERE `+c.sql(), c.args...)
+}
+
+// Discard deletes dead messages matching f.
+func (st *Store) Discard(ctx context.Context, f Filter) (int64, error) {
+	f.Status = StatusDead
+	c := st.where(f)
+	return st.execRetry(ctx, `DELETE FROM outbox_messages WHERE `+c.sql(), c.args...)
 }

@@ -211,9 +211,21 @@ func (a *Adopted) fence() string {
 
 func (a *Adopted) table() string { return a.ad.ident(a.p.Table) }
 
+// statements builds the profile's statements from its validated
+// identifiers and status values.
 func (a *Adopted) statements() adoptedStatements {
-	p, ad := a.p, a.ad
 	var s adoptedStatements
+	s.read = a.readStatement()
+	a.countStatements(&s)
+	a.settleStatements(&s)
+	a.leaseStatements(&s)
+	return s
+}
+
+// readStatement is the read of ready rows: oldest first, a key's later
+// rows held back while an earlier one waits.
+func (a *Adopted) readStatement() string {
+	p, ad := a.p, a.ad
 	text := a.text
 	// The read measures the payload and leaves it out past the base
 	// store's bound (the first argument; see Store.WithPayloadLimit), so a
@@ -244,9 +256,13 @@ func (a *Adopted) statements() adoptedStatements {
 		order = "\n  AND (" + k + " IS NULL OR NOT EXISTS (SELECT 1 FROM " + a.table() + " AS e WHERE " + a.col("e", p.Key) + " = " + k +
 			" AND " + a.col("e", p.ID) + " < " + a.col("m", p.ID) + " AND " + a.ready("e") + " AND NOT " + a.due("e", now) + "))"
 	}
-	s.read = ad.bind(with + "SELECT " + strings.Join(cols, ", ") + "\nFROM " + a.table() + " AS m\nWHERE " + a.ready("m") + " AND " + a.due("m", now) + order +
+	return ad.bind(with + "SELECT " + strings.Join(cols, ", ") + "\nFROM " + a.table() + " AS m\nWHERE " + a.ready("m") + " AND " + a.due("m", now) + order +
 		"\nORDER BY " + a.col("m", p.ID) + " LIMIT ?")
+}
 
+// countStatements are the gauges' and the counts by status.
+func (a *Adopted) countStatements(s *adoptedStatements) {
+	p, ad := a.p, a.ad
 	oldest := "NULL"
 	if p.CreatedAt != "" {
 		oldest = "(SELECT " + ad.nowEpoch + " - " + ad.epoch(a.col("m", p.CreatedAt)) + " FROM " + a.table() + " AS m WHERE " + a.ready("m") +
@@ -254,8 +270,13 @@ func (a *Adopted) statements() adoptedStatements {
 	}
 	s.gauges = "SELECT (SELECT count(*) FROM " + a.table() + " AS m WHERE " + a.ready("m") + "), (SELECT count(*) FROM " + a.table() + " AS m WHERE " + a.dead("m") +
 		"), " + oldest + ", " + ad.nowEpoch
-	s.countStatus = "SELECT " + text(p.Status) + ", count(*) FROM " + a.table() + " AS m GROUP BY " + a.col("m", p.Status)
+	s.countStatus = "SELECT " + a.text(p.Status) + ", count(*) FROM " + a.table() + " AS m GROUP BY " + a.col("m", p.Status)
+}
 
+// settleStatements are the outcomes' updates: retry, postpone, dead (with
+// and without the attempt counted) and sent.
+func (a *Adopted) settleStatements(s *adoptedStatements) {
+	p, ad := a.p, a.ad
 	set := func(parts ...string) string {
 		if p.UpdatedAt != "" {
 			parts = append(parts, ad.ident(p.UpdatedAt)+" = "+ad.now)
@@ -295,7 +316,11 @@ func (a *Adopted) statements() adoptedStatements {
 	}
 	s.sentPrefix = upd + set(ad.ident(p.Status)+" = "+lit(p.Sent)) + " WHERE " + a.col("m", p.ID) + " IN ("
 	s.sentSuffix = ") AND " + a.unsettled("m") + " AND " + a.fence()
+}
 
+// leaseStatements are the table's one lease, in outbox_adopted_leases.
+func (a *Adopted) leaseStatements(s *adoptedStatements) {
+	ad := a.ad
 	s.ensureLease = ad.bind(ad.insertIgnore)
 	// leaseExists fails when migration 9 has not made the lease table.
 	s.leaseExists = "SELECT count(*) FROM outbox_adopted_leases WHERE partition_no < 0"
@@ -313,7 +338,6 @@ WHERE table_name = ? AND owner = ? AND expires_at > ` + ad.leaseNow)
 WHERE table_name = ? AND owner = ?`)
 	s.markInflight = ad.bind(`UPDATE outbox_adopted_leases SET inflight_max_id = ?
 WHERE table_name = ? AND partition_no = 0 AND owner = ? AND inflight_max_id <> ?`)
-	return s
 }
 
 // Partitions is 1 once `outbox migrate` has made the lease table.
@@ -559,14 +583,29 @@ func (a *Adopted) Settle(ctx context.Context, owner string, outs []Outcome) (int
 
 func placeholdersQ(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
 
-// Heartbeat lists only id: every relay of an adopted table competes for
-// its one lease, and the others stand by until it lapses or is released.
-func (a *Adopted) Heartbeat(_ context.Context, id, _ string, _ time.Duration) ([]Relay, error) {
+// Heartbeat registers relay id as serving the table (`outbox status
+// --adopt` lists it) and lists only id: every relay of an adopted table
+// competes for its one lease, and the others stand by until it lapses or
+// is released. The relays of outbox_messages do not count it when they
+// look for another relay that routes a topic.
+func (a *Adopted) Heartbeat(ctx context.Context, id, routes string, _ time.Duration) ([]Relay, error) {
+	if _, err := a.base.execRetry(ctx, a.base.s.registerRelay, id, routes, a.p.Table); err != nil {
+		return nil, err
+	}
 	return []Relay{{ID: id}}, nil
 }
 
-// PruneRelays has nothing to prune: adopted relays keep no registry.
-func (a *Adopted) PruneRelays(context.Context, time.Duration) error { return nil }
+// Relays lists the relays registered as serving the table, live or not,
+// sorted by id.
+func (a *Adopted) Relays(ctx context.Context) ([]Relay, error) {
+	return a.base.relaysOf(ctx, a.p.Table)
+}
+
+// PruneRelays forgets relays not seen for longer than age, as the base
+// store does.
+func (a *Adopted) PruneRelays(ctx context.Context, age time.Duration) error {
+	return a.base.PruneRelays(ctx, age)
+}
 
 // Renew extends owner's lease on the table.
 func (a *Adopted) Renew(ctx context.Context, owner string, ttl time.Duration) (int64, error) {

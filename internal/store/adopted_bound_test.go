@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txoutbox/outbox/internal/adopt"
 	"github.com/txoutbox/outbox/internal/adopt/adopttest"
+	"github.com/txoutbox/outbox/internal/adopt/adoptyaml"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -25,7 +25,7 @@ func TestAdoptedReadLeavesOutOversizePayloads(t *testing.T) {
 			adopttest.Insert(t, db, "laravel", 2, 1, "order.created")
 			big := `{"pad":"` + strings.Repeat("x", 4000) + `"}`
 			db.Exec(t, testdb.Placeholder(d, "UPDATE local_messages SET payload = ? WHERE id = 2"), big)
-			p, err := adopt.Load("laravel")
+			p, err := adoptyaml.Load("laravel")
 			if err != nil {
 				t.Fatal(err)
 			}

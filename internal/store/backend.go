@@ -22,6 +22,9 @@ type Backend struct {
 	Notify func(ctx context.Context) error
 	// Local wakes relays in this process over the same pool.
 	Local Waker
+	// Feed follows the database's commits for relays that would
+	// otherwise probe (driver.ChangeFeed). Nil when there is none.
+	Feed driver.ChangeFeed
 	// source is the driver as a TableSource, nil when it is none.
 	source TableSource
 }
@@ -89,11 +92,54 @@ func NewBackend[TTx any](d driver.Driver[TTx]) *Backend {
 		b.Local.key = d
 	}
 	b.source, _ = d.(TableSource)
+	b.Feed = changeFeedOf(d)
 	if l, ok := d.(driver.Listener); ok && l.SupportsListen() {
 		b.ListenOn(l)
 		b.Notify = func(ctx context.Context) error { return l.Notify(ctx, NotifyChannel) }
 	}
 	return b
+}
+
+// changeFeedOf is d's change feed: the one Following gave it, or d as a
+// driver.ChangeFeed (the driver an adopting driver wraps); nil when it has
+// none.
+func changeFeedOf[TTx any](d driver.Driver[TTx]) driver.ChangeFeed {
+	if a, ok := d.(adopting[TTx]); ok {
+		d = a.Driver
+	}
+	if fd, ok := d.(following[TTx]); ok {
+		return fd.feed
+	}
+	f, _ := d.(driver.ChangeFeed)
+	return f
+}
+
+// Following returns d, or, when f is not nil, d with f as its change feed
+// (driver.ChangeFeed): the relays and fleets built over it follow f. It
+// keeps d's signalling (driver.Listener).
+func Following[TTx any](d driver.Driver[TTx], f driver.ChangeFeed) driver.Driver[TTx] {
+	if f == nil {
+		return d
+	}
+	return following[TTx]{d, f}
+}
+
+type following[TTx any] struct {
+	driver.Driver[TTx]
+	feed driver.ChangeFeed
+}
+
+func (d following[TTx]) SupportsListen() bool {
+	l, ok := d.Driver.(driver.Listener)
+	return ok && l.SupportsListen()
+}
+
+func (d following[TTx]) Listen(ctx context.Context, channel string, wake func()) error {
+	return d.Driver.(driver.Listener).Listen(ctx, channel, wake)
+}
+
+func (d following[TTx]) Notify(ctx context.Context, channel string) error {
+	return d.Driver.(driver.Listener).Notify(ctx, channel)
 }
 
 // ListenOn makes b listen for signals over l instead of its own driver.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -53,8 +54,11 @@ func (st *Store) RecordWake(ctx context.Context, id, wake string) (bool, error) 
 	return n > 0, nil
 }
 
-// RecordWake does nothing: an adopted table's relays keep no registry.
-func (a *Adopted) RecordWake(context.Context, string, string) (bool, error) { return true, nil }
+// RecordWake is the base store's: an adopted table's relays register
+// there too.
+func (a *Adopted) RecordWake(ctx context.Context, id, wake string) (bool, error) {
+	return a.base.RecordWake(ctx, id, wake)
+}
 
 // relayWakes returns the wake-up each registered relay recorded, by id.
 func (st *Store) relayWakes(ctx context.Context) (map[string]string, error) {
@@ -190,3 +194,16 @@ func (st *Store) DatabaseFile(ctx context.Context) (string, error) {
 
 // DatabaseFile is the base store's.
 func (a *Adopted) DatabaseFile(ctx context.Context) (string, error) { return a.base.DatabaseFile(ctx) }
+
+// FeedTable is the table a change feed (driver.ChangeFeed) follows for
+// the relay: outbox_messages.
+func (st *Store) FeedTable() string { return "outbox_messages" }
+
+// FeedTable is the adopted table's name, without its schema.
+func (a *Adopted) FeedTable() string {
+	t := a.p.Table
+	if i := strings.LastIndexByte(t, '.'); i >= 0 {
+		t = t[i+1:]
+	}
+	return t
+}

@@ -28,6 +28,9 @@ type Relay struct {
 	// a relay of a version that records none (only in the listing of
 	// Relays).
 	Wake string
+	// Source is the adopted table the relay serves (outbox relay
+	// --adopt), "" for outbox_messages.
+	Source string
 }
 
 // LiveWithin is how recent a relay's heartbeat must be for the status and
@@ -68,13 +71,16 @@ type RelayJSON struct {
 	// change probe and its interval), both joined by " + ", or "poll";
 	// absent for a relay of a version that records none.
 	Wake string `json:"wake,omitempty"`
+	// Table is the adopted table the relay serves; absent for
+	// outbox_messages.
+	Table string `json:"table,omitempty"`
 }
 
 // RelaysJSON is relays as RelayJSON, an empty list for none.
 func RelaysJSON(relays []Relay) []RelayJSON {
 	out := make([]RelayJSON, 0, len(relays))
 	for _, r := range relays {
-		out = append(out, RelayJSON{ID: r.ID, SeenSecondsAgo: r.SeenAgo.Seconds(), Routes: r.Routes, RoutesFingerprint: r.Fingerprint, Wake: r.Wake})
+		out = append(out, RelayJSON{ID: r.ID, SeenSecondsAgo: r.SeenAgo.Seconds(), Routes: r.Routes, RoutesFingerprint: r.Fingerprint, Wake: r.Wake, Table: r.Source})
 	}
 	return out
 }
@@ -101,25 +107,35 @@ func (r *Relay) setRoutes(col *string) {
 	r.Fingerprint = hex.EncodeToString(sum[:4])
 }
 
-// relayRoutesVersion is the migration that adds outbox_relays.routes.
-const relayRoutesVersion = 16
+// relaySourceVersion is the migration that adds outbox_relays.source
+// (routes and wake came in 16 and 18).
+const relaySourceVersion = 20
 
-// Relays lists every relay registered on the database, live or not (a
-// relay that stopped cleanly removes itself; one that died stays until
-// pruned), sorted by id.
+// Relays lists every relay of outbox_messages registered on the database,
+// live or not (a relay that stopped cleanly removes itself; one that died
+// stays until pruned), sorted by id.
 func (st *Store) Relays(ctx context.Context) ([]Relay, error) {
-	out, err := appendRows(ctx, st.db, nil, func(scan func(...any) error) (Relay, error) {
+	return st.relaysOf(ctx, "")
+}
+
+// relaysOf lists the registered relays that serve source (an adopted
+// table; "" for outbox_messages).
+func (st *Store) relaysOf(ctx context.Context, source string) ([]Relay, error) {
+	all, err := appendRows(ctx, st.db, nil, func(scan func(...any) error) (Relay, error) {
 		var r Relay
-		var routes *string
+		var routes, src *string
 		var age float64
-		err := scan(&r.ID, &routes, &age)
+		err := scan(&r.ID, &routes, &age, &src)
 		r.setRoutes(routes)
 		r.SeenAgo = time.Duration(age * float64(time.Second))
+		if src != nil {
+			r.Source = *src
+		}
 		return r, err
 	}, st.s.relays)
 	if err != nil {
-		if v, verr := SchemaVersion(ctx, st.db); verr == nil && v < relayRoutesVersion {
-			return nil, nil // a schema from before the routes were recorded
+		if v, verr := SchemaVersion(ctx, st.db); verr == nil && v < relaySourceVersion {
+			return nil, nil // a schema from before the relays were listed this way
 		}
 		return nil, err
 	}
@@ -127,8 +143,86 @@ func (st *Store) Relays(ctx context.Context) ([]Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	for i := range out {
-		out[i].Wake = wakes[out[i].ID]
+	out := all[:0]
+	for _, r := range all {
+		if r.Source == source {
+			r.Wake = wakes[r.ID]
+			out = append(out, r)
+		}
 	}
 	return out, nil
+}
+
+// Heartbeat records that relay id is alive and serves routes (as
+// EncodeRoutes makes them), and returns all live relays (seen within ttl),
+// sorted by id.
+func (st *Store) Heartbeat(ctx context.Context, id, routes string, ttl time.Duration) ([]Relay, error) {
+	if _, err := st.execRetry(ctx, st.s.registerRelay, id, routes, nil); err != nil {
+		return nil, err
+	}
+	return appendRows(ctx, st.db, nil, func(scan func(...any) error) (Relay, error) {
+		var r Relay
+		var routes *string
+		err := scan(&r.ID, &routes)
+		r.setRoutes(routes)
+		return r, err
+	}, st.s.liveRelays, ttl.Microseconds())
+}
+
+// PruneRelays forgets relays not seen for longer than age.
+func (st *Store) PruneRelays(ctx context.Context, age time.Duration) error {
+	_, err := st.execRetry(ctx, st.s.pruneRelays, age.Microseconds())
+	return err
+}
+
+// DropRelay forgets relay id and its view of the routes, and releases its
+// leases.
+func (st *Store) DropRelay(ctx context.Context, id string) error {
+	if _, err := st.execRetry(ctx, st.s.releaseAll, id); err != nil {
+		return err
+	}
+	if _, err := st.execRetry(ctx, st.s.dropRouteHealth, id); err != nil {
+		return err
+	}
+	_, err := st.execRetry(ctx, st.s.dropRelay, id)
+	return err
+}
+
+// RecordRoute records that relay sees route down (with reason) or up, from
+// now (database time).
+func (st *Store) RecordRoute(ctx context.Context, relay, route string, down bool, reason string) error {
+	state := RouteUp
+	if down {
+		state = RouteDown
+	}
+	_, err := st.execRetry(ctx, st.s.recordRoute, relay, route, state, reason)
+	return err
+}
+
+// routeHealthVersion is the migration that adds outbox_route_health.
+const routeHealthVersion = 6
+
+// RouteHealth lists what the live relays last recorded about their
+// routes, by route then relay. Routes no relay ever saw down are not in
+// it: they have been up since their relays started.
+func (st *Store) RouteHealth(ctx context.Context) ([]RouteHealth, error) {
+	rows, err := st.db.Query(ctx, st.s.routeHealth)
+	if err != nil {
+		if v, verr := SchemaVersion(ctx, st.db); verr == nil && v < routeHealthVersion {
+			return nil, nil // a schema from before route health: nothing recorded
+		}
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RouteHealth
+	for rows.Next() {
+		var h RouteHealth
+		var age float64
+		if err := rows.Scan(&h.Route, &h.Relay, &h.State, &age, &h.Reason); err != nil {
+			return nil, err
+		}
+		h.For = time.Duration(age * float64(time.Second)).Round(time.Millisecond)
+		out = append(out, h)
+	}
+	return out, rows.Err()
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/adopt/adopttest"
+	"github.com/txoutbox/outbox/internal/adopt/adoptyaml"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -64,4 +66,67 @@ func TestHeartbeatRecordsRoutes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAdoptedRelaysRegister: a relay of an adopted table registers with
+// the table it serves and records its wake-up; the adopted store lists
+// it, the outbox table's listing does not, and the relays of
+// outbox_messages do not count it as one that might route their topics.
+// Stopping forgets it.
+func TestAdoptedRelaysRegister(t *testing.T) {
+	for _, d := range []store.Dialect{store.Postgres, store.MySQL, store.SQLite} {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := testdb.New(t, d)
+			adopttest.Create(t, db, "laravel")
+			p, err := adoptyaml.Load("laravel")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := db.Backend().Store
+			a, err := store.NewAdopted(st, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			routes := store.EncodeRoutes([]string{"order.*"})
+			if live, err := a.Heartbeat(ctx, "adopted-1", routes, time.Minute); err != nil || len(live) != 1 || live[0].ID != "adopted-1" {
+				t.Fatalf("adopted heartbeat: %v, %v; want itself alone", live, err)
+			}
+			if ok, err := a.RecordWake(ctx, "adopted-1", "probe 25ms"); err != nil || !ok {
+				t.Fatalf("RecordWake = %v, %v", ok, err)
+			}
+			live, err := st.Heartbeat(ctx, "plain-1", store.EncodeRoutes([]string{"audit.*"}), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := relayIDs(live); !slices.Equal(got, []string{"plain-1"}) {
+				t.Errorf("live relays of outbox_messages = %v, want plain-1 alone", got)
+			}
+			mine, err := a.Relays(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(mine) != 1 || mine[0].ID != "adopted-1" || mine[0].Source != "local_messages" || mine[0].Wake != "probe 25ms" ||
+				!slices.Equal(mine[0].Routes, []string{"order.*"}) {
+				t.Fatalf("adopted relays = %+v, want adopted-1 on local_messages with its wake and routes", mine)
+			}
+			if j := store.RelaysJSON(mine); j[0].Table != "local_messages" {
+				t.Errorf("relay JSON table = %q", j[0].Table)
+			}
+			plain, err := st.Relays(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := relayIDs(plain); !slices.Equal(got, []string{"plain-1"}) {
+				t.Errorf("relays of outbox_messages = %v, want plain-1 alone", got)
+			}
+			if err := a.DropRelay(ctx, "adopted-1"); err != nil {
+				t.Fatal(err)
+			}
+			if mine, err := a.Relays(ctx); err != nil || len(mine) != 0 {
+				t.Errorf("after the stop: %v, %v; want none", mine, err)
+			}
+		})
+	}
 }

@@ -6,9 +6,16 @@ import (
 )
 
 // statements holds every fixed statement of one dialect, as its
-// statements_*.go file writes them. The texts are fixed at start-up;
-// nothing from users is ever spliced into them.
+// statements_*.go file writes them, in three groups. The texts are fixed
+// at start-up; nothing from users is ever spliced into them.
 type statements struct {
+	messageStatements
+	relayStatements
+	adminStatements
+}
+
+// messageStatements are the hot path's.
+type messageStatements struct {
 	// insert takes the dialect's batch argument form (see insertBatch).
 	insert string
 	// insertOne is insert for a single message, with one argument per
@@ -43,11 +50,20 @@ type statements struct {
 	// expire moves the pending rows of the owner's leased partitions
 	// whose expires_at has come to expired (owner).
 	expire string
+	// markInflight records, per partition, the highest id a relay is
+	// about to publish (owner, partitions, ids).
+	markInflight string
+}
 
+// relayStatements are the relays' registry, their leases and their views
+// of the routes.
+type relayStatements struct {
 	// registerRelay records a relay's heartbeat and route patterns (id,
-	// routes); liveRelays lists the relays seen within a time (id,
-	// routes); relays lists every registered relay with the seconds since
-	// its heartbeat, by database time.
+	// routes, source: the adopted table it serves, NULL for
+	// outbox_messages); liveRelays lists the relays of outbox_messages
+	// seen within a time (id, routes); relays lists every registered relay
+	// with the seconds since its heartbeat, by database time, and its
+	// source.
 	registerRelay string
 	liveRelays    string
 	relays        string
@@ -59,7 +75,6 @@ type statements struct {
 	renew         string
 	release       string
 	releaseAll    string
-	markInflight  string
 
 	// recordRoute writes a relay's view of a route (relay, route, state,
 	// reason); routeHealth lists the views of live relays with their age
@@ -67,7 +82,11 @@ type statements struct {
 	recordRoute     string
 	routeHealth     string
 	dropRouteHealth string
+}
 
+// adminStatements are the inbox's, the operators' counts and gauges, and
+// the schema's bookkeeping.
+type adminStatements struct {
 	inboxClaim string
 	inboxPurge string
 
@@ -127,7 +146,7 @@ ORDER BY h.route, h.relay_id`
 // relaysSQL lists the registered relays; age is the dialect's
 // seconds-since expression for seen_at.
 func relaysSQL(age string) string {
-	return `SELECT relay_id, routes, ` + age + ` FROM outbox_relays ORDER BY relay_id`
+	return `SELECT relay_id, routes, ` + age + `, source FROM outbox_relays ORDER BY relay_id`
 }
 
 const dropRouteHealthSQL = `DELETE FROM outbox_route_health WHERE relay_id = `

@@ -21,7 +21,13 @@ const mysqlIDs = "JSON_TABLE(?, '$[*]' COLUMNS (v BIGINT PATH '$')) AS u"
 // mysqlInts is "is one of the ints in a JSON array argument".
 const mysqlInts = " IN (SELECT v FROM JSON_TABLE(?, '$[*]' COLUMNS (v BIGINT PATH '$')) AS jt)"
 
-func (mysql) statements() statements {
+func (d mysql) statements() statements {
+	return singleForm(statements{messageStatements: d.messageStatements(), relayStatements: d.relayStatements(), adminStatements: d.adminStatements()})
+}
+
+// messageStatements are MySQL's statements of the hot path: insert, read,
+// mark, settle, expire.
+func (mysql) messageStatements() messageStatements {
 	insertOne := `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
 VALUES (?, ?, ?, ?, ?, COALESCE(?, 10), COALESCE(FROM_UNIXTIME(? / 1000000), NOW(6) + INTERVAL ? MICROSECOND))`
 	// Index hints keep the plan shaped for a big backlog: walk pending
@@ -86,7 +92,7 @@ SET m.attempts = m.attempts + u.inc,
     m.unknown_outcome = u.unknown,
     m.status = u.status
 WHERE (m.status = 'pending' OR (m.status = 'expired' AND u.status <> 'pending')) AND l.owner = ? AND l.expires_at > NOW(6)`
-	return singleForm(statements{
+	return messageStatements{
 		insert: `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
 SELECT u.message_id, u.topic, u.business_key, u.payload, u.headers, COALESCE(u.max_attempts, 10),
        COALESCE(FROM_UNIXTIME(u.not_before_us / 1000000), NOW(6) + INTERVAL u.delay_us MICROSECOND)
@@ -106,10 +112,22 @@ SET m.last_error = CONCAT('` + expiredReason + `', CASE WHEN m.attempts > 0 THEN
         IF(m.attempts = 1, ' attempt', ' attempts'), COALESCE(CONCAT('; last error: ', m.last_error), ''), ')') ELSE '' END),
     m.status = 'expired', m.available_at = NOW(6)
 WHERE m.status = 'pending' AND m.expires_at <= NOW(6) AND l.owner = ? AND l.expires_at > NOW(6)`,
+		// Marks that do not change are not written.
+		markInflight: `UPDATE outbox_leases AS l
+JOIN JSON_TABLE(?, '$[*]' COLUMNS (p INT PATH '$[0]', max_id BIGINT PATH '$[1]')) AS u ON l.partition_no = u.p
+SET l.inflight_max_id = u.max_id
+WHERE l.owner = ? AND l.inflight_max_id <> u.max_id`,
+	}
+}
 
-		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes) VALUES (?, NOW(6), ?)
-ON DUPLICATE KEY UPDATE seen_at = NOW(6), routes = VALUES(routes)`,
-		liveRelays:  `SELECT relay_id, routes FROM outbox_relays WHERE seen_at > NOW(6) - INTERVAL (?) MICROSECOND ORDER BY relay_id`,
+// relayStatements are MySQL's statements of the relays' registry, leases
+// and route health.
+func (mysql) relayStatements() relayStatements {
+	return relayStatements{
+
+		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes, source) VALUES (?, NOW(6), ?, ?)
+ON DUPLICATE KEY UPDATE seen_at = NOW(6), routes = VALUES(routes), source = VALUES(source)`,
+		liveRelays:  `SELECT relay_id, routes FROM outbox_relays WHERE seen_at > NOW(6) - INTERVAL (?) MICROSECOND AND source IS NULL ORDER BY relay_id`,
 		relays:      relaysSQL("TIMESTAMPDIFF(MICROSECOND, seen_at, NOW(6)) / 1000000.0"),
 		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = ?`,
 		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < NOW(6) - INTERVAL (?) MICROSECOND`,
@@ -133,11 +151,13 @@ WHERE owner = ? AND expires_at > NOW(6)`,
 WHERE owner = ? AND partition_no` + mysqlInts,
 		releaseAll: `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = NOW(6)
 WHERE owner = ?`,
-		// Marks that do not change are not written.
-		markInflight: `UPDATE outbox_leases AS l
-JOIN JSON_TABLE(?, '$[*]' COLUMNS (p INT PATH '$[0]', max_id BIGINT PATH '$[1]')) AS u ON l.partition_no = u.p
-SET l.inflight_max_id = u.max_id
-WHERE l.owner = ? AND l.inflight_max_id <> u.max_id`,
+	}
+}
+
+// adminStatements are MySQL's statements of the inbox, the operators'
+// counts, the gauges and the schema's bookkeeping.
+func (mysql) adminStatements() adminStatements {
+	return adminStatements{
 
 		// Insert-first dedupe, as on PostgreSQL.
 		inboxClaim: `INSERT INTO outbox_inbox (consumer, message_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE consumer = consumer`,
@@ -157,7 +177,7 @@ WHERE l.owner = ? AND l.inflight_max_id <> u.max_id`,
 
 		migrationsTable: "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INT NOT NULL PRIMARY KEY, applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB",
 		tableExists:     "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
-	})
+	}
 }
 
 // mysqlOldestDue reads the first due-rows index entry that has come.

@@ -11,10 +11,16 @@ import (
 // functions whose plans are kept per connection (005_cached_plans.sql).
 type postgres struct{}
 
-func (postgres) statements() statements {
+func (d postgres) statements() statements {
+	return statements{messageStatements: d.messageStatements(), relayStatements: d.relayStatements(), adminStatements: d.adminStatements()}
+}
+
+// messageStatements are PostgreSQL's statements of the hot path: insert, read,
+// mark, settle, expire.
+func (postgres) messageStatements() messageStatements {
 	insertFresh := `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
 VALUES ($1::uuid, $2, $3, $4, $5::jsonb, coalesce($6::int, 10), coalesce($8::timestamptz, now() + $7::bigint * interval '1 microsecond'))`
-	return statements{
+	return messageStatements{
 		insert: `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
 SELECT u.message_id, u.topic, u.business_key, u.payload, u.headers::jsonb, coalesce(u.max_attempts, 10),
        coalesce(u.not_before, now() + u.delay_us * interval '1 microsecond')
@@ -80,10 +86,35 @@ WHERE m.id = u.id AND (m.status COLLATE "C" = 'pending' OR (m.status COLLATE "C"
     status = 'expired', available_at = now()
 WHERE m.status = 'pending' AND m.expires_at IS NOT NULL AND m.expires_at <= now()
   AND m.partition_no IN (SELECT l.partition_no FROM outbox_leases AS l WHERE l.owner = $1 AND l.expires_at > now())`,
+		// Marks that do not change are not written: most partitions of a
+		// round hold nothing in flight, round after round. The rows are
+		// locked in partition order, as the renewal and outbox_read_mark
+		// lock them. Like the settle, a mark commits without waiting for
+		// the WAL flush (set_config, local to its transaction): a mark
+		// lost to a database crash only means its messages are published
+		// again without being suspected or checked first.
+		markInflight: `WITH locked AS MATERIALIZED (
+    SELECT l.partition_no AS p, u.max_id FROM outbox_leases AS l
+    JOIN unnest($1::int[], $2::bigint[]) AS u(p, max_id) ON l.partition_no = u.p
+    WHERE l.owner = $3 AND l.inflight_max_id <> u.max_id
+    ORDER BY l.partition_no
+    FOR UPDATE OF l
+)
+UPDATE outbox_leases AS l SET inflight_max_id = locked.max_id
+FROM locked
+WHERE l.partition_no = locked.p
+  AND set_config('synchronous_commit', 'off', true) IS NOT NULL`,
+	}
+}
 
-		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes) VALUES ($1, now(), $2)
-ON CONFLICT (relay_id) DO UPDATE SET seen_at = now(), routes = excluded.routes`,
-		liveRelays:  `SELECT relay_id, routes FROM outbox_relays WHERE seen_at > now() - ($1)::bigint * interval '1 microsecond' ORDER BY relay_id`,
+// relayStatements are PostgreSQL's statements of the relays' registry, leases
+// and route health.
+func (postgres) relayStatements() relayStatements {
+	return relayStatements{
+
+		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes, source) VALUES ($1, now(), $2, $3)
+ON CONFLICT (relay_id) DO UPDATE SET seen_at = now(), routes = excluded.routes, source = excluded.source`,
+		liveRelays:  `SELECT relay_id, routes FROM outbox_relays WHERE seen_at > now() - ($1)::bigint * interval '1 microsecond' AND source IS NULL ORDER BY relay_id`,
 		relays:      relaysSQL("extract(epoch from now() - seen_at)::float8"),
 		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = $1`,
 		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < now() - ($1)::bigint * interval '1 microsecond'`,
@@ -109,24 +140,13 @@ WHERE partition_no IN (SELECT partition_no FROM outbox_leases WHERE owner = $2 A
 WHERE owner = $1 AND partition_no = ANY($2::int[])`,
 		releaseAll: `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = now()
 WHERE owner = $1`,
-		// Marks that do not change are not written: most partitions of a
-		// round hold nothing in flight, round after round. The rows are
-		// locked in partition order, as the renewal and outbox_read_mark
-		// lock them. Like the settle, a mark commits without waiting for
-		// the WAL flush (set_config, local to its transaction): a mark
-		// lost to a database crash only means its messages are published
-		// again without being suspected or checked first.
-		markInflight: `WITH locked AS MATERIALIZED (
-    SELECT l.partition_no AS p, u.max_id FROM outbox_leases AS l
-    JOIN unnest($1::int[], $2::bigint[]) AS u(p, max_id) ON l.partition_no = u.p
-    WHERE l.owner = $3 AND l.inflight_max_id <> u.max_id
-    ORDER BY l.partition_no
-    FOR UPDATE OF l
-)
-UPDATE outbox_leases AS l SET inflight_max_id = locked.max_id
-FROM locked
-WHERE l.partition_no = locked.p
-  AND set_config('synchronous_commit', 'off', true) IS NOT NULL`,
+	}
+}
+
+// adminStatements are PostgreSQL's statements of the inbox, the operators'
+// counts, the gauges and the schema's bookkeeping.
+func (postgres) adminStatements() adminStatements {
+	return adminStatements{
 
 		// Insert-first dedupe: a concurrent second claim of the same id
 		// waits on the primary key until the first transaction ends, then

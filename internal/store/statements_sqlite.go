@@ -24,7 +24,13 @@ func sqliteShift(sign, expr string) string {
 	return "strftime('%Y-%m-%d %H:%M:%f', 'now', '" + sign + "' || ((" + expr + ") / 1000000.0) || ' seconds')"
 }
 
-func (sqlite) statements() statements {
+func (d sqlite) statements() statements {
+	return singleForm(statements{messageStatements: d.messageStatements(), relayStatements: d.relayStatements(), adminStatements: d.adminStatements()})
+}
+
+// messageStatements are SQLite's statements of the hot path: insert, read,
+// mark, settle, expire.
+func (sqlite) messageStatements() messageStatements {
 	insertOne := `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
 VALUES (coalesce(?1, ` + sqliteUUID + `), ?2, ?3, ?4, ?5, coalesce(?6, 10),
         coalesce(strftime('%Y-%m-%d %H:%M:%f', ?8 / 1000000.0, 'unixepoch'), strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (?7 / 1000000.0) || ' seconds')))`
@@ -84,7 +90,7 @@ WHERE outbox_messages.id = u.id
   AND (+outbox_messages.status = 'pending' OR (+outbox_messages.status = 'expired' AND u.status <> 'pending'))
   AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = 0
               AND l.owner = ? AND l.expires_at > ` + sqliteNow + `)`
-	return singleForm(statements{
+	return messageStatements{
 		insert: `INSERT INTO outbox_messages (message_id, topic, business_key, payload, headers, max_attempts, available_at)
 SELECT coalesce(json_extract(value, '$[0]'), ` + sqliteUUID + `),
        json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
@@ -102,10 +108,21 @@ FROM json_each(?) ORDER BY key`,
     status = 'expired', available_at = ` + sqliteNow + `
 WHERE status = 'pending' AND expires_at IS NOT NULL AND julianday(expires_at) <= julianday(` + sqliteNow + `)
   AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = 0 AND l.owner = ? AND l.expires_at > ` + sqliteNow + `)`,
+		// Marks that do not change are not written.
+		markInflight: `UPDATE outbox_leases SET inflight_max_id = u.max_id
+FROM (SELECT json_extract(value, '$[0]') AS p, json_extract(value, '$[1]') AS max_id FROM json_each(?)) AS u
+WHERE outbox_leases.partition_no = u.p AND outbox_leases.owner = ? AND outbox_leases.inflight_max_id <> u.max_id`,
+	}
+}
 
-		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes) VALUES (?, ` + sqliteNow + `, ?)
-ON CONFLICT (relay_id) DO UPDATE SET seen_at = excluded.seen_at, routes = excluded.routes`,
-		liveRelays:  `SELECT relay_id, routes FROM outbox_relays WHERE seen_at > ` + sqliteShift("-", "?") + ` ORDER BY relay_id`,
+// relayStatements are SQLite's statements of the relays' registry, leases
+// and route health.
+func (sqlite) relayStatements() relayStatements {
+	return relayStatements{
+
+		registerRelay: `INSERT INTO outbox_relays (relay_id, seen_at, routes, source) VALUES (?, ` + sqliteNow + `, ?, ?)
+ON CONFLICT (relay_id) DO UPDATE SET seen_at = excluded.seen_at, routes = excluded.routes, source = excluded.source`,
+		liveRelays:  `SELECT relay_id, routes FROM outbox_relays WHERE seen_at > ` + sqliteShift("-", "?") + ` AND source IS NULL ORDER BY relay_id`,
 		relays:      relaysSQL("(julianday('now') - julianday(seen_at)) * 86400.0"),
 		dropRelay:   `DELETE FROM outbox_relays WHERE relay_id = ?`,
 		pruneRelays: `DELETE FROM outbox_relays WHERE seen_at < ` + sqliteShift("-", "?"),
@@ -127,10 +144,13 @@ WHERE owner = ? AND expires_at > ` + sqliteNow,
 WHERE owner = ? AND partition_no IN (SELECT value FROM json_each(?))`,
 		releaseAll: `UPDATE outbox_leases SET owner = NULL, prev_owner = NULL, inflight_max_id = 0, expires_at = ` + sqliteNow + `
 WHERE owner = ?`,
-		// Marks that do not change are not written.
-		markInflight: `UPDATE outbox_leases SET inflight_max_id = u.max_id
-FROM (SELECT json_extract(value, '$[0]') AS p, json_extract(value, '$[1]') AS max_id FROM json_each(?)) AS u
-WHERE outbox_leases.partition_no = u.p AND outbox_leases.owner = ? AND outbox_leases.inflight_max_id <> u.max_id`,
+	}
+}
+
+// adminStatements are SQLite's statements of the inbox, the operators'
+// counts, the gauges and the schema's bookkeeping.
+func (sqlite) adminStatements() adminStatements {
+	return adminStatements{
 
 		// Insert-first dedupe, as on PostgreSQL.
 		inboxClaim: `INSERT INTO outbox_inbox (consumer, message_id) VALUES (?, ?) ON CONFLICT (consumer, message_id) DO NOTHING`,
@@ -150,7 +170,7 @@ WHERE outbox_leases.partition_no = u.p AND outbox_leases.owner = ? AND outbox_le
 
 		migrationsTable: "CREATE TABLE IF NOT EXISTS outbox_schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT (" + sqliteNow + "))",
 		tableExists:     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-	})
+	}
 }
 
 // sqliteOldestDue reads the first due-rows index entry that has come.

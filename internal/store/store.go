@@ -1,9 +1,32 @@
 // Package store holds every SQL statement of the outbox, per dialect, and
 // runs them through a driver's executor (package driver). Nothing outside
 // this package writes SQL.
+//
+// The files, by job:
+//
+//   - store.go, dialect.go, plain.go, statements*.go: the types, the
+//     dialects (plain.go: what MySQL and SQLite share) and every
+//     statement, one file per dialect; query.go: how they run (deadlocks
+//     retried, rows scanned).
+//   - messages.go, queue.go: the hot path — insert (queue.go: pipelined
+//     into the caller's batch), read, mark in flight, settle, expire.
+//   - leases.go, relays.go, probe.go: partition ownership, the relays'
+//     registry and route health, the idle relay's wake-ups.
+//   - admin.go, sealed.go, metrics.go: the operators' queries (counts,
+//     searches, dead letters, requeue; sealed.go: the filter of messages
+//     sealed under erased keys), the gauges.
+//   - inbox.go: the consumer side.
+//   - retention.go, partition.go, claimcheck.go: retention, the archive,
+//     day partitions, and the claim-check blobs rows still reference.
+//   - migrate.go, settings.go, toolfiles.go, migrations/: the schema, its
+//     versions and the server's settings, exported for migration tools.
+//   - backend.go: a store over a driver (the database handle, LISTEN).
+//   - adopted*.go: the same Store over a table the application already
+//     writes (relay --adopt; the profiles are package adopt's).
 package store
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -217,3 +240,36 @@ type Filter struct {
 	MessageIDs []string
 	Limit      int
 }
+
+// Store runs the outbox statements of one dialect over a database handle.
+type Store struct {
+	d  Dialect
+	dl dialect
+	// db is what the store's own statements run on: raw through the
+	// dialect's pool (on MySQL it adds server-side time limits). raw is
+	// the handle as New was given it.
+	db  Querier
+	raw Querier
+	s   statements
+	// ret are the retention statements over outbox_messages.
+	ret retentionStatements
+	// session opens a dedicated connection, for the statements that need
+	// a transaction of their own (nil: they fail).
+	session func(ctx context.Context) (Session, error)
+	// maxPayload is the payload limit of the relay's reads (see
+	// WithPayloadLimit); 0: none.
+	maxPayload int64
+}
+
+// New returns a Store for dialect d over db, which must be a pool (the
+// relay's statements run outside any caller transaction).
+func New(d Dialect, db Querier) *Store {
+	dl := dialectOf(d)
+	return &Store{d: d, dl: dl, db: dl.pool(db), raw: db, s: dl.statements(), ret: dl.retention()}
+}
+
+// Dialect is the store's dialect.
+func (st *Store) Dialect() Dialect { return st.d }
+
+// DB is the handle the store was built over, as it was given.
+func (st *Store) DB() Querier { return st.raw }

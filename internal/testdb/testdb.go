@@ -271,6 +271,20 @@ func withQuery(raw, k, v string) string {
 	return u.String()
 }
 
+// MySQLAt opens the MariaDB/MySQL database at u (a private server's) as
+// a DB, closed at cleanup; it creates nothing.
+func MySQLAt(t testing.TB, u string) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := dburl.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return &DB{URL: u, DB: db}
+}
+
 func mysqlDB(t testing.TB) *DB {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -288,12 +302,7 @@ func mysqlDB(t testing.TB) *DB {
 	})
 	u, _ := url.Parse(MySQLURL)
 	u.Path = "/" + name
-	db, err := dburl.Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	return &DB{URL: u.String(), DB: db}
+	return MySQLAt(t, u.String())
 }
 
 func sqlite(t testing.TB) *DB {

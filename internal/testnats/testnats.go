@@ -36,7 +36,7 @@ type Node struct {
 }
 
 // Start runs an n-node cluster and waits until JetStream answers
-// through it (a meta leader elected).
+// through it and places a stream on all n nodes.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
 	bin := testserver.Binary(t, "nats-server", "scripts/services.sh runs Debian's package", "/usr/sbin")
@@ -78,27 +78,44 @@ func (nd *Node) start(t testing.TB) {
 	nd.proc = testserver.Start(t, exec.Command(nd.bin, "-c", nd.conf), "nats-server")
 }
 
-// waitReady waits up to a minute until JetStream answers account info.
+// waitReady waits up to a minute until JetStream answers account info
+// and places a stream on every node: a meta leader is elected before all
+// the peers have joined it, and until they have, a stream of as many
+// replicas as nodes finds "no suitable peers for placement".
 func (c *Cluster) waitReady(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	var last error
 	for time.Now().Before(deadline) {
-		nc, err := nats.Connect(c.URLs(), nats.Timeout(2*time.Second))
-		if err == nil {
-			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err = js.AccountInfo(ctx)
-			cancel()
-			nc.Close()
-			if err == nil {
-				return
-			}
+		if last = c.placeProbe(); last == nil {
+			return
 		}
-		last = err
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("the NATS cluster's JetStream is not ready after a minute: %v", last)
+}
+
+// placeProbe creates and deletes a stream with a replica on every node.
+func (c *Cluster) placeProbe() error {
+	nc, err := nats.Connect(c.URLs(), nats.Timeout(2*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return err
+	}
+	const probe = "outbox_ready_probe"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: probe, Subjects: []string{"outbox.ready.probe"}, Storage: jetstream.MemoryStorage, Replicas: len(c.Nodes)}); err != nil {
+		return err
+	}
+	return js.DeleteStream(ctx, probe)
 }
 
 // URLs are every node's client address, comma-separated, as nats.Connect

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"ariga.io/atlas/sql/migrate"
@@ -19,7 +21,6 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/internal/cli"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
 )
@@ -129,12 +130,61 @@ func TestAtlasReadsTheFiles(t *testing.T) {
 	}
 }
 
+// writeFiles runs outbox migrate sql with args.
 func writeFiles(t *testing.T, args ...string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	if code := cli.Main(context.Background(), append([]string{"migrate", "sql"}, args...), &stdout, &stderr); code != 0 {
-		t.Fatalf("outbox migrate sql %s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
+	var stderr bytes.Buffer
+	cmd := exec.Command(outboxBinary(t), append([]string{"migrate", "sql"}, args...)...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("outbox migrate sql %s: %v: %s", strings.Join(args, " "), err, stderr.String())
 	}
+}
+
+// The outbox command: the one make test built (OUTBOX_TEST_BINARY), or
+// one built here once from the checkout's workspace, removed by TestMain.
+var command struct {
+	once sync.Once
+	path string
+	err  error
+	dir  string
+}
+
+func outboxBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("OUTBOX_TEST_BINARY"); bin != "" {
+		return bin
+	}
+	command.once.Do(func() {
+		command.dir, command.err = os.MkdirTemp("", "outbox-tooltest-")
+		if command.err != nil {
+			return
+		}
+		work, err := filepath.Abs("../../go.work")
+		if err != nil {
+			command.err = err
+			return
+		}
+		command.path = filepath.Join(command.dir, "outbox")
+		build := exec.Command("go", "build", "-o", command.path, ".")
+		build.Dir = "../../cmd/outbox"
+		build.Env = append(os.Environ(), "GOWORK="+work)
+		if out, err := build.CombinedOutput(); err != nil {
+			command.err = fmt.Errorf("build the outbox command: %v\n%s", err, out)
+		}
+	})
+	if command.err != nil {
+		t.Fatal(command.err)
+	}
+	return command.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if command.dir != "" {
+		_ = os.RemoveAll(command.dir)
+	}
+	os.Exit(code)
 }
 
 // dropAbove moves the files of outbox versions above v out of dir and

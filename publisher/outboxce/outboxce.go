@@ -23,7 +23,10 @@
 // over HTTP and NATS, ce_… over Kafka, cloudEvents:… over AMQP, any name
 // over MQTT) must be a valid extension name (lower-case letters and
 // digits) that is none of the above, or the message cannot be sent and
-// goes dead with the reason.
+// goes dead with the reason. Over MQTT the claim-check and seal headers
+// travel as the extensions outboxclaimcheck, outboxclaimsize,
+// outboxclaimsha256, outboxseal, outboxsealkey and outboxsealheaders
+// (OutboxExtension), which Decode reads back under their own names.
 //
 // # Bindings
 //
@@ -263,6 +266,62 @@ var (
 	MQTT  = Binding{Name: "mqtt"}
 )
 
+// The claim-check headers (package claimcheck) and the seal headers
+// (package seal) as extension attributes, on a binding that reads them
+// as attributes (MQTT, where every user property is one): their own names
+// hold '-', which no attribute name may, and the digest's would be longer
+// than 20 characters without '-'. Headers turns each header into its
+// extension and Decode turns it back, so that a consumer resolves the
+// claim check and opens the seal as on the plain wire. Other bindings
+// carry these headers as plain protocol headers under their own names.
+const (
+	ExtClaimCheck    = "outboxclaimcheck"  // outbox-claim-check
+	ExtClaimSize     = "outboxclaimsize"   // outbox-claim-check-size
+	ExtClaimSHA256   = "outboxclaimsha256" // outbox-claim-check-sha256
+	ExtSeal          = "outboxseal"        // outbox-seal
+	ExtSealKey       = "outboxsealkey"     // outbox-seal-key
+	ExtSealedHeaders = "outboxsealheaders" // outbox-seal-headers
+)
+
+// outboxExtensions pairs each outbox header with its extension name.
+var outboxExtensions = []struct{ header, ext string }{
+	{"outbox-claim-check", ExtClaimCheck},
+	{"outbox-claim-check-size", ExtClaimSize},
+	{"outbox-claim-check-sha256", ExtClaimSHA256},
+	{"outbox-seal", ExtSeal},
+	{"outbox-seal-key", ExtSealKey},
+	{"outbox-seal-headers", ExtSealedHeaders},
+}
+
+// OutboxExtension returns the extension attribute that carries the
+// outbox header name (in lower case) where a binding would read the
+// header as an attribute; ok is false for any other header.
+func OutboxExtension(name string) (ext string, ok bool) {
+	for _, e := range outboxExtensions {
+		if e.header == name {
+			return e.ext, true
+		}
+	}
+	return "", false
+}
+
+// OutboxHeader is the reverse of OutboxExtension: the outbox header that
+// the extension attribute ext carries.
+func OutboxHeader(ext string) (name string, ok bool) {
+	for _, e := range outboxExtensions {
+		if e.ext == ext {
+			return e.header, true
+		}
+	}
+	return "", false
+}
+
+// mapsOutboxHeader reports whether b reads the outbox header name as an
+// attribute, and so carries it as its extension (OutboxExtension).
+func (b Binding) mapsOutboxHeader(name string) bool {
+	return strings.HasPrefix(name, strings.ToLower(b.Prefix))
+}
+
 // ValidExtensionName reports whether name can be a CloudEvents attribute
 // name: lower-case ASCII letters and digits, 1 to 20 of them.
 func ValidExtensionName(name string) bool {
@@ -282,8 +341,11 @@ func ValidExtensionName(name string) bool {
 // attribute under the binding's names (datacontenttype under
 // b.ContentType, or not at all when the protocol's property carries it).
 // outbox-topic and outbox-business-key are left out: type and subject
-// carry them. The error is permanent: a producer header that the binding
-// would read as an attribute but cannot be one.
+// carry them. The claim-check and seal headers become their extension
+// attributes (OutboxExtension) on a binding that would read them as
+// attributes. The error is permanent: a producer header that the binding
+// would read as an attribute but cannot be one, or that would pass for
+// one of those extensions.
 func (f *Format) Headers(b Binding, env *publisher.Envelope) (map[string]string, error) {
 	h := make(map[string]string, len(env.Headers)+10)
 	lp := strings.ToLower(b.Prefix)
@@ -293,7 +355,14 @@ func (f *Format) Headers(b Binding, env *publisher.Envelope) (map[string]string,
 			continue
 		}
 		if lk := strings.ToLower(k); strings.HasPrefix(lk, lp) {
+			if ext, ok := OutboxExtension(lk); ok {
+				h[b.Prefix+ext] = b.escape(v)
+				continue
+			}
 			name := lk[len(lp):]
+			if header, ok := OutboxHeader(name); ok && b.mapsOutboxHeader(header) {
+				return nil, fmt.Errorf("%s: header %q cannot travel in a CloudEvents message: the %s binding carries %s as the extension %q", b.Name, k, b.Name, header, name)
+			}
 			if !ValidExtensionName(name) || ours[name] || lk == b.ContentType {
 				return nil, fmt.Errorf("%s: header %q cannot travel in a CloudEvents message: the %s binding reads it as an attribute, and %q is not a free extension name (lower-case letters and digits)", b.Name, k, b.Name, name)
 			}
@@ -490,6 +559,17 @@ func (b Binding) Decode(headers map[string]string, contentType string, payload [
 				m.Headers[n] = v
 			}
 		}
+	}
+	for _, e := range outboxExtensions {
+		if _, ok := headers[lp+e.ext]; !ok || !b.mapsOutboxHeader(e.header) {
+			continue
+		}
+		v, err := attr(e.ext)
+		if err != nil {
+			return nil, fmt.Errorf("%s%s: %v", b.Prefix, e.ext, err)
+		}
+		delete(m.Headers, lp+e.ext)
+		m.Headers[e.header] = v
 	}
 	m.fill()
 	return m, nil

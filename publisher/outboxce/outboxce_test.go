@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txoutbox/outbox/claimcheck"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
+	"github.com/txoutbox/outbox/seal"
 )
 
 func envelope() *publisher.Envelope {
@@ -153,6 +155,123 @@ func TestHeadersRefuseAttributeLikeNames(t *testing.T) {
 		if _, err := f.Headers(c.b, env); err == nil || !strings.Contains(err.Error(), c.header) {
 			t.Errorf("%s with header %q: err = %v", c.b.Name, c.header, err)
 		}
+	}
+}
+
+// TestOutboxExtensions: the claim-check and seal headers become valid,
+// free extension attributes over MQTT, whose binding reads every user
+// property as an attribute, and decode back under their own names; the
+// other bindings carry them as plain headers, untouched both ways; a
+// producer header named like one of those extensions is refused over
+// MQTT, where it would pass for it.
+func TestOutboxExtensions(t *testing.T) {
+	outboxHeaders := map[string]string{
+		claimcheck.HeaderRef:     "file:0190e6b4-8f3a-7c1e-9a4b-3f2d1c0b9a87." + strings.Repeat("ab", 32),
+		claimcheck.HeaderSize:    "2048",
+		claimcheck.HeaderSHA256:  strings.Repeat("ab", 32),
+		seal.HeaderAlgorithm:     "aes-256-gcm",
+		seal.HeaderKeyID:         "customer:42",
+		seal.HeaderSealedHeaders: "q83vEjRWeJA+/w==",
+	}
+	exts := map[string]string{}
+	for h := range outboxHeaders {
+		ext, ok := outboxce.OutboxExtension(h)
+		if !ok || !outboxce.ValidExtensionName(ext) {
+			t.Fatalf("OutboxExtension(%q) = %q, %v: want a valid extension name", h, ext, ok)
+		}
+		if back, ok := outboxce.OutboxHeader(ext); !ok || back != h {
+			t.Errorf("OutboxHeader(%q) = %q, %v; want %q", ext, back, ok, h)
+		}
+		for _, a := range []string{"specversion", "id", "source", "type", "time", "datacontenttype", "subject", "partitionkey", "traceparent", "tracestate", "dataschema"} {
+			if ext == a {
+				t.Errorf("%s is carried as the attribute %s", h, a)
+			}
+		}
+		exts[ext] = h
+	}
+	if len(exts) != len(outboxHeaders) {
+		t.Fatalf("two headers share an extension: %v", exts)
+	}
+	if _, ok := outboxce.OutboxExtension("x-tenant"); ok {
+		t.Error("OutboxExtension maps a producer's header")
+	}
+
+	f := &outboxce.Format{Mode: outboxce.Binary, Source: "/documents"}
+	for _, b := range []outboxce.Binding{outboxce.HTTP, outboxce.Kafka, outboxce.AMQP, outboxce.NATS, outboxce.MQTT} {
+		t.Run(b.Name, func(t *testing.T) {
+			env := envelope()
+			env.Payload = nil
+			env.Headers = map[string]string{publisher.HeaderContentType: "application/pdf", publisher.HeaderTopic: env.Topic}
+			for k, v := range outboxHeaders {
+				env.Headers[k] = v
+			}
+			lp := strings.ToLower(b.Prefix)
+			if b.Prefix != "" { // a producer's own extension, free where the seal travels as a plain header
+				env.Headers[b.Prefix+"outboxseal"] = "own-extension"
+			}
+			h, err := f.Headers(b, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lower := map[string]string{}
+			for k, v := range h {
+				lower[strings.ToLower(k)] = v
+			}
+			for k, v := range outboxHeaders {
+				ext, _ := outboxce.OutboxExtension(k)
+				if b.Prefix == "" {
+					if lower[ext] != v {
+						t.Errorf("%s travels as %s = %q, want %q (headers %v)", k, ext, lower[ext], v, h)
+					}
+					if _, ok := lower[k]; ok {
+						t.Errorf("%s travels under its own name: %v", k, h)
+					}
+				} else if lower[k] != v || ext != outboxce.ExtSeal && lower[lp+ext] != "" {
+					t.Errorf("%s: %q, want it as a plain header %q (headers %v)", k, lower[k], v, h)
+				}
+			}
+			if b.Prefix == "" {
+				for k := range h {
+					if !outboxce.ValidExtensionName(k) {
+						t.Errorf("user property %q is no attribute name", k)
+					}
+				}
+			}
+			ct := ""
+			if b.ContentType == "" {
+				ct = "application/pdf"
+			}
+			m, err := b.Decode(lower, ct, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range outboxHeaders {
+				if m.Headers[k] != v {
+					t.Errorf("decoded %s = %q, want %q", k, m.Headers[k], v)
+				}
+			}
+			if ref, ok, err := claimcheck.ParseHeaders(m.Headers); !ok || err != nil || ref.Size != 2048 {
+				t.Errorf("the decoded reference: %+v %v %v", ref, ok, err)
+			}
+			if _, keyID, ok := seal.Sealed(m.Headers); !ok || keyID != "customer:42" {
+				t.Errorf("the decoded seal: key %q, %v", keyID, ok)
+			}
+			if b.Prefix == "" {
+				for ext := range exts {
+					if _, ok := m.Headers[ext]; ok {
+						t.Errorf("the extension %s is left in the decoded headers", ext)
+					}
+				}
+			} else if m.Headers[lp+outboxce.ExtSeal] != "own-extension" {
+				t.Errorf("a producer's ce-outboxseal header was taken for the seal: %v", m.Headers)
+			}
+		})
+	}
+
+	env := envelope()
+	env.Headers = map[string]string{publisher.HeaderContentType: "application/json", "outboxsealkey": "k9"}
+	if _, err := f.Headers(outboxce.MQTT, env); err == nil || !strings.Contains(err.Error(), `"outboxsealkey"`) || !strings.Contains(err.Error(), "outbox-seal-key") {
+		t.Errorf("a producer header outboxsealkey over MQTT: err = %v", err)
 	}
 }
 

@@ -282,70 +282,105 @@ func (p *Publisher) Client() *kgo.Client { return p.client }
 // unknown outcome: it may yet be written.
 func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
 	errs := make([]error, len(batch))
-	fail := func(err error) []error {
+	if err := p.ready(ctx); err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
 		return errs
 	}
-	if p.closed.Load() {
-		return fail(ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(fmt.Errorf("kafka: not sent: %w", err))
-	}
-	if p.suspect.Load() {
-		if err := p.probe(ctx); err != nil {
-			return fail(err)
-		}
-		p.suspect.Store(false)
-	}
-
 	// Buffered for the whole batch: promises run serially on the client's
 	// promise goroutine and must never block, even after Publish returned.
 	results := make(chan result, len(batch))
-	waiting := 0
-	if p.manual {
-		waiting = p.runs.buffer(ctx, p, batch, errs, results)
-	} else {
-		for i, env := range batch {
-			rec, err := newRecord(env, p.ce)
-			if err != nil {
-				errs[i] = publisher.Permanent(err)
-				continue
-			}
-			waiting++
-			p.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { results <- result{i, err} })
-		}
+	a := answers{batch: batch, errs: errs, answered: make([]bool, len(batch))}
+	a.waiting = p.produce(ctx, batch, errs, results)
+	gone := p.await(ctx, &a, results)
+	if a.waiting > 0 {
+		a.unanswered(ctx, gone)
 	}
+	p.purgeRecreated(batch, errs)
+	if a.doubt {
+		p.suspect.Store(true)
+	}
+	return errs
+}
 
-	answered := make([]bool, len(batch))
-	// doubt: no broker seems to answer; the next Publish checks first.
-	confirmed, doubt := 0, false
-	take := func(r result) {
-		answered[r.i] = true
-		waiting--
-		if r.err == nil {
-			confirmed++
-			return
-		}
-		errs[r.i] = p.classify(batch[r.i], r.err)
-		if publisher.Classify(errs[r.i]) == publisher.ClassUnavailable {
-			doubt = true
-		}
+// ready is why no batch can be sent now: the Publisher is closed, ctx
+// ended, or no broker answers the check that follows a batch whose
+// brokers seemed gone. nil when one can.
+func (p *Publisher) ready(ctx context.Context) error {
+	if p.closed.Load() {
+		return ErrClosed
 	}
-	// The client retries a record whose broker is gone until ctx ends.
-	// While answers are missing, check now and then that some broker
-	// still answers, so that an outage is reported as one without waiting
-	// out the whole publish.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kafka: not sent: %w", err)
+	}
+	if p.suspect.Load() {
+		if err := p.probe(ctx); err != nil {
+			return err
+		}
+		p.suspect.Store(false)
+	}
+	return nil
+}
+
+// produce hands the batch to the client, whose answers come on results,
+// and returns how many records it handed over; an envelope that cannot be
+// a record gets its permanent error in errs.
+func (p *Publisher) produce(ctx context.Context, batch []*publisher.Envelope, errs []error, results chan<- result) (waiting int) {
+	if p.manual {
+		return p.runs.buffer(ctx, p, batch, errs, results)
+	}
+	for i, env := range batch {
+		rec, err := newRecord(env, p.ce)
+		if err != nil {
+			errs[i] = publisher.Permanent(err)
+			continue
+		}
+		waiting++
+		p.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { results <- result{i, err} })
+	}
+	return waiting
+}
+
+// answers are a batch's records as Publish waits for the broker.
+type answers struct {
+	batch    []*publisher.Envelope
+	errs     []error
+	answered []bool
+	// waiting is how many records have no answer yet, confirmed how many
+	// were written.
+	waiting, confirmed int
+	// doubt: no broker seems to answer; the next Publish checks first.
+	doubt bool
+}
+
+// take records a record's answer.
+func (a *answers) take(p *Publisher, r result) {
+	a.answered[r.i] = true
+	a.waiting--
+	if r.err == nil {
+		a.confirmed++
+		return
+	}
+	a.errs[r.i] = p.classify(a.batch[r.i], r.err)
+	if publisher.Classify(a.errs[r.i]) == publisher.ClassUnavailable {
+		a.doubt = true
+	}
+}
+
+// await takes the answers until every record has one, ctx ends, or no
+// broker answers any more, which it returns: the client retries a record
+// whose broker is gone until ctx ends, so while answers are missing it
+// checks now and then that some broker still answers, so that an outage
+// is reported as one without waiting out the whole publish.
+func (p *Publisher) await(ctx context.Context, a *answers, results <-chan result) (gone error) {
 	check := time.NewTicker(checkInterval)
 	defer check.Stop()
-	var gone error
 wait:
-	for waiting > 0 {
+	for a.waiting > 0 {
 		select {
 		case r := <-results:
-			take(r)
+			a.take(p, r)
 		case <-check.C:
 			if err := p.ping(ctx, checkInterval); err != nil && refused(err) {
 				gone = err
@@ -355,35 +390,35 @@ wait:
 			break wait
 		}
 	}
-	for waiting > 0 { // answers that came meanwhile still count
+	for a.waiting > 0 { // answers that came meanwhile still count
 		select {
 		case r := <-results:
-			take(r)
+			a.take(p, r)
 			continue
 		default:
 		}
 		break
 	}
-	if waiting > 0 {
-		for i, env := range batch {
-			if errs[i] != nil || answered[i] {
-				continue
-			}
-			if gone != nil {
-				errs[i] = publisher.Unavailable(fmt.Errorf("kafka: topic %s: no broker reachable: %w (the record stays queued in the client and may still be written when a broker returns)", env.Destination, gone))
-			} else {
-				errs[i] = publisher.Unknown(fmt.Errorf("kafka: topic %s: no acknowledgement before the publish ended (%w); the record may still be written", env.Destination, context.Cause(ctx)))
-			}
+	return gone
+}
+
+// unanswered gives the records left without an answer their error:
+// unavailable when no broker answered (gone), else an unknown outcome.
+// When none of the batch was confirmed, the next Publish checks first.
+func (a *answers) unanswered(ctx context.Context, gone error) {
+	for i, env := range a.batch {
+		if a.errs[i] != nil || a.answered[i] {
+			continue
 		}
-		if confirmed == 0 {
-			doubt = true
+		if gone != nil {
+			a.errs[i] = publisher.Unavailable(fmt.Errorf("kafka: topic %s: no broker reachable: %w (the record stays queued in the client and may still be written when a broker returns)", env.Destination, gone))
+		} else {
+			a.errs[i] = publisher.Unknown(fmt.Errorf("kafka: topic %s: no acknowledgement before the publish ended (%w); the record may still be written", env.Destination, context.Cause(ctx)))
 		}
 	}
-	p.purgeRecreated(batch, errs)
-	if doubt {
-		p.suspect.Store(true)
+	if a.confirmed == 0 {
+		a.doubt = true
 	}
-	return errs
 }
 
 // result is a record's answer: its index in the batch and its error.

@@ -32,7 +32,11 @@
 // binding: user properties specversion, id, source, type, time, subject
 // and traceparent, the Content Type property, and the producer's headers,
 // which must then be named like attributes (lower-case letters and
-// digits); no message-id or outbox-* properties. See package outboxce.
+// digits); no message-id or outbox-* properties. The claim-check and seal
+// headers of a route passing references or sealed payloads travel as the
+// extensions outboxclaimcheck, outboxclaimsize, outboxclaimsha256,
+// outboxseal, outboxsealkey and outboxsealheaders, which Decode reads back
+// under their own names (outboxce.OutboxExtension). See package outboxce.
 //
 // # Results
 //

@@ -1,29 +1,12 @@
 package outboxsns_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/txoutbox/outbox/internal/brokertest"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/publisher/outboxsqs"
-	"github.com/txoutbox/outbox/publisher/publishertest"
+	"github.com/txoutbox/outbox/publisher/outboxsqs/sqstest"
 )
-
-// quiet is the consumers' logger: a relay killed mid-batch makes
-// duplicates and retries that are not news.
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// relayEnv is what the relay process needs to reach the local server:
-// the SDK's default chain finds these credentials, which it accepts.
-var relayEnv = []string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_PROFILE=", "AWS_EC2_METADATA_DISABLED=true"}
 
 // crashTarget is the local server as the crash test uses it: each
 // destination is a fresh topic (FIFO when fifo is set) with a queue
@@ -33,33 +16,10 @@ var relayEnv = []string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", 
 func crashTarget(fifo bool) func(t *testing.T) *brokertest.Target {
 	return func(t *testing.T) *brokertest.Target {
 		s, q := clients(t)
-		var mu sync.Mutex
-		queues := map[string]string{}
-		return &brokertest.Target{
-			Target: publishertest.Target{
-				NewDestination: func(t *testing.T) string {
-					name := randomName("outboxcrash-")
-					if fifo {
-						name += ".fifo"
-					}
-					arn := createTopic(t, s, name)
-					u := subscribedQueue(t, s, q, arn, true)
-					mu.Lock()
-					queues[arn] = u
-					mu.Unlock()
-					return arn
-				},
-			},
-			Consume: func(t *testing.T, dest string, h brokertest.Handler) {
-				mu.Lock()
-				u := queues[dest]
-				mu.Unlock()
-				relaytest.Go(t, "Consume", 10*time.Second, func(ctx context.Context) error {
-					return outboxsqs.Consume(ctx, q, u, h, &outboxsqs.ConsumeOptions{WaitTime: time.Second, VisibilityTimeout: 5 * time.Second, Logger: quiet})
-				})
-			},
-			URL: "sns://?region=" + region + "&endpoint=" + endpoint,
-		}
+		return sqstest.CrashTarget(q, fifo, "sns://?region="+sqstest.Region+"&endpoint="+sqstest.Endpoint, func(t *testing.T, name string) (string, string) {
+			arn := createTopic(t, s, name)
+			return arn, subscribedQueue(t, s, q, arn, true)
+		})
 	}
 }
 
@@ -68,10 +28,7 @@ func crashTarget(fifo bool) func(t *testing.T) *brokertest.Target {
 // outboxsqs.Consume, on a queue subscribed with raw message delivery,
 // applies each exactly once through an inbox (brokertest.RunCrash).
 func TestCrashEndToEnd(t *testing.T) {
-	for _, kv := range relayEnv {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v) // the relay process inherits the environment
-	}
+	sqstest.SetRelayEnv(t) // the relay process inherits the environment
 	brokertest.RunCrash(t, crashTarget(false))
 }
 
@@ -81,10 +38,5 @@ func TestCrashEndToEnd(t *testing.T) {
 // order they were committed, across the kills.
 func TestCrashEndToEndFIFO(t *testing.T) {
 	t.Parallel()
-	tg := crashTarget(true)(t)
-	topic := tg.NewDestination(t)
-	c := relaytest.NewCrash(t, testdb.New(t, store.Postgres), topic)
-	c.Keys = 20
-	tg.Consume(t, topic, c.Handle)
-	c.Run(tg.URL, relayEnv...)
+	sqstest.RunCrashFIFO(t, crashTarget(true), store.Postgres)
 }

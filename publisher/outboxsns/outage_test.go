@@ -1,19 +1,12 @@
 package outboxsns_test
 
 import (
-	"context"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/faultproxy"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxsns"
-	"github.com/txoutbox/outbox/publisher/outboxsqs"
-	"github.com/txoutbox/outbox/publisher/publishertest"
+	"github.com/txoutbox/outbox/publisher/outboxsqs/sqstest"
 )
 
 // TestOutage runs the outage test on a FIFO topic with a FIFO queue
@@ -25,32 +18,18 @@ func TestOutage(t *testing.T) {
 	t.Parallel()
 	brokertest.RunOutage(t, brokertest.Outage{Name: "ProxyRefuses", Start: func(t *testing.T) *brokertest.OutageTarget {
 		s, q := clients(t)
-		arn := createTopic(t, s, randomName("outboxoutage-")+".fifo")
+		arn := createTopic(t, s, sqstest.RandomName("outboxoutage-")+".fifo")
 		url := subscribedQueue(t, s, q, arn, true)
-		proxy := faultproxy.Start(t, strings.TrimPrefix(endpoint, "http://"))
-		p, err := outboxsns.New(newSNS("http://"+proxy.Addr()), &outboxsns.Config{TopicARN: arn})
+		proxy, through := sqstest.Proxy(t)
+		p, err := outboxsns.New(newSNS(through), &outboxsns.Config{TopicARN: arn})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = p.Close() })
-		var mu sync.Mutex
-		var got []publishertest.Received
-		relaytest.Go(t, "Consume", 10*time.Second, func(ctx context.Context) error {
-			return outboxsqs.Consume(ctx, q, url, func(_ context.Context, m *inbox.Message) error {
-				mu.Lock()
-				got = append(got, publishertest.Received{ID: m.ID, Key: m.Key, Topic: m.Topic, Payload: m.Payload, Headers: m.Headers})
-				mu.Unlock()
-				return nil
-			}, &outboxsqs.ConsumeOptions{WaitTime: time.Second, Logger: quiet})
-		})
 		return &brokertest.OutageTarget{
 			Publisher:   p,
 			Destination: arn,
-			Arrivals: func(*testing.T) []publishertest.Received {
-				mu.Lock()
-				defer mu.Unlock()
-				return append([]publishertest.Received(nil), got...)
-			},
+			Arrivals:    sqstest.Arrivals(t, q, url),
 			Down:        func(*testing.T) { proxy.SetMode(faultproxy.Refuse) },
 			Up:          func(*testing.T) { proxy.SetMode(faultproxy.Pass) },
 			MaxAttempts: 3,

@@ -1,17 +1,15 @@
 package outboxsns
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 	"github.com/aws/smithy-go/middleware"
@@ -32,8 +30,6 @@ const (
 	// DefaultConcurrency is how many PublishBatch calls one Publish makes
 	// at a time.
 	DefaultConcurrency = 4
-	// maxGroupIDLen is the longest MessageGroupId.
-	maxGroupIDLen = 128
 )
 
 // ErrClosed is returned for every message published after Close.
@@ -61,12 +57,9 @@ type Config struct {
 // Publisher publishes envelopes to SNS with PublishBatch. It is safe for
 // concurrent use.
 type Publisher struct {
-	client       *sns.Client
-	topicARN     string
-	concurrency  int
-	throttleWait time.Duration
-	ce           *outboxce.Format
-	closed       atomic.Bool
+	client   *sns.Client
+	topicARN string
+	batch    *awswire.Batcher
 }
 
 var _ publisher.Publisher = (*Publisher)(nil)
@@ -97,164 +90,74 @@ func New(client *sns.Client, cfg *Config) (*Publisher, error) {
 	if cfg.CloudEvents.IsStructured() {
 		return nil, errors.New("outboxsns: Config.CloudEvents: structured mode is for webhooks; use binary mode")
 	}
-	p := &Publisher{client: client, topicARN: cfg.TopicARN, concurrency: cfg.Concurrency, throttleWait: cfg.ThrottleWait, ce: cfg.CloudEvents}
-	if p.concurrency == 0 {
-		p.concurrency = DefaultConcurrency
-	}
-	if p.throttleWait == 0 {
-		p.throttleWait = DefaultThrottleWait
+	p := &Publisher{client: client, topicARN: cfg.TopicARN}
+	p.batch = &awswire.Batcher{
+		Pkg: "outboxsns", Dest: "topic", Service: "SNS", Op: "PublishBatch",
+		CloudEvents: cfg.CloudEvents, Binding: Binding,
+		MaxEntries: MaxBatchEntries, MaxBytes: MaxMessageBytes,
+		Concurrency:  cmp.Or(cfg.Concurrency, DefaultConcurrency),
+		ThrottleWait: cmp.Or(cfg.ThrottleWait, DefaultThrottleWait),
+		ErrClosed:    ErrClosed,
+		Kind:         kindOf,
+		Call:         p.call,
 	}
 	return p, nil
-}
-
-// entry is one envelope on its way.
-type entry struct {
-	i     int
-	env   *publisher.Envelope
-	wire  *awswire.Wire
-	input types.PublishBatchRequestEntry
 }
 
 // Publish sends the batch with PublishBatch calls of at most 10 entries
 // and 256 KiB each, a few at a time. Results are in batch order; nil
 // only for a message SNS reported published.
 func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
-	errs := make([]error, len(batch))
-	if p.closed.Load() {
-		for i := range errs {
-			errs[i] = ErrClosed
-		}
-		return errs
-	}
-	byTopic := map[string][]*entry{}
-	var order []string
-	for i, env := range batch {
-		if env == nil {
-			errs[i] = publisher.Permanent(errors.New("outboxsns: nil envelope"))
-			continue
-		}
-		topic := p.topicARN
-		if topic == "" {
-			topic = env.Destination
-			if err := ValidTopicARN(topic); err != nil {
-				errs[i] = publisher.Permanent(err)
-				continue
-			}
-		}
-		e, err := p.entry(i, env, topic)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		if _, ok := byTopic[topic]; !ok {
-			order = append(order, topic)
-		}
-		byTopic[topic] = append(byTopic[topic], e)
-	}
-	var calls [][]*entry
-	var callTopic []string
-	for _, t := range order {
-		for _, c := range awswire.Split(byTopic[t], entrySize, MaxBatchEntries, MaxMessageBytes) {
-			calls = append(calls, c)
-			callTopic = append(callTopic, t)
-		}
-	}
-	sem := make(chan struct{}, p.concurrency)
-	var wg sync.WaitGroup
-	for n, c := range calls {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			p.send(ctx, callTopic[n], c, errs)
-		}()
-	}
-	wg.Wait()
-	return errs
+	return p.batch.Publish(ctx, batch, p.topic)
 }
 
-// entry builds the batch entry of env, or the reason it cannot be sent.
-func (p *Publisher) entry(i int, env *publisher.Envelope, topic string) (*entry, error) {
-	w, err := awswire.Encode(env, p.ce, Binding)
-	if err != nil {
-		return nil, publisher.Permanent(fmt.Errorf("outboxsns: topic %s: message %s: %v", topic, env.ID, err))
+// topic is the ARN of the topic env goes to.
+func (p *Publisher) topic(env *publisher.Envelope) (string, error) {
+	if p.topicARN != "" {
+		return p.topicARN, nil
 	}
-	if n := w.Size(); n > MaxMessageBytes {
-		return nil, publisher.Permanent(fmt.Errorf("outboxsns: topic %s: message too large: %d bytes, SNS takes at most %d", topic, n, MaxMessageBytes))
+	if err := ValidTopicARN(env.Destination); err != nil {
+		return "", publisher.Permanent(err)
 	}
-	in := types.PublishBatchRequestEntry{
-		Id:                strPtr(strconv.Itoa(i)),
-		Message:           &w.Body,
-		MessageAttributes: make(map[string]types.MessageAttributeValue, len(w.Attrs)),
-	}
-	for _, a := range w.Attrs {
-		in.MessageAttributes[a.Name] = types.MessageAttributeValue{DataType: strPtr(awswire.AttrType), StringValue: strPtr(a.Value)}
-	}
-	if strings.HasSuffix(topic, ".fifo") {
-		group := env.Key
-		if group == "" {
-			group = env.Topic
-		}
-		in.MessageGroupId = strPtr(GroupID(group))
-		in.MessageDeduplicationId = strPtr(env.ID)
-	}
-	return &entry{i: i, env: env, wire: w, input: in}, nil
+	return env.Destination, nil
 }
 
-func entrySize(e *entry) int { return e.wire.Size() }
-
-// send makes one PublishBatch call and sets the result of each of its
-// entries in errs.
-func (p *Publisher) send(ctx context.Context, topic string, entries []*entry, errs []error) {
-	if err := ctx.Err(); err != nil {
-		for _, e := range entries {
-			errs[e.i] = fmt.Errorf("outboxsns: topic %s: not sent: %v", topic, err)
-		}
-		return
-	}
+// call makes one PublishBatch call of entries to topic.
+func (p *Publisher) call(ctx context.Context, topic string, entries []*awswire.Entry) (*awswire.Answer, awswire.Failure, error) {
 	in := &sns.PublishBatchInput{TopicArn: &topic, PublishBatchRequestEntries: make([]types.PublishBatchRequestEntry, len(entries))}
 	for n, e := range entries {
-		in.PublishBatchRequestEntries[n] = e.input
+		in.PublishBatchRequestEntries[n] = input(e)
 	}
 	var sent atomic.Bool
 	out, err := p.client.PublishBatch(ctx, in, markSent(&sent))
 	if err != nil {
 		how, cerr := p.callError(ctx, "topic "+topic+": PublishBatch", err, sent.Load())
-		if how == failMessages && len(entries) > 1 {
-			// Refused for a reason no entry was given: one by one, to find
-			// the message at fault.
-			for _, e := range entries {
-				p.send(ctx, topic, []*entry{e}, errs)
-			}
-			return
-		}
-		if how == failMessages {
-			cerr = publisher.Permanent(cerr)
-		}
-		for _, e := range entries {
-			errs[e.i] = cerr
-		}
-		return
+		return nil, how, cerr
 	}
-	byID := make(map[string]*entry, len(entries))
-	for _, e := range entries {
-		byID[*e.input.Id] = e
-	}
+	a := &awswire.Answer{}
 	for _, s := range out.Successful {
-		if e := byID[deref(s.Id)]; e != nil {
-			errs[e.i] = nil
-			delete(byID, deref(s.Id))
-		}
+		a.Done = append(a.Done, aws.ToString(s.Id))
 	}
 	for _, f := range out.Failed {
-		if e := byID[deref(f.Id)]; e != nil {
-			errs[e.i] = p.entryError(topic, deref(f.Code), deref(f.Message), f.SenderFault)
-			delete(byID, deref(f.Id))
-		}
+		a.Failed = append(a.Failed, awswire.Failed{ID: aws.ToString(f.Id), Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault})
 	}
-	for _, e := range byID {
-		errs[e.i] = publisher.Unknown(fmt.Errorf("outboxsns: topic %s: PublishBatch answered nothing about message %s", topic, e.env.ID))
+	return a, awswire.FailRoute, nil
+}
+
+// input is the PublishBatch entry of e.
+func input(e *awswire.Entry) types.PublishBatchRequestEntry {
+	in := types.PublishBatchRequestEntry{
+		Id:                aws.String(e.ID()),
+		Message:           &e.Wire.Body,
+		MessageAttributes: make(map[string]types.MessageAttributeValue, len(e.Wire.Attrs)),
 	}
+	for _, a := range e.Wire.Attrs {
+		in.MessageAttributes[a.Name] = types.MessageAttributeValue{DataType: aws.String(awswire.AttrType), StringValue: aws.String(a.Value)}
+	}
+	if e.Group != "" {
+		in.MessageGroupId, in.MessageDeduplicationId = aws.String(e.Group), aws.String(e.Env.ID)
+	}
+	return in
 }
 
 // markSent is a call option that sets *sent once the request, signed,
@@ -273,7 +176,7 @@ func markSent(sent *atomic.Bool) func(*sns.Options) {
 
 // Close makes later Publish calls fail. The client is the caller's.
 func (p *Publisher) Close() error {
-	p.closed.Store(true)
+	p.batch.Close()
 	return nil
 }
 
@@ -289,10 +192,8 @@ func ValidTopicARN(s string) error {
 	if name == "" || len(parts[5]) > 256 {
 		return fmt.Errorf("outboxsns: destination %q is not a topic ARN: the topic name is empty or longer than 256", s)
 	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '_' {
-			return fmt.Errorf("outboxsns: destination %q is not a topic ARN: a topic name has only letters, digits, '-' and '_' (and a .fifo suffix)", s)
-		}
+	if !awswire.PlainName(name) {
+		return fmt.Errorf("outboxsns: destination %q is not a topic ARN: a topic name has only letters, digits, '-' and '_' (and a .fifo suffix)", s)
 	}
 	return nil
 }
@@ -302,23 +203,4 @@ func ValidTopicARN(s string) error {
 // characters of letters, digits and ASCII punctuation; otherwise
 // "sha256-" and the hex SHA-256 of the key, so that each key still has a
 // group of its own. It is the same as outboxsqs.GroupID.
-func GroupID(key string) string {
-	ok := key != "" && len(key) <= maxGroupIDLen
-	for i := 0; ok && i < len(key); i++ {
-		ok = key[i] > ' ' && key[i] < 0x7f
-	}
-	if ok {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return "sha256-" + hex.EncodeToString(sum[:])
-}
-
-func strPtr(s string) *string { return &s }
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
+func GroupID(key string) string { return awswire.GroupID(key) }

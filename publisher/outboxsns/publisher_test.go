@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,70 +14,61 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
-	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/publisher/outboxsns"
 	"github.com/txoutbox/outbox/publisher/outboxsqs"
+	"github.com/txoutbox/outbox/publisher/outboxsqs/sqstest"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
 // target is the local server: each destination is a fresh topic with a
 // queue subscribed to it with raw message delivery, read back and decoded
-// with outboxsqs.Decode. The publisher's client goes through a fault
-// proxy, so that its connection can be cut.
-func target(fifo bool) func(t *testing.T) *publishertest.Target {
-	return func(t *testing.T) *publishertest.Target {
-		s, q := clients(t)
-		proxy := faultproxy.Start(t, strings.TrimPrefix(endpoint, "http://"))
-		p, err := outboxsns.New(newSNS("http://"+proxy.Addr()), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Close() })
-		r := newReader(q)
-		var mu sync.Mutex
-		queues := map[string]string{}
-		return &publishertest.Target{
-			Publisher: p,
-			NewDestination: func(t *testing.T) string {
-				name := randomName("outboxtest-")
-				if fifo {
-					name += ".fifo"
+// with outboxsqs.Decode. The publisher's client goes to endpoint.
+func target(t *testing.T, endpoint string, fifo bool) *publishertest.Target {
+	s, q := clients(t)
+	p, err := outboxsns.New(newSNS(endpoint), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sqstest.NewReader(q)
+	var mu sync.Mutex
+	queues := map[string]string{}
+	return &publishertest.Target{
+		Publisher: p,
+		NewDestination: func(t *testing.T) string {
+			name := sqstest.RandomName("outboxtest-")
+			if fifo {
+				name += ".fifo"
+			}
+			arn := createTopic(t, s, name)
+			mu.Lock()
+			queues[arn] = subscribedQueue(t, s, q, arn, true)
+			mu.Unlock()
+			return arn
+		},
+		Receive: func(t *testing.T, dest string, n int) []publishertest.Received {
+			mu.Lock()
+			url := queues[dest]
+			mu.Unlock()
+			var out []publishertest.Received
+			for _, raw := range r.Read(t, url, n, 20*time.Second) {
+				m, err := outboxsqs.Decode(raw)
+				if err != nil {
+					t.Fatalf("Decode: %v", err)
 				}
-				arn := createTopic(t, s, name)
-				mu.Lock()
-				queues[arn] = subscribedQueue(t, s, q, arn, true)
-				mu.Unlock()
-				return arn
-			},
-			Receive: func(t *testing.T, dest string, n int) []publishertest.Received {
-				mu.Lock()
-				url := queues[dest]
-				mu.Unlock()
-				var out []publishertest.Received
-				for _, raw := range r.read(t, url, n, 20*time.Second) {
-					m, err := outboxsqs.Decode(raw)
-					if err != nil {
-						t.Fatalf("Decode: %v", err)
-					}
-					out = append(out, publishertest.Received{ID: m.ID, Key: m.Key, Topic: m.Topic, Destination: dest, Payload: m.Payload, Headers: m.Headers})
-				}
-				return out
-			},
-			Disconnect: proxy.Disconnect,
-			Features:   publishertest.Features{Keys: true, ArbitraryHeaders: true},
-		}
+				out = append(out, publishertest.Received{ID: m.ID, Key: m.Key, Topic: m.Topic, Destination: dest, Payload: m.Payload, Headers: m.Headers})
+			}
+			return out
+		},
 	}
 }
 
 // TestConformance runs the publisher conformance suite on standard and
-// FIFO topics (each with a queue subscribed). A missing topic takes the
-// route down instead of being permanent (TestMissingTopic).
-func TestConformance(t *testing.T) {
-	t.Run("Standard", func(t *testing.T) { publishertest.Run(t, target(false)) })
-	t.Run("FIFO", func(t *testing.T) { publishertest.Run(t, target(true)) })
-}
+// FIFO topics (each with a queue subscribed), the publisher's client
+// through a fault proxy. A missing topic takes the route down instead of
+// being permanent (TestMissingTopic).
+func TestConformance(t *testing.T) { sqstest.RunConformance(t, target) }
 
 // TestFanOut: one message to a topic reaches a queue with raw message
 // delivery and one without (the SNS JSON envelope in the body); Decode
@@ -87,10 +77,10 @@ func TestConformance(t *testing.T) {
 func TestFanOut(t *testing.T) {
 	t.Parallel()
 	s, q := clients(t)
-	arn := createTopic(t, s, randomName("outboxtest-"))
+	arn := createTopic(t, s, sqstest.RandomName("outboxtest-"))
 	raw := subscribedQueue(t, s, q, arn, true)
 	wrapped := subscribedQueue(t, s, q, arn, false)
-	p, err := outboxsns.New(newSNS(endpoint), &outboxsns.Config{TopicARN: arn})
+	p, err := outboxsns.New(newSNS(sqstest.Endpoint), &outboxsns.Config{TopicARN: arn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +88,12 @@ func TestFanOut(t *testing.T) {
 	for i := range 12 {
 		many[fmt.Sprintf("x-h%02d", i)] = fmt.Sprint("v", i)
 	}
-	text := env("ignored", "order-42", `{"order_id":42}`, many)
+	text := sqstest.Env("ignored", "order-42", `{"order_id":42}`, many)
 	binary := publishertest.Envelope("ignored", "k2", []byte{0, 0xff, 1, 'x'}, "application/octet-stream", nil)
-	publishOK(t, p, text, binary)
-	r := newReader(q)
+	sqstest.PublishOK(t, p, text, binary)
+	r := sqstest.NewReader(q)
 	for _, url := range []string{raw, wrapped} {
-		got := r.read(t, url, 2, 20*time.Second)
+		got := r.Read(t, url, 2, 20*time.Second)
 		for _, m := range got {
 			if url == raw && len(m.MessageAttributes) > outboxsns.MaxAttributes {
 				t.Errorf("%d attributes", len(m.MessageAttributes))
@@ -134,16 +124,16 @@ func TestFanOut(t *testing.T) {
 func TestFIFOTopic(t *testing.T) {
 	t.Parallel()
 	s, q := clients(t)
-	arn := createTopic(t, s, randomName("outboxtest-")+".fifo")
+	arn := createTopic(t, s, sqstest.RandomName("outboxtest-")+".fifo")
 	url := subscribedQueue(t, s, q, arn, true)
-	p, err := outboxsns.New(newSNS(endpoint), nil)
+	p, err := outboxsns.New(newSNS(sqstest.Endpoint), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyed, unkeyed := env(arn, "order-42", `1`, nil), env(arn, "", `2`, nil)
-	publishOK(t, p, keyed, unkeyed)
+	keyed, unkeyed := sqstest.Env(arn, "order-42", `1`, nil), sqstest.Env(arn, "", `2`, nil)
+	sqstest.PublishOK(t, p, keyed, unkeyed)
 	want := map[string]string{keyed.ID: "order-42", unkeyed.ID: "conformance.test"}
-	for _, m := range newReader(q).read(t, url, 2, 20*time.Second) {
+	for _, m := range sqstest.NewReader(q).Read(t, url, 2, 20*time.Second) {
 		id := aws.ToString(m.MessageAttributes["message-id"].StringValue)
 		if g := m.Attributes["MessageGroupId"]; g != want[id] {
 			t.Errorf("message %s: group %q, want %q", id, g, want[id])
@@ -156,23 +146,23 @@ func TestFIFOTopic(t *testing.T) {
 func TestMissingTopic(t *testing.T) {
 	t.Parallel()
 	s, q := clients(t)
-	name := randomName("outboxtest-")
+	name := sqstest.RandomName("outboxtest-")
 	arn := createTopic(t, s, name)
 	if _, err := s.DeleteTopic(t.Context(), &sns.DeleteTopicInput{TopicArn: &arn}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := outboxsns.New(newSNS(endpoint), nil)
+	p, err := outboxsns.New(newSNS(sqstest.Endpoint), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := env(arn, "k", `{}`, nil)
-	publishertest.WantClass(t, "a missing topic", publish(t, p, e)[0], publisher.ClassUnavailable, arn, "NotFound")
+	e := sqstest.Env(arn, "k", `{}`, nil)
+	publishertest.WantClass(t, "a missing topic", sqstest.Publish(t, p, e)[0], publisher.ClassUnavailable, arn, "NotFound")
 	if again := createTopic(t, s, name); again != arn {
 		t.Fatalf("recreated topic %s, want %s", again, arn)
 	}
 	url := subscribedQueue(t, s, q, arn, true)
-	publishOK(t, p, e)
-	if m, err := outboxsqs.Decode(newReader(q).read(t, url, 1, 20*time.Second)[0]); err != nil || m.ID != e.ID {
+	sqstest.PublishOK(t, p, e)
+	if m, err := outboxsqs.Decode(sqstest.NewReader(q).Read(t, url, 1, 20*time.Second)[0]); err != nil || m.ID != e.ID {
 		t.Fatalf("arrived %+v, %v", m, err)
 	}
 }
@@ -182,39 +172,32 @@ func TestMissingTopic(t *testing.T) {
 func TestRefusedBeforeSending(t *testing.T) {
 	t.Parallel()
 	s, q := clients(t)
-	arn := createTopic(t, s, randomName("outboxtest-"))
+	arn := createTopic(t, s, sqstest.RandomName("outboxtest-"))
 	url := subscribedQueue(t, s, q, arn, true)
-	p, err := outboxsns.New(newSNS(endpoint), nil)
+	p, err := outboxsns.New(newSNS(sqstest.Endpoint), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	big := strings.Repeat("x", 200<<10)
-	batch := []*publisher.Envelope{env(arn, "a", `"`+big+`"`, nil), env(arn, "b", strings.Repeat("y", 262144), nil), env("orders", "c", `1`, nil), env(arn, "d", `"`+big+`"`, nil)}
-	errs := publish(t, p, batch...)
+	batch := []*publisher.Envelope{sqstest.Env(arn, "a", `"`+big+`"`, nil), sqstest.Env(arn, "b", strings.Repeat("y", 262144), nil), sqstest.Env("orders", "c", `1`, nil), sqstest.Env(arn, "d", `"`+big+`"`, nil)}
+	errs := sqstest.Publish(t, p, batch...)
 	if errs[0] != nil || errs[3] != nil {
 		t.Fatalf("results %v", errs)
 	}
 	publishertest.WantClass(t, "a message over 256 KiB", errs[1], publisher.ClassPermanent, "message too large", "SNS takes at most 262144")
 	publishertest.WantClass(t, "no topic ARN", errs[2], publisher.ClassPermanent, "not a topic ARN")
-	newReader(q).read(t, url, 2, 20*time.Second)
+	sqstest.NewReader(q).Read(t, url, 2, 20*time.Second)
 }
 
 // TestOpenURL opens each URL form with the SDK's default chain (test
 // credentials in the environment) and delivers through it.
 func TestOpenURL(t *testing.T) {
 	s, q := clients(t)
-	dir := t.TempDir()
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	t.Setenv("AWS_REGION", "")
-	t.Setenv("AWS_ENDPOINT_URL", "")
-	t.Setenv("AWS_ENDPOINT_URL_SNS", "")
-	arn := createTopic(t, s, randomName("outboxtest-"))
+	sqstest.SetSDKEnv(t, "sns")
+	arn := createTopic(t, s, sqstest.RandomName("outboxtest-"))
 	queue := subscribedQueue(t, s, q, arn, true)
-	r := newReader(q)
-	qs := url.Values{"endpoint": {endpoint}}.Encode()
+	r := sqstest.NewReader(q)
+	qs := url.Values{"endpoint": {sqstest.Endpoint}}.Encode()
 	ce, _ := outboxce.Parse(outboxce.FormatBinary, "")
 	n := 0
 	for _, tc := range []struct {
@@ -223,7 +206,7 @@ func TestOpenURL(t *testing.T) {
 	}{
 		{"sns:" + arn + "?" + qs, "ignored", nil}, // region from the ARN
 		{"sns:///" + arn + "?" + qs, "ignored", nil},
-		{"sns://?region=" + region + "&" + qs, arn, nil}, // the destination is the ARN
+		{"sns://?region=" + sqstest.Region + "&" + qs, arn, nil}, // the destination is the ARN
 		{"sns:" + arn + "?" + qs, "ignored", ce},
 	} {
 		u, err := url.Parse(tc.url)
@@ -234,11 +217,11 @@ func TestOpenURL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.url, err)
 		}
-		e := env(tc.dest, "k", `{}`, nil)
-		publishOK(t, p, e)
+		e := sqstest.Env(tc.dest, "k", `{}`, nil)
+		sqstest.PublishOK(t, p, e)
 		_ = p.Close()
 		n++
-		got := r.read(t, queue, n, 20*time.Second)
+		got := r.Read(t, queue, n, 20*time.Second)
 		m, err := outboxsqs.Decode(got[n-1])
 		if err != nil || m.ID != e.ID {
 			t.Errorf("%s: arrived %+v, %v; want %s", tc.url, m, err, e.ID)
@@ -322,11 +305,8 @@ func TestClassification(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := faked(t, func(url.Values) xmlAnswer { return tc.a })
-			for _, err := range publish(t, p, env("x", "a", `1`, nil), env("x", "b", `2`, nil)) {
-				publishertest.WantClass(t, tc.name, err, tc.class, tc.says)
-				if d := publisher.RetryAfterOf(err); d != tc.wait {
-					t.Errorf("RetryAfter %v, want %v", d, tc.wait)
-				}
+			for _, err := range sqstest.Publish(t, p, sqstest.Env("x", "a", `1`, nil), sqstest.Env("x", "b", `2`, nil)) {
+				sqstest.WantClass(t, tc.name, err, tc.class, tc.wait, tc.says)
 			}
 		})
 	}
@@ -349,7 +329,7 @@ func TestClassification(t *testing.T) {
 		}
 		return xmlAnswer{200, `<PublishBatchResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/"><PublishBatchResult><Successful>` + ok + `</Successful><Failed>` + failed + `</Failed></PublishBatchResult><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></PublishBatchResponse>`}
 	})
-	errs := publish(t, p, env("x", "a", `"ok"`, nil), env("x", "b", `"throttled"`, nil), env("x", "c", `"invalid"`, nil), env("x", "d", `"internal"`, nil), env("x", "e", `"lost"`, nil))
+	errs := sqstest.Publish(t, p, sqstest.Env("x", "a", `"ok"`, nil), sqstest.Env("x", "b", `"throttled"`, nil), sqstest.Env("x", "c", `"invalid"`, nil), sqstest.Env("x", "d", `"internal"`, nil), sqstest.Env("x", "e", `"lost"`, nil))
 	if errs[0] != nil {
 		t.Errorf("published entry: %v", errs[0])
 	}

@@ -2,18 +2,16 @@ package outboxsns
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/txoutbox/outbox/publisher"
+	"github.com/txoutbox/outbox/publisher/internal/awswire"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -22,8 +20,8 @@ const Scheme = "sns"
 
 // URL parameters.
 const (
-	ParamRegion   = "region"
-	ParamEndpoint = "endpoint"
+	ParamRegion   = awswire.ParamRegion
+	ParamEndpoint = awswire.ParamEndpoint
 )
 
 var params = []string{ParamRegion, ParamEndpoint}
@@ -48,19 +46,16 @@ func OpenURL(u *url.URL, ce *outboxce.Format, log *slog.Logger) (publisher.Publi
 	if err != nil {
 		return nil, err
 	}
-	var loadOpts []func(*config.LoadOptions) error
-	if region != "" {
-		loadOpts = append(loadOpts, config.WithRegion(region))
-	}
-	awsCfg, err := config.LoadDefaultConfig(context.Background(), loadOpts...)
+	// WithRegion("") leaves the region to the SDK.
+	awsCfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(region))
 	if err != nil {
-		return nil, fmt.Errorf("outboxsns: %s: loading the AWS configuration: %s", redacted(u), oneLine(err.Error()))
+		return nil, fmt.Errorf("outboxsns: %s: loading the AWS configuration: %s", awswire.Redacted(u), awswire.OneLine(err.Error()))
 	}
 	if awsCfg.Region == "" && arn != "" {
 		awsCfg.Region = strings.Split(arn, ":")[3]
 	}
 	if awsCfg.Region == "" {
-		return nil, fmt.Errorf("outboxsns: %s: no AWS region: add ?%s= or set AWS_REGION", redacted(u), ParamRegion)
+		return nil, fmt.Errorf("outboxsns: %s: no AWS region: add ?%s= or set AWS_REGION", awswire.Redacted(u), ParamRegion)
 	}
 	client := sns.NewFromConfig(awsCfg, func(o *sns.Options) {
 		if endpoint != "" {
@@ -69,7 +64,7 @@ func OpenURL(u *url.URL, ce *outboxce.Format, log *slog.Logger) (publisher.Publi
 	})
 	p, err := New(client, &Config{TopicARN: arn, CloudEvents: ce})
 	if err != nil {
-		return nil, fmt.Errorf("%v (destination %s)", err, redacted(u))
+		return nil, fmt.Errorf("%v (destination %s)", err, awswire.Redacted(u))
 	}
 	return p, nil
 }
@@ -77,37 +72,13 @@ func OpenURL(u *url.URL, ce *outboxce.Format, log *slog.Logger) (publisher.Publi
 // parseURL reads an sns: URL: the topic ARN ("" when the destinations
 // name it), the region and endpoint asked for ("" for the SDK's).
 func parseURL(u *url.URL) (arn, region, endpoint string, err error) {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("outboxsns: destination %s: "+format, append([]any{redacted(u)}, a...)...)
+	bad := awswire.URLErrors("outboxsns", u)
+	if err := awswire.CheckURL("outboxsns", Scheme, u, bad); err != nil {
+		return "", "", "", err
 	}
-	if u == nil {
-		return "", "", "", errors.New("outboxsns: nil URL")
-	}
-	if u.Scheme != Scheme {
-		return "", "", "", bad("scheme %q is not %s", u.Scheme, Scheme)
-	}
-	if u.User != nil {
-		return "", "", "", bad("credentials do not go in the URL: the SDK's chain provides them (environment, profile, role)")
-	}
-	q := u.Query()
-	var unknown []string
-	for k, vs := range q {
-		if !slices.Contains(params, k) {
-			unknown = append(unknown, strconv.Quote(k))
-		} else if len(vs) > 1 {
-			return "", "", "", bad("parameter %s given %d times", k, len(vs))
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return "", "", "", bad("unknown parameter %s (known: %s)", strings.Join(unknown, ", "), strings.Join(params, ", "))
-	}
-	region, endpoint = q.Get(ParamRegion), q.Get(ParamEndpoint)
-	if endpoint != "" {
-		e, err := url.Parse(endpoint)
-		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return "", "", "", bad("%s=%q is not an http(s) URL", ParamEndpoint, endpoint)
-		}
+	_, region, endpoint, err = awswire.Query(u, params, bad)
+	if err != nil {
+		return "", "", "", err
 	}
 	switch {
 	case u.Opaque != "":
@@ -123,14 +94,4 @@ func parseURL(u *url.URL) (arn, region, endpoint string, err error) {
 		}
 	}
 	return arn, region, endpoint, nil
-}
-
-// redacted is u as errors show it: without user information.
-func redacted(u *url.URL) string {
-	if u == nil {
-		return "<nil>"
-	}
-	c := *u
-	c.User = nil
-	return c.String()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxsqs"
+	"github.com/txoutbox/outbox/publisher/outboxsqs/sqstest"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
@@ -59,7 +60,7 @@ func fixed(a answer) func(map[string]any) answer { return func(map[string]any) a
 // faked is a publisher over a real SDK client whose transport is f, with
 // the SDK's own retries off.
 func faked(t *testing.T, op string, a func(map[string]any) answer, cfg *outboxsqs.Config) *outboxsqs.Publisher {
-	c := newClient("http://127.0.0.1:1", func(o *sqs.Options) {
+	c := sqstest.NewClient("http://127.0.0.1:1", func(o *sqs.Options) {
 		o.HTTPClient = &http.Client{Transport: &fake{t: t, op: op, a: a}}
 		o.RetryMaxAttempts = 1
 	})
@@ -98,12 +99,9 @@ func TestCallErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := faked(t, "SendMessageBatch", fixed(tc.a), nil)
-			errs := publish(t, p, env("orders", "a", `1`, nil), env("orders", "b", `2`, nil))
+			errs := sqstest.Publish(t, p, sqstest.Env("orders", "a", `1`, nil), sqstest.Env("orders", "b", `2`, nil))
 			for _, err := range errs {
-				publishertest.WantClass(t, tc.name, err, tc.class, tc.says)
-				if d := publisher.RetryAfterOf(err); d != tc.wait {
-					t.Errorf("%s: RetryAfter %v, want %v", tc.name, d, tc.wait)
-				}
+				sqstest.WantClass(t, tc.name, err, tc.class, tc.wait, tc.says)
 			}
 		})
 	}
@@ -125,7 +123,7 @@ func TestCallRefusedFindsTheMessage(t *testing.T) {
 		}
 		return success(entries, nil)
 	}, nil)
-	errs := publish(t, p, env("orders", "a", `"ok"`, nil), env("orders", "b", `"bad"`, nil), env("orders", "c", `"ok"`, nil))
+	errs := sqstest.Publish(t, p, sqstest.Env("orders", "a", `"ok"`, nil), sqstest.Env("orders", "b", `"bad"`, nil), sqstest.Env("orders", "c", `"ok"`, nil))
 	if errs[0] != nil || errs[2] != nil || calls != 4 {
 		t.Fatalf("results %v after %d calls, want the good ones confirmed after 1+3", errs, calls)
 	}
@@ -149,10 +147,10 @@ func TestEntryErrors(t *testing.T) {
 		return success(req["Entries"].([]any), failed)
 	}, nil)
 	batch := []*publisher.Envelope{
-		env("orders", "a", `"ok"`, nil), env("orders", "b", `"throttled"`, nil), env("orders", "c", `"invalid"`, nil),
-		env("orders", "d", `"internal"`, nil), env("orders", "e", `"kms"`, nil), env("orders", "f", `"lost"`, nil),
+		sqstest.Env("orders", "a", `"ok"`, nil), sqstest.Env("orders", "b", `"throttled"`, nil), sqstest.Env("orders", "c", `"invalid"`, nil),
+		sqstest.Env("orders", "d", `"internal"`, nil), sqstest.Env("orders", "e", `"kms"`, nil), sqstest.Env("orders", "f", `"lost"`, nil),
 	}
-	errs := publish(t, p, batch...)
+	errs := sqstest.Publish(t, p, batch...)
 	if errs[0] != nil {
 		t.Errorf("confirmed entry: %v", errs[0])
 	}
@@ -174,13 +172,13 @@ func TestEntryErrors(t *testing.T) {
 func TestGetQueueUrlErrors(t *testing.T) {
 	t.Parallel()
 	throttled := faked(t, "GetQueueUrl", fixed(answer{403, "RequestThrottled;Sender", `{"__type":"com.amazonaws.sqs#RequestThrottled","message":"Request is throttled."}`}), &outboxsqs.Config{})
-	err := publish(t, throttled, env("orders", "a", `1`, nil))[0]
+	err := sqstest.Publish(t, throttled, sqstest.Env("orders", "a", `1`, nil))[0]
 	publishertest.WantClass(t, "GetQueueUrl throttled", err, publisher.ClassTransient, "GetQueueUrl")
 	if publisher.RetryAfterOf(err) != time.Second {
 		t.Errorf("RetryAfter %v", publisher.RetryAfterOf(err))
 	}
 	denied := faked(t, "GetQueueUrl", fixed(answer{400, "AccessDenied;Sender", `{"__type":"com.amazon.coral.service#AccessDeniedException","message":"not authorized to perform: sqs:getqueueurl"}`}), &outboxsqs.Config{})
-	publishertest.WantClass(t, "GetQueueUrl denied", publish(t, denied, env("orders", "a", `1`, nil))[0], publisher.ClassUnavailable, "not authorized")
+	publishertest.WantClass(t, "GetQueueUrl denied", sqstest.Publish(t, denied, sqstest.Env("orders", "a", `1`, nil))[0], publisher.ClassUnavailable, "not authorized")
 }
 
 // success is a SendMessageBatch answer: the entries whose body is in

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -74,7 +75,7 @@ func Decode(msg types.Message) (*inbox.Message, error) {
 			attrs[k] = *v.StringValue
 		}
 	}
-	body := deref(msg.Body)
+	body := aws.ToString(msg.Body)
 	if _, ok := attrs[AttrMessageID]; !ok {
 		if n, ok := snsNotification(body); ok {
 			attrs, body = n.attrs(), n.Message
@@ -82,18 +83,18 @@ func Decode(msg types.Message) (*inbox.Message, error) {
 	}
 	headers, payload, err := awswire.Decode(attrs, body)
 	if err != nil {
-		return nil, fmt.Errorf("outboxsqs: message %s: %w", deref(msg.MessageId), err)
+		return nil, fmt.Errorf("outboxsqs: message %s: %w", aws.ToString(msg.MessageId), err)
 	}
 	ce, err := Binding.DecodeEvent(headers, "", payload)
 	if err != nil {
-		return nil, fmt.Errorf("outboxsqs: message %s: not a valid CloudEvent: %w", deref(msg.MessageId), err)
+		return nil, fmt.Errorf("outboxsqs: message %s: not a valid CloudEvent: %w", aws.ToString(msg.MessageId), err)
 	}
 	if ce != nil {
 		return inbox.FromCloudEvent(ce), nil
 	}
 	id := headers[AttrMessageID]
 	if id == "" {
-		return nil, fmt.Errorf("%w (SQS message %s)", ErrNoMessageID, deref(msg.MessageId))
+		return nil, fmt.Errorf("%w (SQS message %s)", ErrNoMessageID, aws.ToString(msg.MessageId))
 	}
 	return &inbox.Message{
 		ID:          id,
@@ -193,7 +194,7 @@ func Consume(ctx context.Context, client *sqs.Client, queueURL string, handler f
 			return nil
 		}
 		if err != nil {
-			if missingQueue(err) || kindOfErr(err) == kindUnavailable {
+			if missingQueue(err) || kindOfErr(err) == awswire.KindUnavailable {
 				return fmt.Errorf("outboxsqs: consume %s: %w", queueURL, err)
 			}
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
@@ -213,7 +214,7 @@ func Consume(ctx context.Context, client *sqs.Client, queueURL string, handler f
 }
 
 // kindOfErr classifies an SDK error by its API error code.
-func kindOfErr(err error) kind {
+func kindOfErr(err error) awswire.Kind {
 	code := ""
 	if ae := apiError(err); ae != nil {
 		code = ae.ErrorCode()
@@ -261,7 +262,7 @@ func (c *consumer) handle(ctx context.Context, msgs []types.Message) {
 				var entries []types.ChangeMessageVisibilityBatchRequestEntry
 				for i, m := range pending {
 					entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{
-						Id: strPtr(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: c.visibility(),
+						Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: c.visibility(),
 					})
 				}
 				mu.Unlock()
@@ -272,7 +273,7 @@ func (c *consumer) handle(ctx context.Context, msgs []types.Message) {
 				if err != nil {
 					c.o.Logger.Warn("outboxsqs: consume: extending the visibility timeout failed; the messages may be received again", "queue", c.queue, "err", err)
 				} else if len(out.Failed) > 0 {
-					c.o.Logger.Warn("outboxsqs: consume: extending the visibility timeout failed for some messages", "queue", c.queue, "failed", len(out.Failed), "code", deref(out.Failed[0].Code))
+					c.o.Logger.Warn("outboxsqs: consume: extending the visibility timeout failed for some messages", "queue", c.queue, "failed", len(out.Failed), "code", aws.ToString(out.Failed[0].Code))
 				}
 			}
 		}
@@ -291,7 +292,7 @@ func (c *consumer) handle(ctx context.Context, msgs []types.Message) {
 		}
 		m, err := Decode(raw)
 		if err != nil {
-			c.o.Logger.Error("outboxsqs: consume: cannot decode; leaving the message to the queue's redrive policy", "queue", c.queue, "sqs_message_id", deref(raw.MessageId), "err", err)
+			c.o.Logger.Error("outboxsqs: consume: cannot decode; leaving the message to the queue's redrive policy", "queue", c.queue, "sqs_message_id", aws.ToString(raw.MessageId), "err", err)
 			settle(i)
 			if group != "" {
 				failedGroups[group] = true

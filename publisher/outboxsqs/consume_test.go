@@ -25,6 +25,7 @@ import (
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/publisher/outboxsqs"
+	"github.com/txoutbox/outbox/publisher/outboxsqs/sqstest"
 )
 
 const (
@@ -113,13 +114,13 @@ func TestConsume(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			c := client(t)
-			q := randomName("outboxtest-")
+			c := sqstest.Client(t)
+			q := sqstest.RandomName("outboxtest-")
 			if fifo {
 				q += ".fifo"
 			}
-			url := createQueue(t, c, q, nil)
-			p, err := outboxsqs.New(newClient(endpoint), nil)
+			url := sqstest.CreateQueue(t, c, q, nil)
+			p, err := outboxsqs.New(sqstest.NewClient(sqstest.Endpoint), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,8 +130,8 @@ func TestConsume(t *testing.T) {
 				}
 				return nil
 			})
-			e := env(q, "order-42", `{"order_id":42}`, map[string]string{"x-tenant": "acme", publisher.HeaderTraceParent: traceParent})
-			publishOK(t, p, e)
+			e := sqstest.Env(q, "order-42", `{"order_id":42}`, map[string]string{"x-tenant": "acme", publisher.HeaderTraceParent: traceParent})
+			sqstest.PublishOK(t, p, e)
 			for i := range 3 { // two failures, then success
 				d := next(t, ch, 30*time.Second)
 				m := d.m
@@ -162,17 +163,17 @@ func TestConsume(t *testing.T) {
 // receive; TestConsumeSkipsFailedGroup covers several).
 func TestConsumeKeepsGroupOrder(t *testing.T) {
 	t.Parallel()
-	c := client(t)
-	q := randomName("outboxtest-") + ".fifo"
-	url := createQueue(t, c, q, nil)
-	p, err := outboxsqs.New(newClient(endpoint), nil)
+	c := sqstest.Client(t)
+	q := sqstest.RandomName("outboxtest-") + ".fifo"
+	url := sqstest.CreateQueue(t, c, q, nil)
+	p, err := outboxsqs.New(sqstest.NewClient(sqstest.Endpoint), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var batch []string
 	for i := range 3 {
-		e := env(q, "k", `{"seq":`+itoa(i)+`}`, nil)
-		publishOK(t, p, e) // one call per message of the key, as the relay does
+		e := sqstest.Env(q, "k", `{"seq":`+itoa(i)+`}`, nil)
+		sqstest.PublishOK(t, p, e) // one call per message of the key, as the relay does
 		batch = append(batch, e.ID)
 	}
 	var failed atomic.Bool
@@ -200,10 +201,10 @@ func TestConsumeKeepsGroupOrder(t *testing.T) {
 // visibility timeout, the message stays hidden from other consumers.
 func TestConsumeExtendsVisibility(t *testing.T) {
 	t.Parallel()
-	c := client(t)
-	q := randomName("outboxtest-")
-	url := createQueue(t, c, q, nil)
-	p, err := outboxsqs.New(newClient(endpoint), nil)
+	c := sqstest.Client(t)
+	q := sqstest.RandomName("outboxtest-")
+	url := sqstest.CreateQueue(t, c, q, nil)
+	p, err := outboxsqs.New(sqstest.NewClient(sqstest.Endpoint), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestConsumeExtendsVisibility(t *testing.T) {
 		<-release
 		return nil
 	})
-	publishOK(t, p, env(q, "k", `{}`, nil))
+	sqstest.PublishOK(t, p, sqstest.Env(q, "k", `{}`, nil))
 	<-started
 	// Three visibility timeouts pass while the handler runs; another
 	// receiver sees nothing.
@@ -247,20 +248,20 @@ func TestDecodeRejectsForeign(t *testing.T) {
 // attributes, and Decode reads it into the message the plain wire gives.
 func TestCloudEvents(t *testing.T) {
 	t.Parallel()
-	c := client(t)
-	q := randomName("outboxtest-")
-	url := createQueue(t, c, q, nil)
+	c := sqstest.Client(t)
+	q := sqstest.RandomName("outboxtest-")
+	url := sqstest.CreateQueue(t, c, q, nil)
 	ce, err := outboxce.Parse(outboxce.FormatBinary, "/orders-service")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := outboxsqs.New(newClient(endpoint), &outboxsqs.Config{CloudEvents: ce})
+	p, err := outboxsqs.New(sqstest.NewClient(sqstest.Endpoint), &outboxsqs.Config{CloudEvents: ce})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := env(q, "order-42", `{"order_id":42}`, map[string]string{"x-tenant": "acme", publisher.HeaderTraceParent: traceParent})
-	publishOK(t, p, e)
-	raw := newReader(c).read(t, url, 1, 10*time.Second)[0]
+	e := sqstest.Env(q, "order-42", `{"order_id":42}`, map[string]string{"x-tenant": "acme", publisher.HeaderTraceParent: traceParent})
+	sqstest.PublishOK(t, p, e)
+	raw := sqstest.NewReader(c).Read(t, url, 1, 10*time.Second)[0]
 	for _, a := range []string{"ce-specversion", "ce-id", "ce-source", "ce-type", "ce-subject", "message-id"} {
 		if raw.MessageAttributes[a].StringValue == nil && raw.MessageAttributes[outboxsqs.AttrHeaders].StringValue == nil {
 			t.Errorf("attribute %s missing", a)
@@ -317,7 +318,7 @@ func TestConsumeSkipsFailedGroup(t *testing.T) {
 	var mu sync.Mutex
 	var deleted []string
 	received := false
-	c := newClient("http://127.0.0.1:1", func(o *sqs.Options) {
+	c := sqstest.NewClient("http://127.0.0.1:1", func(o *sqs.Options) {
 		o.RetryMaxAttempts = 1
 		o.HTTPClient = &http.Client{Transport: ops{
 			"ReceiveMessage": func(map[string]any) answer {

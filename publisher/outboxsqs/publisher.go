@@ -1,18 +1,17 @@
 package outboxsqs
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
@@ -38,8 +37,6 @@ const (
 	DefaultConcurrency = 4
 	// MaxQueueNameLen is the longest queue name, ".fifo" included.
 	MaxQueueNameLen = 80
-	// maxGroupIDLen is the longest MessageGroupId.
-	maxGroupIDLen = 128
 )
 
 // ErrClosed is returned for every message published after Close.
@@ -83,16 +80,12 @@ type Config struct {
 // Publisher sends envelopes to SQS with SendMessageBatch. It is safe for
 // concurrent use.
 type Publisher struct {
-	client       *sqs.Client
-	queueURL     string
-	queueName    string
-	owner        string
-	maxBytes     int
-	concurrency  int
-	throttleWait time.Duration
-	ce           *outboxce.Format
-	log          *slog.Logger
-	closed       atomic.Bool
+	client    *sqs.Client
+	queueURL  string
+	queueName string
+	owner     string
+	log       *slog.Logger
+	batch     *awswire.Batcher
 
 	mu     sync.Mutex
 	queues map[string]string // queue name → URL
@@ -130,148 +123,50 @@ func New(client *sqs.Client, cfg *Config) (*Publisher, error) {
 		return nil, errors.New("outboxsqs: Config.CloudEvents: structured mode is for webhooks; use binary mode")
 	}
 	p := &Publisher{
-		client:       client,
-		queueURL:     cfg.QueueURL,
-		queueName:    cfg.QueueName,
-		owner:        cfg.QueueOwner,
-		maxBytes:     cfg.MaxMessageBytes,
-		concurrency:  cfg.Concurrency,
-		throttleWait: cfg.ThrottleWait,
-		ce:           cfg.CloudEvents,
-		log:          cfg.Logger,
-		queues:       map[string]string{},
+		client:    client,
+		queueURL:  cfg.QueueURL,
+		queueName: cfg.QueueName,
+		owner:     cfg.QueueOwner,
+		log:       cmp.Or(cfg.Logger, slog.Default()),
+		queues:    map[string]string{},
 	}
-	if p.maxBytes == 0 {
-		p.maxBytes = DefaultMaxMessageBytes
-	}
-	if p.concurrency == 0 {
-		p.concurrency = DefaultConcurrency
-	}
-	if p.throttleWait == 0 {
-		p.throttleWait = DefaultThrottleWait
-	}
-	if p.log == nil {
-		p.log = slog.Default()
+	p.batch = &awswire.Batcher{
+		Pkg: "outboxsqs", Dest: "queue", Service: "SQS", Op: "SendMessageBatch",
+		CloudEvents: cfg.CloudEvents, Binding: Binding,
+		MaxEntries: MaxBatchEntries, MaxBytes: cmp.Or(cfg.MaxMessageBytes, DefaultMaxMessageBytes),
+		Concurrency:  cmp.Or(cfg.Concurrency, DefaultConcurrency),
+		ThrottleWait: cmp.Or(cfg.ThrottleWait, DefaultThrottleWait),
+		ErrClosed:    ErrClosed,
+		Kind:         kindOf,
+		Call:         p.call,
 	}
 	return p, nil
-}
-
-// entry is one envelope on its way.
-type entry struct {
-	i     int // index in the batch
-	env   *publisher.Envelope
-	wire  *awswire.Wire
-	input types.SendMessageBatchRequestEntry
 }
 
 // Publish sends the batch with SendMessageBatch calls of at most 10
 // entries and MaxMessageBytes each, a few at a time. Results are in batch
 // order; nil only for a message SQS reported stored.
 func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []error {
-	errs := make([]error, len(batch))
-	if p.closed.Load() {
-		for i := range errs {
-			errs[i] = ErrClosed
-		}
-		return errs
-	}
-	// Messages by queue, in batch order.
-	byQueue := map[string][]*entry{}
-	var order []string
 	type resolved struct {
 		url string
 		err error
 	}
 	queues := map[string]resolved{} // each destination resolved once per call
-	for i, env := range batch {
-		if env == nil {
-			errs[i] = publisher.Permanent(errors.New("outboxsqs: nil envelope"))
-			continue
-		}
+	return p.batch.Publish(ctx, batch, func(env *publisher.Envelope) (string, error) {
 		r, ok := queues[env.Destination]
 		if !ok {
 			r.url, r.err = p.queue(ctx, env.Destination)
 			queues[env.Destination] = r
 		}
-		queue, err := r.url, r.err
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		e, err := p.entry(i, env, queue)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		if _, ok := byQueue[queue]; !ok {
-			order = append(order, queue)
-		}
-		byQueue[queue] = append(byQueue[queue], e)
-	}
-	var calls [][]*entry
-	var callQueue []string
-	for _, q := range order {
-		for _, c := range awswire.Split(byQueue[q], entrySize, MaxBatchEntries, p.maxBytes) {
-			calls = append(calls, c)
-			callQueue = append(callQueue, q)
-		}
-	}
-	sem := make(chan struct{}, p.concurrency)
-	var wg sync.WaitGroup
-	for n, c := range calls {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			p.send(ctx, callQueue[n], c, errs)
-		}()
-	}
-	wg.Wait()
-	return errs
+		return r.url, r.err
+	})
 }
 
-// entry builds the batch entry of env, or the reason it cannot be sent.
-func (p *Publisher) entry(i int, env *publisher.Envelope, queue string) (*entry, error) {
-	w, err := awswire.Encode(env, p.ce, Binding)
-	if err != nil {
-		return nil, publisher.Permanent(fmt.Errorf("outboxsqs: queue %s: message %s: %v", queue, env.ID, err))
-	}
-	if n := w.Size(); n > p.maxBytes {
-		return nil, publisher.Permanent(fmt.Errorf("outboxsqs: queue %s: message too large: %d bytes, SQS takes at most %d", queue, n, p.maxBytes))
-	}
-	in := types.SendMessageBatchRequestEntry{
-		Id:                strPtr(strconv.Itoa(i)),
-		MessageBody:       &w.Body,
-		MessageAttributes: make(map[string]types.MessageAttributeValue, len(w.Attrs)),
-	}
-	for _, a := range w.Attrs {
-		in.MessageAttributes[a.Name] = types.MessageAttributeValue{DataType: strPtr(awswire.AttrType), StringValue: strPtr(a.Value)}
-	}
-	if isFIFO(queue) {
-		group := env.Key
-		if group == "" {
-			group = env.Topic
-		}
-		in.MessageGroupId = strPtr(GroupID(group))
-		in.MessageDeduplicationId = strPtr(env.ID)
-	}
-	return &entry{i: i, env: env, wire: w, input: in}, nil
-}
-
-func entrySize(e *entry) int { return e.wire.Size() }
-
-// send makes one SendMessageBatch call and sets the result of each of its
-// entries in errs.
-func (p *Publisher) send(ctx context.Context, queue string, entries []*entry, errs []error) {
-	if err := ctx.Err(); err != nil {
-		for _, e := range entries {
-			errs[e.i] = fmt.Errorf("outboxsqs: queue %s: not sent: %v", queue, err)
-		}
-		return
-	}
+// call makes one SendMessageBatch call of entries to queue (a URL).
+func (p *Publisher) call(ctx context.Context, queue string, entries []*awswire.Entry) (*awswire.Answer, awswire.Failure, error) {
 	in := &sqs.SendMessageBatchInput{QueueUrl: &queue, Entries: make([]types.SendMessageBatchRequestEntry, len(entries))}
 	for n, e := range entries {
-		in.Entries[n] = e.input
+		in.Entries[n] = input(e)
 	}
 	var sent atomic.Bool
 	out, err := p.client.SendMessageBatch(ctx, in, markSent(&sent))
@@ -280,41 +175,32 @@ func (p *Publisher) send(ctx context.Context, queue string, entries []*entry, er
 		if missingQueue(err) {
 			p.forget(queue)
 		}
-		if how == failMessages && len(entries) > 1 {
-			// The call was refused for a reason no entry was given: send
-			// them one by one to find the message at fault.
-			for _, e := range entries {
-				p.send(ctx, queue, []*entry{e}, errs)
-			}
-			return
-		}
-		if how == failMessages {
-			cerr = publisher.Permanent(cerr)
-		}
-		for _, e := range entries {
-			errs[e.i] = cerr
-		}
-		return
+		return nil, how, cerr
 	}
-	byID := make(map[string]*entry, len(entries))
-	for _, e := range entries {
-		byID[*e.input.Id] = e
-	}
+	a := &awswire.Answer{}
 	for _, s := range out.Successful {
-		if e := byID[deref(s.Id)]; e != nil {
-			errs[e.i] = nil
-			delete(byID, deref(s.Id))
-		}
+		a.Done = append(a.Done, aws.ToString(s.Id))
 	}
 	for _, f := range out.Failed {
-		if e := byID[deref(f.Id)]; e != nil {
-			errs[e.i] = p.entryError(queue, deref(f.Code), deref(f.Message), f.SenderFault)
-			delete(byID, deref(f.Id))
-		}
+		a.Failed = append(a.Failed, awswire.Failed{ID: aws.ToString(f.Id), Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault})
 	}
-	for _, e := range byID {
-		errs[e.i] = publisher.Unknown(fmt.Errorf("outboxsqs: queue %s: SendMessageBatch answered nothing about message %s", queue, e.env.ID))
+	return a, awswire.FailRoute, nil
+}
+
+// input is the SendMessageBatch entry of e.
+func input(e *awswire.Entry) types.SendMessageBatchRequestEntry {
+	in := types.SendMessageBatchRequestEntry{
+		Id:                aws.String(e.ID()),
+		MessageBody:       &e.Wire.Body,
+		MessageAttributes: make(map[string]types.MessageAttributeValue, len(e.Wire.Attrs)),
 	}
+	for _, a := range e.Wire.Attrs {
+		in.MessageAttributes[a.Name] = types.MessageAttributeValue{DataType: aws.String(awswire.AttrType), StringValue: aws.String(a.Value)}
+	}
+	if e.Group != "" {
+		in.MessageGroupId, in.MessageDeduplicationId = aws.String(e.Group), aws.String(e.Env.ID)
+	}
+	return in
 }
 
 // markSent is a call option that sets *sent once the request, signed,
@@ -356,16 +242,16 @@ func (p *Publisher) queue(ctx context.Context, dest string) (string, error) {
 	out, err := p.client.GetQueueUrl(ctx, in, markSent(&sent))
 	if err != nil {
 		if missingQueue(err) {
-			return "", publisher.Unavailable(fmt.Errorf("outboxsqs: queue %s does not exist (GetQueueUrl: %s)", dest, oneLine(err.Error())))
+			return "", publisher.Unavailable(fmt.Errorf("outboxsqs: queue %s does not exist (GetQueueUrl: %s)", dest, awswire.OneLine(err.Error())))
 		}
 		how, cerr := p.callError(ctx, "queue "+dest+": GetQueueUrl", err, sent.Load())
-		if how == failMessages {
+		if how == awswire.FailMessages {
 			// A refusal about the queue, not the message.
 			cerr = publisher.Unavailable(cerr)
 		}
 		return "", cerr
 	}
-	u = deref(out.QueueUrl)
+	u = aws.ToString(out.QueueUrl)
 	if u == "" {
 		return "", fmt.Errorf("outboxsqs: queue %s: GetQueueUrl answered no URL", dest)
 	}
@@ -390,7 +276,7 @@ func (p *Publisher) forget(url string) {
 
 // Close makes later Publish calls fail. The client is the caller's.
 func (p *Publisher) Close() error {
-	p.closed.Store(true)
+	p.batch.Close()
 	return nil
 }
 
@@ -407,39 +293,15 @@ func ValidQueueName(name string) error {
 	case base == "":
 		return fmt.Errorf("outboxsqs: destination %q cannot be a queue name: nothing before .fifo", name)
 	}
-	for i := 0; i < len(base); i++ {
-		if c := base[i]; (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '_' {
-			return fmt.Errorf("outboxsqs: destination %q cannot be a queue name: only letters, digits, '-' and '_' (and a .fifo suffix) are allowed", name)
-		}
+	if !awswire.PlainName(base) {
+		return fmt.Errorf("outboxsqs: destination %q cannot be a queue name: only letters, digits, '-' and '_' (and a .fifo suffix) are allowed", name)
 	}
 	return nil
 }
-
-// isFIFO reports whether a queue URL or name is a FIFO queue's.
-func isFIFO(queue string) bool { return strings.HasSuffix(queue, ".fifo") }
 
 // GroupID is the MessageGroupId of a business key (the topic when the
 // message has none) on a FIFO queue: the key itself when it is 1 to 128
 // characters of letters, digits and ASCII punctuation, as SQS requires;
 // otherwise "sha256-" and the hex SHA-256 of the key, so that each key
 // still has a group of its own.
-func GroupID(key string) string {
-	ok := key != "" && len(key) <= maxGroupIDLen
-	for i := 0; ok && i < len(key); i++ {
-		ok = key[i] > ' ' && key[i] < 0x7f
-	}
-	if ok {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return "sha256-" + hex.EncodeToString(sum[:])
-}
-
-func strPtr(s string) *string { return &s }
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
+func GroupID(key string) string { return awswire.GroupID(key) }

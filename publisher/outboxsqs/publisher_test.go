@@ -12,87 +12,73 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxsqs"
+	"github.com/txoutbox/outbox/publisher/outboxsqs/sqstest"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )
 
 // target is the local SQS server: each destination is a fresh queue (a
 // FIFO queue when fifo) named by the envelope's destination, read back by
-// a client of its own. The publisher's client goes through a fault proxy,
-// so that its connection can be cut.
-func target(fifo bool) func(t *testing.T) *publishertest.Target {
-	return func(t *testing.T) *publishertest.Target {
-		c := client(t)
-		proxy := faultproxy.Start(t, strings.TrimPrefix(endpoint, "http://"))
-		p, err := outboxsqs.New(newClient("http://"+proxy.Addr()), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Close() })
-		r := newReader(c)
-		return &publishertest.Target{
-			Publisher: p,
-			NewDestination: func(t *testing.T) string {
-				name := randomName("outboxtest-")
-				if fifo {
-					name += ".fifo"
+// a client of its own. The publisher's client goes to endpoint.
+func target(t *testing.T, endpoint string, fifo bool) *publishertest.Target {
+	c := sqstest.Client(t)
+	p, err := outboxsqs.New(sqstest.NewClient(endpoint), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sqstest.NewReader(c)
+	return &publishertest.Target{
+		Publisher: p,
+		NewDestination: func(t *testing.T) string {
+			name := sqstest.RandomName("outboxtest-")
+			if fifo {
+				name += ".fifo"
+			}
+			sqstest.CreateQueue(t, c, name, nil)
+			return name
+		},
+		Receive: func(t *testing.T, dest string, n int) []publishertest.Received {
+			var out []publishertest.Received
+			for _, m := range r.Read(t, queueURL(t, c, dest), n, 20*time.Second) {
+				rc := received(m, dest)
+				if m, err := outboxsqs.Decode(m); err == nil {
+					rc.Payload = m.Payload // a binary payload travels base64
+				} else {
+					t.Errorf("Decode: %v", err)
 				}
-				createQueue(t, c, name, nil)
-				return name
-			},
-			Receive: func(t *testing.T, dest string, n int) []publishertest.Received {
-				var out []publishertest.Received
-				for _, m := range r.read(t, queueURL(t, c, dest), n, 20*time.Second) {
-					rc := received(m, dest)
-					if m, err := outboxsqs.Decode(m); err == nil {
-						rc.Payload = m.Payload // a binary payload travels base64
-					} else {
-						t.Errorf("Decode: %v", err)
-					}
-					out = append(out, rc)
-				}
-				return out
-			},
-			Disconnect: proxy.Disconnect,
-			Features:   publishertest.Features{Keys: true, ArbitraryHeaders: true},
-		}
+				out = append(out, rc)
+			}
+			return out
+		},
 	}
 }
 
 // TestConformance runs the publisher conformance suite on standard and
-// FIFO queues of the local server. A missing queue is not permanent (it
-// takes the route down: TestMissingQueue), so that case is skipped.
-func TestConformance(t *testing.T) {
-	t.Run("Standard", func(t *testing.T) { publishertest.Run(t, target(false)) })
-	t.Run("FIFO", func(t *testing.T) { publishertest.Run(t, target(true)) })
-}
-
-// env is an envelope for dest as the relay makes it.
-func env(dest, key, payload string, extra map[string]string) *publisher.Envelope {
-	return publishertest.Envelope(dest, key, []byte(payload), "application/json", extra)
-}
+// FIFO queues of the local server, the publisher's client through a fault
+// proxy. A missing queue is not permanent (it takes the route down:
+// TestMissingQueue), so that case is skipped.
+func TestConformance(t *testing.T) { sqstest.RunConformance(t, target) }
 
 // TestEntryFailsOthersSent: in one SendMessageBatch, the entry the queue
 // refuses (over its MaximumMessageSize of 1024 bytes) is dead with the
 // service's reason, and the others are stored and confirmed.
 func TestEntryFailsOthersSent(t *testing.T) {
 	t.Parallel()
-	c := client(t)
-	name := randomName("outboxtest-")
-	url := createQueue(t, c, name, map[string]string{"MaximumMessageSize": "1024"})
+	c := sqstest.Client(t)
+	name := sqstest.RandomName("outboxtest-")
+	url := sqstest.CreateQueue(t, c, name, map[string]string{"MaximumMessageSize": "1024"})
 	cnt := newCounter()
-	p, err := outboxsqs.New(newClient(endpoint, func(o *sqs.Options) { o.HTTPClient = &http.Client{Transport: cnt} }), nil)
+	p, err := outboxsqs.New(sqstest.NewClient(sqstest.Endpoint, func(o *sqs.Options) { o.HTTPClient = &http.Client{Transport: cnt} }), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	batch := []*publisher.Envelope{
-		env(name, "a", `{"n":1}`, nil),
-		env(name, "b", `"`+strings.Repeat("x", 2000)+`"`, nil),
-		env(name, "c", `{"n":3}`, nil),
+		sqstest.Env(name, "a", `{"n":1}`, nil),
+		sqstest.Env(name, "b", `"`+strings.Repeat("x", 2000)+`"`, nil),
+		sqstest.Env(name, "c", `{"n":3}`, nil),
 	}
-	errs := publish(t, p, batch...)
+	errs := sqstest.Publish(t, p, batch...)
 	if errs[0] != nil || errs[2] != nil {
 		t.Fatalf("results %v, want the first and last confirmed", errs)
 	}
@@ -100,7 +86,7 @@ func TestEntryFailsOthersSent(t *testing.T) {
 	if n := cnt.count("SendMessageBatch"); n != 1 {
 		t.Errorf("%d SendMessageBatch calls, want 1", n)
 	}
-	got := newReader(c).read(t, url, 2, 10*time.Second)
+	got := sqstest.NewReader(c).Read(t, url, 2, 10*time.Second)
 	ids := map[string]bool{}
 	for _, m := range got {
 		ids[aws.ToString(m.MessageAttributes["message-id"].StringValue)] = true
@@ -115,27 +101,27 @@ func TestEntryFailsOthersSent(t *testing.T) {
 // and the rest are delivered.
 func TestSplitsBatches(t *testing.T) {
 	t.Parallel()
-	c := client(t)
-	name := randomName("outboxtest-")
-	url := createQueue(t, c, name, nil)
+	c := sqstest.Client(t)
+	name := sqstest.RandomName("outboxtest-")
+	url := sqstest.CreateQueue(t, c, name, nil)
 	cnt := newCounter()
-	p, err := outboxsqs.New(newClient(endpoint, func(o *sqs.Options) { o.HTTPClient = &http.Client{Transport: cnt} }), nil)
+	p, err := outboxsqs.New(sqstest.NewClient(sqstest.Endpoint, func(o *sqs.Options) { o.HTTPClient = &http.Client{Transport: cnt} }), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var batch []*publisher.Envelope
 	for i := range 25 {
-		batch = append(batch, env(name, fmt.Sprint("k", i), fmt.Sprintf(`{"n":%d}`, i), nil))
+		batch = append(batch, sqstest.Env(name, fmt.Sprint("k", i), fmt.Sprintf(`{"n":%d}`, i), nil))
 	}
-	publishOK(t, p, batch...)
+	sqstest.PublishOK(t, p, batch...)
 	if n := cnt.count("SendMessageBatch"); n != 3 {
 		t.Errorf("25 small messages: %d SendMessageBatch calls, want 3", n)
 	}
 
 	big := strings.Repeat("y", 100<<10)
-	batch = []*publisher.Envelope{env(name, "b1", big, nil), env(name, "b2", big, nil), env(name, "b3", big, nil),
-		env(name, "huge", strings.Repeat("z", 262144), nil)}
-	errs := publish(t, p, batch...)
+	batch = []*publisher.Envelope{sqstest.Env(name, "b1", big, nil), sqstest.Env(name, "b2", big, nil), sqstest.Env(name, "b3", big, nil),
+		sqstest.Env(name, "huge", strings.Repeat("z", 262144), nil)}
+	errs := sqstest.Publish(t, p, batch...)
 	for i := range 3 {
 		if errs[i] != nil {
 			t.Fatalf("message %d of 100 KiB: %v", i, errs[i])
@@ -145,7 +131,7 @@ func TestSplitsBatches(t *testing.T) {
 	if n := cnt.count("SendMessageBatch"); n != 3+2 {
 		t.Errorf("three messages of 100 KiB: %d SendMessageBatch calls, want 2", n-3)
 	}
-	if got := newReader(c).read(t, url, 28, 20*time.Second); len(got) != 28 {
+	if got := sqstest.NewReader(c).Read(t, url, 28, 20*time.Second); len(got) != 28 {
 		t.Fatalf("%d arrived", len(got))
 	}
 }
@@ -156,34 +142,34 @@ func TestSplitsBatches(t *testing.T) {
 // unavailable too.
 func TestMissingQueue(t *testing.T) {
 	t.Parallel()
-	c := client(t)
-	p, err := outboxsqs.New(newClient(endpoint), nil)
+	c := sqstest.Client(t)
+	p, err := outboxsqs.New(sqstest.NewClient(sqstest.Endpoint), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := randomName("outboxtest-missing-")
-	e := env(name, "k", `{}`, nil)
-	publishertest.WantClass(t, "a missing queue", publish(t, p, e)[0], publisher.ClassUnavailable, name, "does not exist")
+	name := sqstest.RandomName("outboxtest-missing-")
+	e := sqstest.Env(name, "k", `{}`, nil)
+	publishertest.WantClass(t, "a missing queue", sqstest.Publish(t, p, e)[0], publisher.ClassUnavailable, name, "does not exist")
 
-	url := createQueue(t, c, name, nil)
-	publishOK(t, p, e)
-	if m := newReader(c).read(t, url, 1, 10*time.Second)[0]; aws.ToString(m.MessageAttributes["message-id"].StringValue) != e.ID {
+	url := sqstest.CreateQueue(t, c, name, nil)
+	sqstest.PublishOK(t, p, e)
+	if m := sqstest.NewReader(c).Read(t, url, 1, 10*time.Second)[0]; aws.ToString(m.MessageAttributes["message-id"].StringValue) != e.ID {
 		t.Fatalf("arrived %v", m.MessageAttributes)
 	}
 
 	gone := strings.Replace(url, name, name+"-gone", 1)
-	p2, err := outboxsqs.New(newClient(endpoint), &outboxsqs.Config{QueueURL: gone})
+	p2, err := outboxsqs.New(sqstest.NewClient(sqstest.Endpoint), &outboxsqs.Config{QueueURL: gone})
 	if err != nil {
 		t.Fatal(err)
 	}
-	publishertest.WantClass(t, "a queue URL naming no queue", publish(t, p2, env("anything", "k", `{}`, nil))[0], publisher.ClassUnavailable, "does not exist")
+	publishertest.WantClass(t, "a queue URL naming no queue", sqstest.Publish(t, p2, sqstest.Env("anything", "k", `{}`, nil))[0], publisher.ClassUnavailable, "does not exist")
 }
 
 // TestBadQueueName: a destination that cannot be a queue name is dead
 // with the reason, without a call.
 func TestBadQueueName(t *testing.T) {
 	t.Parallel()
-	p, err := outboxsqs.New(newClient("http://127.0.0.1:1"), nil)
+	p, err := outboxsqs.New(sqstest.NewClient("http://127.0.0.1:1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +182,7 @@ func TestBadQueueName(t *testing.T) {
 		"commandes-équipe":                "only letters, digits",
 		strings.Repeat("q", 75) + ".fifo": "", // valid: fails only as unreachable
 	} {
-		err := publish(t, p, env(dest, "k", `{}`, nil))[0]
+		err := sqstest.Publish(t, p, sqstest.Env(dest, "k", `{}`, nil))[0]
 		if says == "" {
 			if publisher.Classify(err) == publisher.ClassPermanent {
 				t.Errorf("%q: %v, a valid name", dest, err)
@@ -212,20 +198,20 @@ func TestBadQueueName(t *testing.T) {
 // message sent twice is stored once.
 func TestFIFOMapping(t *testing.T) {
 	t.Parallel()
-	c := client(t)
-	name := randomName("outboxtest-") + ".fifo"
-	url := createQueue(t, c, name, nil)
-	p, err := outboxsqs.New(newClient(endpoint), nil)
+	c := sqstest.Client(t)
+	name := sqstest.RandomName("outboxtest-") + ".fifo"
+	url := sqstest.CreateQueue(t, c, name, nil)
+	p, err := outboxsqs.New(sqstest.NewClient(sqstest.Endpoint), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyed := env(name, "order-42", `{"n":1}`, nil)
-	unkeyed := env(name, "", `{"n":2}`, nil)
-	spaced := env(name, "customer 7 / Zoë", `{"n":3}`, nil)
-	publishOK(t, p, keyed, unkeyed, spaced)
-	publishOK(t, p, keyed) // again: deduplicated
-	r := newReader(c)
-	got := r.read(t, url, 3, 10*time.Second)
+	keyed := sqstest.Env(name, "order-42", `{"n":1}`, nil)
+	unkeyed := sqstest.Env(name, "", `{"n":2}`, nil)
+	spaced := sqstest.Env(name, "customer 7 / Zoë", `{"n":3}`, nil)
+	sqstest.PublishOK(t, p, keyed, unkeyed, spaced)
+	sqstest.PublishOK(t, p, keyed) // again: deduplicated
+	r := sqstest.NewReader(c)
+	got := r.Read(t, url, 3, 10*time.Second)
 	want := map[string]string{keyed.ID: "order-42", unkeyed.ID: "conformance.test", spaced.ID: outboxsqs.GroupID("customer 7 / Zoë")}
 	for _, m := range got {
 		id := aws.ToString(m.MessageAttributes["message-id"].StringValue)
@@ -253,10 +239,10 @@ func TestFIFOMapping(t *testing.T) {
 // payload base64 with outbox-body-encoding; Decode gives all of it back.
 func TestWire(t *testing.T) {
 	t.Parallel()
-	c := client(t)
-	name := randomName("outboxtest-")
-	url := createQueue(t, c, name, nil)
-	p, err := outboxsqs.New(newClient(endpoint), nil)
+	c := sqstest.Client(t)
+	name := sqstest.RandomName("outboxtest-")
+	url := sqstest.CreateQueue(t, c, name, nil)
+	p, err := outboxsqs.New(sqstest.NewClient(sqstest.Endpoint), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,13 +250,13 @@ func TestWire(t *testing.T) {
 	for i := range 12 {
 		many[fmt.Sprintf("x-h%02d", i)] = fmt.Sprint("value ", i)
 	}
-	few := env(name, "k1", `{"plain":"Zoë"}`, map[string]string{"x-tenant": "acme"})
-	crowded := env(name, "k2", `{"n":2}`, many)
+	few := sqstest.Env(name, "k1", `{"plain":"Zoë"}`, map[string]string{"x-tenant": "acme"})
+	crowded := sqstest.Env(name, "k2", `{"n":2}`, many)
 	binary := publishertest.Envelope(name, "k3", []byte{0, 1, 2, 0xff, 0xfe, 'a'}, "application/octet-stream", nil)
 	control := publishertest.Envelope(name, "k4", []byte("bell\a"), "text/plain", nil)
 	batch := []*publisher.Envelope{few, crowded, binary, control}
-	publishOK(t, p, batch...)
-	got := newReader(c).read(t, url, len(batch), 10*time.Second)
+	sqstest.PublishOK(t, p, batch...)
+	got := sqstest.NewReader(c).Read(t, url, len(batch), 10*time.Second)
 	byID := map[string]int{}
 	for i, m := range got {
 		byID[aws.ToString(m.MessageAttributes["message-id"].StringValue)] = i
@@ -327,12 +313,12 @@ func TestWire(t *testing.T) {
 // attributes is dead with the reason.
 func TestReservedHeader(t *testing.T) {
 	t.Parallel()
-	p, err := outboxsqs.New(newClient("http://127.0.0.1:1"), &outboxsqs.Config{QueueURL: "http://127.0.0.1:1/000000000000/q"})
+	p, err := outboxsqs.New(sqstest.NewClient("http://127.0.0.1:1"), &outboxsqs.Config{QueueURL: "http://127.0.0.1:1/000000000000/q"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"message-id", "outbox-headers", "outbox-body-encoding"} {
-		err := publish(t, p, env("q", "k", `{}`, map[string]string{h: "x"}))[0]
+		err := sqstest.Publish(t, p, sqstest.Env("q", "k", `{}`, map[string]string{h: "x"}))[0]
 		publishertest.WantClass(t, "header "+h, err, publisher.ClassPermanent, "reserved", h)
 	}
 }
@@ -340,7 +326,7 @@ func TestReservedHeader(t *testing.T) {
 // TestNew: bad configurations are refused with the field named.
 func TestNew(t *testing.T) {
 	t.Parallel()
-	c := newClient("http://127.0.0.1:1")
+	c := sqstest.NewClient("http://127.0.0.1:1")
 	for _, tc := range []struct {
 		cfg  *outboxsqs.Config
 		says string
@@ -364,9 +350,9 @@ func TestNew(t *testing.T) {
 // TestUnreachable: nothing listening at the endpoint is unavailable.
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
-	p, err := outboxsqs.New(newClient("http://127.0.0.1:1", func(o *sqs.Options) { o.RetryMaxAttempts = 1 }), &outboxsqs.Config{QueueURL: "http://127.0.0.1:1/000000000000/q"})
+	p, err := outboxsqs.New(sqstest.NewClient("http://127.0.0.1:1", func(o *sqs.Options) { o.RetryMaxAttempts = 1 }), &outboxsqs.Config{QueueURL: "http://127.0.0.1:1/000000000000/q"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	publishertest.WantClass(t, "an endpoint nobody listens on", publish(t, p, env("q", "k", `{}`, nil))[0], publisher.ClassUnavailable, "SendMessageBatch")
+	publishertest.WantClass(t, "an endpoint nobody listens on", sqstest.Publish(t, p, sqstest.Env("q", "k", `{}`, nil))[0], publisher.ClassUnavailable, "SendMessageBatch")
 }

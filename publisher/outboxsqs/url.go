@@ -2,11 +2,9 @@ package outboxsqs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/txoutbox/outbox/publisher"
+	"github.com/txoutbox/outbox/publisher/internal/awswire"
 	"github.com/txoutbox/outbox/publisher/outboxce"
 )
 
@@ -22,8 +21,8 @@ const Scheme = "sqs"
 
 // URL parameters.
 const (
-	ParamRegion          = "region"
-	ParamEndpoint        = "endpoint"
+	ParamRegion          = awswire.ParamRegion
+	ParamEndpoint        = awswire.ParamEndpoint
 	ParamQueueOwner      = "queue_owner"
 	ParamMaxMessageBytes = "max_message_bytes"
 )
@@ -52,16 +51,13 @@ func OpenURL(u *url.URL, ce *outboxce.Format, log *slog.Logger) (publisher.Publi
 	}
 	cfg.CloudEvents = ce
 	cfg.Logger = log
-	var loadOpts []func(*config.LoadOptions) error
-	if region != "" {
-		loadOpts = append(loadOpts, config.WithRegion(region))
-	}
-	awsCfg, err := config.LoadDefaultConfig(context.Background(), loadOpts...)
+	// WithRegion("") leaves the region to the SDK.
+	awsCfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(region))
 	if err != nil {
-		return nil, fmt.Errorf("outboxsqs: %s: loading the AWS configuration: %s", redacted(u), oneLine(err.Error()))
+		return nil, fmt.Errorf("outboxsqs: %s: loading the AWS configuration: %s", awswire.Redacted(u), awswire.OneLine(err.Error()))
 	}
 	if awsCfg.Region == "" {
-		return nil, fmt.Errorf("outboxsqs: %s: no AWS region: add ?%s= or set AWS_REGION", redacted(u), ParamRegion)
+		return nil, fmt.Errorf("outboxsqs: %s: no AWS region: add ?%s= or set AWS_REGION", awswire.Redacted(u), ParamRegion)
 	}
 	client := sqs.NewFromConfig(awsCfg, func(o *sqs.Options) {
 		if endpoint != "" {
@@ -70,7 +66,7 @@ func OpenURL(u *url.URL, ce *outboxce.Format, log *slog.Logger) (publisher.Publi
 	})
 	p, err := New(client, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%v (destination %s)", err, redacted(u))
+		return nil, fmt.Errorf("%v (destination %s)", err, awswire.Redacted(u))
 	}
 	return p, nil
 }
@@ -78,42 +74,18 @@ func OpenURL(u *url.URL, ce *outboxce.Format, log *slog.Logger) (publisher.Publi
 // parseURL reads an sqs:// URL into a Config, the region it names or
 // implies ("" for the SDK's) and the endpoint ("" for the SDK's).
 func parseURL(u *url.URL) (cfg *Config, region, endpoint string, err error) {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("outboxsqs: destination %s: "+format, append([]any{redacted(u)}, a...)...)
-	}
-	if u == nil {
-		return nil, "", "", errors.New("outboxsqs: nil URL")
-	}
-	if u.Scheme != Scheme {
-		return nil, "", "", bad("scheme %q is not %s", u.Scheme, Scheme)
-	}
-	if u.User != nil {
-		return nil, "", "", bad("credentials do not go in the URL: the SDK's chain provides them (environment, profile, role)")
+	bad := awswire.URLErrors("outboxsqs", u)
+	if err := awswire.CheckURL("outboxsqs", Scheme, u, bad); err != nil {
+		return nil, "", "", err
 	}
 	if u.Opaque != "" {
 		return nil, "", "", bad("write sqs://QUEUE-NAME, sqs://HOST/ACCOUNT-ID/QUEUE-NAME or sqs://?region=R")
 	}
-	q := u.Query()
-	var unknown []string
-	for k, vs := range q {
-		if !slices.Contains(params, k) {
-			unknown = append(unknown, strconv.Quote(k))
-		} else if len(vs) > 1 {
-			return nil, "", "", bad("parameter %s given %d times", k, len(vs))
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return nil, "", "", bad("unknown parameter %s (known: %s)", strings.Join(unknown, ", "), strings.Join(params, ", "))
+	q, region, endpoint, err := awswire.Query(u, params, bad)
+	if err != nil {
+		return nil, "", "", err
 	}
 	cfg = &Config{QueueOwner: q.Get(ParamQueueOwner)}
-	region, endpoint = q.Get(ParamRegion), q.Get(ParamEndpoint)
-	if endpoint != "" {
-		e, err := url.Parse(endpoint)
-		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return nil, "", "", bad("%s=%q is not an http(s) URL", ParamEndpoint, endpoint)
-		}
-	}
 	if v := q.Get(ParamMaxMessageBytes); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxMessageBytesLimit {
@@ -160,14 +132,4 @@ func regionOf(host string) string {
 		return labels[0]
 	}
 	return ""
-}
-
-// redacted is u as errors show it: without user information.
-func redacted(u *url.URL) string {
-	if u == nil {
-		return "<nil>"
-	}
-	c := *u
-	c.User = nil
-	return c.String()
 }

@@ -2,7 +2,6 @@ package outboxsqs_test
 
 import (
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,30 +10,24 @@ import (
 
 	"github.com/txoutbox/outbox/publisher/outboxce"
 	"github.com/txoutbox/outbox/publisher/outboxsqs"
+	"github.com/txoutbox/outbox/publisher/outboxsqs/sqstest"
 )
 
 // TestOpenURL opens each URL form with the SDK's default chain (test
 // credentials in the environment) and delivers through it to the local
 // server.
 func TestOpenURL(t *testing.T) {
-	c := client(t)
-	dir := t.TempDir()
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	t.Setenv("AWS_REGION", "")
-	t.Setenv("AWS_ENDPOINT_URL", "")
-	t.Setenv("AWS_ENDPOINT_URL_SQS", "")
-	host := strings.TrimPrefix(endpoint, "http://")
+	c := sqstest.Client(t)
+	sqstest.SetSDKEnv(t, "sqs")
+	host := strings.TrimPrefix(sqstest.Endpoint, "http://")
 	q := endpointQuery()
 
-	named := randomName("outboxtest-")
-	namedURL := createQueue(t, c, named, nil)
-	other := randomName("outboxtest-")
-	otherURL := createQueue(t, c, other, nil)
+	named := sqstest.RandomName("outboxtest-")
+	namedURL := sqstest.CreateQueue(t, c, named, nil)
+	other := sqstest.RandomName("outboxtest-")
+	otherURL := sqstest.CreateQueue(t, c, other, nil)
 	account := strings.Split(strings.TrimPrefix(strings.TrimPrefix(namedURL, "http://"), "https://"), "/")[1]
-	r := newReader(c)
+	r := sqstest.NewReader(c)
 	for _, tc := range []struct {
 		url, dest, arrives string
 	}{
@@ -50,10 +43,10 @@ func TestOpenURL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.url, err)
 		}
-		e := env(tc.dest, "k", `{}`, nil)
-		publishOK(t, p, e)
+		e := sqstest.Env(tc.dest, "k", `{}`, nil)
+		sqstest.PublishOK(t, p, e)
 		_ = p.Close()
-		got := r.read(t, tc.arrives, len(r.got[tc.arrives])+1, 10*time.Second)
+		got := r.Read(t, tc.arrives, r.Arrived(tc.arrives)+1, 10*time.Second)
 		if id := aws.ToString(got[len(got)-1].MessageAttributes["message-id"].StringValue); id != e.ID {
 			t.Errorf("%s: arrived %s at %s, want %s", tc.url, id, tc.arrives, e.ID)
 		}
@@ -67,9 +60,9 @@ func TestOpenURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	e := env(other, "k", `{}`, nil)
-	publishOK(t, p, e)
-	got := r.read(t, namedURL, len(r.got[namedURL])+1, 10*time.Second)
+	e := sqstest.Env(other, "k", `{}`, nil)
+	sqstest.PublishOK(t, p, e)
+	got := r.Read(t, namedURL, r.Arrived(namedURL)+1, 10*time.Second)
 	if m, err := outboxsqs.Decode(got[len(got)-1]); err != nil || m.ID != e.ID || aws.ToString(got[len(got)-1].MessageAttributes["ce-id"].StringValue) != e.ID {
 		t.Errorf("CloudEvent via the URL: %+v, %v", m, err)
 	}
@@ -82,5 +75,5 @@ func TestOpenURL(t *testing.T) {
 }
 
 func endpointQuery() string {
-	return url.Values{"region": {region}, "endpoint": {endpoint}}.Encode()
+	return url.Values{"region": {sqstest.Region}, "endpoint": {sqstest.Endpoint}}.Encode()
 }

@@ -1,10 +1,6 @@
 package outboxsqs
 
-import (
-	"github.com/txoutbox/outbox/publisher"
-	"github.com/txoutbox/outbox/publisher/internal/awswire"
-	"github.com/txoutbox/outbox/publisher/outboxce"
-)
+import "github.com/txoutbox/outbox/publisher/internal/awswire"
 
 // Attribute names of the wire besides the outbox headers (the form SQS
 // and SNS share: docs/brokers/sqs.md).
@@ -29,4 +25,4 @@ const (
 // attribute named ce-<attribute>, values as they are (attributes carry any
 // text SQS accepts, so nothing is percent-encoded), datacontenttype as the
 // content-type attribute.
-var Binding = outboxce.Binding{Name: "sqs", Prefix: "ce-", ContentType: publisher.HeaderContentType}
+var Binding = awswire.CEBinding("sqs")

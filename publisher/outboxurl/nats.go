@@ -75,28 +75,64 @@ func openNATS(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, er
 	if err := checkParams(q, []string{NATSParamToken, NATSParamName, NATSParamMaxPending, NATSParamReconnectWait, NATSParamConnectTimeout}); err != nil {
 		return fail("%v", err)
 	}
-	maxPending := NATSDefaultMaxPending
+	natsOpts, maxPending, err := natsOptions(q)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if natsOpts, err = natsAuth(natsOpts, u, q.Get(NATSParamToken)); err != nil {
+		return fail("%v", err)
+	}
+	tlsCfg, err := serverListTLS(u, opts)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if tlsCfg != nil {
+		natsOpts = append(natsOpts, nats.Secure(tlsCfg))
+	}
+	nc, err := natsConnect(rawURL, servers, natsOpts, opts)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPending))
+	if err != nil {
+		nc.Close()
+		return fail("%v", err)
+	}
+	p, err := outboxnats.New(js, &outboxnats.Config{CloseConn: true, CloudEvents: opts.cloudEvents()})
+	if err != nil {
+		nc.Close()
+		return fail("%v", err)
+	}
+	return p, nil
+}
+
+// natsOptions are the connection's options that the parameters of a
+// nats:// URL set, with the defaults for those it leaves out and the
+// settings of every relay connection (reconnects that never stop,
+// nothing buffered while reconnecting, pings), and the PubAcks it may
+// wait for at once.
+func natsOptions(q url.Values) (natsOpts []nats.Option, maxPending int, err error) {
+	maxPending = NATSDefaultMaxPending
 	if v := q.Get(NATSParamMaxPending); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return fail("%s=%q: want a positive integer", NATSParamMaxPending, v)
+			return nil, 0, fmt.Errorf("%s=%q: want a positive integer", NATSParamMaxPending, v)
 		}
 		maxPending = n
 	}
 	reconnectWait, err := positiveDuration(q, NATSParamReconnectWait, NATSDefaultReconnectWait)
 	if err != nil {
-		return fail("%v", err)
+		return nil, 0, err
 	}
 	connectTimeout, err := positiveDuration(q, NATSParamConnectTimeout, NATSDefaultConnectTimeout)
 	if err != nil {
-		return fail("%v", err)
+		return nil, 0, err
 	}
 	name := NATSDefaultName
 	if v := q.Get(NATSParamName); v != "" {
 		name = v
 	}
-
-	natsOpts := []nats.Option{
+	natsOpts = []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(reconnectWait),
@@ -108,13 +144,20 @@ func openNATS(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, er
 		// what matters through the publish errors.
 		nats.NoCallbacksAfterClientClose(),
 	}
-	token := q.Get(NATSParamToken)
+	return natsOpts, maxPending, nil
+}
+
+// natsAuth adds to natsOpts the credentials of a nats:// URL: a user and
+// password, or a token, given as token= or, by the NATS convention, as
+// the user alone (nats://token@host). Credentials in both places are an
+// error.
+func natsAuth(natsOpts []nats.Option, u *url.URL, token string) ([]nats.Option, error) {
 	if u.User != nil {
 		user := u.User.Username()
 		pass, hasPass := u.User.Password()
 		switch {
 		case token != "":
-			return fail("give either credentials in the URL or %s=, not both", NATSParamToken)
+			return nil, fmt.Errorf("give either credentials in the URL or %s=, not both", NATSParamToken)
 		case hasPass:
 			natsOpts = append(natsOpts, nats.UserInfo(user, pass))
 		case user != "":
@@ -124,19 +167,13 @@ func openNATS(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, er
 	if token != "" {
 		natsOpts = append(natsOpts, nats.Token(token))
 	}
-	tlsCfg, err := TLSConfig(u, false, opts)
-	if err != nil {
-		return fail("%v", err)
-	}
-	if tlsCfg != nil {
-		if (opts == nil || opts.TLS == nil) && q.Get(ParamServerName) == "" {
-			// Verify each server against its own host name, not the
-			// joined host list.
-			tlsCfg.ServerName = ""
-		}
-		natsOpts = append(natsOpts, nats.Secure(tlsCfg))
-	}
+	return natsOpts, nil
+}
 
+// natsConnect connects to servers. When none answers it connects in the
+// background instead, as after a lost connection, and says so once: the
+// error is a server that refused the relay.
+func natsConnect(rawURL string, servers []string, natsOpts []nats.Option, opts *Options) (*nats.Conn, error) {
 	nc, err := nats.Connect(strings.Join(servers, ","), natsOpts...)
 	if err != nil && natsUnreachable(err) {
 		// No server answers now: connect in the background, as after a
@@ -150,17 +187,7 @@ func openNATS(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, er
 	if err != nil {
 		return nil, &natsConnectError{url: Redact(rawURL), err: err}
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPending))
-	if err != nil {
-		nc.Close()
-		return fail("%v", err)
-	}
-	p, err := outboxnats.New(js, &outboxnats.Config{CloseConn: true, CloudEvents: opts.cloudEvents()})
-	if err != nil {
-		nc.Close()
-		return fail("%v", err)
-	}
-	return p, nil
+	return nc, nil
 }
 
 // natsServers splits "h1:4222,h2" into server URLs, adding the default
@@ -178,7 +205,7 @@ func natsServers(hosts string) ([]string, error) {
 		if host == "" {
 			return nil, fmt.Errorf("host %q has no name", h)
 		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		if !validPort(port) {
 			return nil, fmt.Errorf("host %q: bad port", h)
 		}
 		out = append(out, "nats://"+net.JoinHostPort(host, port))

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -37,4 +38,10 @@ func positiveDuration(q url.Values, name string, def time.Duration) (time.Durati
 		return 0, fmt.Errorf("%s=%q: want a positive duration such as 500ms or 5s", name, v)
 	}
 	return d, nil
+}
+
+// validPort reports whether a URL's port is a number from 1 to 65535.
+func validPort(port string) bool {
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
 }

@@ -1,6 +1,8 @@
 package outboxurl
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -41,85 +43,113 @@ const (
 // openRedis opens redis://[user:pass@]host[:port][/db][?params] and
 // rediss://… (TLS).
 func openRedis(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, error) {
-	shown := redactRedis(rawURL, u)
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("destination %s: "+format, append([]any{shown}, a...)...)
+	bad := func(err error) error {
+		return fmt.Errorf("destination %s: %v", redactRedis(rawURL, u), err)
 	}
+	addr, db, err := redisServer(rawURL, u)
+	if err != nil {
+		return nil, bad(err)
+	}
+	cfg, err := redisConfig(u.Query())
+	if err != nil {
+		return nil, bad(err)
+	}
+	tlsCfg, err := TLSConfig(u, strings.EqualFold(u.Scheme, "rediss"), opts)
+	if err != nil {
+		return nil, bad(err)
+	}
+	client := redis.NewClient(redisOptions(u, addr, db, tlsCfg, cfg))
+	p, err := outboxredis.New(client, cfg)
+	if err != nil {
+		_ = client.Close()
+		return nil, bad(err)
+	}
+	return p, nil
+}
+
+// redisServer reads the server's address (port 6379 when the URL gives
+// none) and the database number (the path; 0 when there is none) of a
+// redis:// URL, refusing what the URL cannot mean.
+func redisServer(rawURL string, u *url.URL) (addr string, db int, err error) {
 	if _, rest, _ := strings.Cut(rawURL, "://"); u.User == nil && strings.Contains(rest, "@") {
 		// The parser did not take it for userinfo: a password with '#',
 		// '?' or '/' in it, unescaped. Quote none of it.
-		return nil, bad("cannot tell the password from the rest: percent-encode '#', '?' and '/' in it (%%23, %%3F, %%2F)")
+		return "", 0, errors.New("cannot tell the password from the rest: percent-encode '#', '?' and '/' in it (%23, %3F, %2F)")
 	}
 	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
-		return nil, bad("has no host: want %s://[user:password@]host[:6379][/db]", strings.ToLower(u.Scheme))
+		return "", 0, fmt.Errorf("has no host: want %s://[user:password@]host[:6379][/db]", strings.ToLower(u.Scheme))
 	}
 	if u.Fragment != "" {
-		return nil, bad("a fragment (#…) means nothing here")
+		return "", 0, errors.New("a fragment (#…) means nothing here")
 	}
-	addr := u.Host
+	addr = u.Host
 	if port := u.Port(); port == "" {
 		addr = net.JoinHostPort(u.Hostname(), "6379")
-	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return nil, bad("port %q is not a number from 1 to 65535", port)
+	} else if !validPort(port) {
+		return "", 0, fmt.Errorf("port %q is not a number from 1 to 65535", port)
 	}
-	db := 0
 	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 0 {
-			return nil, bad("the path must be a database number, e.g. /0")
+			return "", 0, errors.New("the path must be a database number, e.g. /0")
 		}
 		db = n
 	}
+	return addr, db, nil
+}
 
-	q := u.Query()
+// redisConfig reads the publisher's settings from the parameters of a
+// redis:// URL. Every unknown parameter is named at once.
+func redisConfig(q url.Values) (*outboxredis.Config, error) {
 	known := append([]string{ParamRedisMaxLen, ParamRedisCreate, ParamRedisWait, ParamRedisWaitTimeout}, TLSParams...)
 	var unknown []string
 	for name, vals := range q {
 		if !slices.Contains(known, name) {
 			unknown = append(unknown, strconv.Quote(name))
 		} else if len(vals) > 1 {
-			return nil, bad("parameter %s is given %d times", name, len(vals))
+			return nil, fmt.Errorf("parameter %s is given %d times", name, len(vals))
 		}
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return nil, bad("unknown parameter %s (known: %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))
+		return nil, fmt.Errorf("unknown parameter %s (known: %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))
 	}
 	cfg := &outboxredis.Config{CloseClient: true}
 	if v := q.Get(ParamRedisMaxLen); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return nil, bad("%s=%q: want a whole number of entries, 0 for no trimming", ParamRedisMaxLen, v)
+			return nil, fmt.Errorf("%s=%q: want a whole number of entries, 0 for no trimming", ParamRedisMaxLen, v)
 		}
 		cfg.MaxLen = n
 	}
 	if v := q.Get(ParamRedisCreate); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return nil, bad("%s=%q: want true or false", ParamRedisCreate, v)
+			return nil, fmt.Errorf("%s=%q: want true or false", ParamRedisCreate, v)
 		}
 		cfg.CreateStreams = b
 	}
 	if v := q.Get(ParamRedisWait); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, bad("%s=%q: want a number of replicas", ParamRedisWait, v)
+			return nil, fmt.Errorf("%s=%q: want a number of replicas", ParamRedisWait, v)
 		}
 		cfg.WaitReplicas = n
 	}
 	if v := q.Get(ParamRedisWaitTimeout); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Millisecond {
-			return nil, bad("%s=%q: want a duration of at least 1ms, e.g. 500ms", ParamRedisWaitTimeout, v)
+			return nil, fmt.Errorf("%s=%q: want a duration of at least 1ms, e.g. 500ms", ParamRedisWaitTimeout, v)
 		}
 		cfg.WaitTimeout = d
 	}
-	secure := strings.EqualFold(u.Scheme, "rediss")
-	tlsCfg, err := TLSConfig(u, secure, opts)
-	if err != nil {
-		return nil, bad("%v", err)
-	}
+	return cfg, nil
+}
 
+// redisOptions are the options of the client of a redis:// URL: its
+// server, database, TLS and credentials, and timeouts long enough for
+// the WAIT that cfg asks for.
+func redisOptions(u *url.URL, addr string, db int, tlsCfg *tls.Config, cfg *outboxredis.Config) *redis.Options {
 	ro := &redis.Options{
 		Addr:                  addr,
 		DB:                    db,
@@ -141,13 +171,7 @@ func openRedis(rawURL string, u *url.URL, opts *Options) (publisher.Publisher, e
 		ro.Username = u.User.Username()
 		ro.Password, _ = u.User.Password()
 	}
-	client := redis.NewClient(ro)
-	p, err := outboxredis.New(client, cfg)
-	if err != nil {
-		_ = client.Close()
-		return nil, bad("%v", err)
-	}
-	return p, nil
+	return ro
 }
 
 // redactRedis is Redact, also hiding a password whose unescaped '#' or

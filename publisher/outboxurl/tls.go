@@ -82,3 +82,18 @@ func TLSConfig(u *url.URL, secure bool, opts *Options) (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// serverListTLS is TLSConfig for a URL that names a list of servers
+// (nats://h1,h2), whose scheme implies no TLS: unless server_name or
+// opts.TLS says otherwise, each server is verified against its own host
+// name rather than the joined host list.
+func serverListTLS(u *url.URL, opts *Options) (*tls.Config, error) {
+	cfg, err := TLSConfig(u, false, opts)
+	if err != nil || cfg == nil {
+		return cfg, err
+	}
+	if (opts == nil || opts.TLS == nil) && u.Query().Get(ParamServerName) == "" {
+		cfg.ServerName = ""
+	}
+	return cfg, nil
+}

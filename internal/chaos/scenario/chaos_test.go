@@ -275,38 +275,26 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 		(&chaosProducer{h: h, rec: rec}).backlog(t, "pre", backlog, 100)
 		sink := newChaosSink(t, rec)
 		ctx := context.Background()
-		var stop atomic.Bool
-		defer stop.Store(true)
-		var wg sync.WaitGroup
 		var rolledBack atomic.Int64
-		errs := make(chan error, 2)
-		for w := range 2 {
-			seed := rnd.Uint64()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				pr := rand.New(rand.NewPCG(seed, seed))
-				p := &chaosProducer{h: h, rec: rec}
-				for !stop.Load() {
-					keys := make([]string, 1+pr.IntN(10))
-					for i := range keys {
-						keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(20))
-					}
-					rb := pr.IntN(10) == 0
-					if err := p.commit(ctx, keys, rb); err != nil {
-						errs <- err
-						return
-					}
-					if rb {
-						rolledBack.Add(1)
-					}
-					// About 250 messages a second per producer: the
-					// relays keep draining the backlog on every
-					// database while they commit.
-					time.Sleep(time.Duration(len(keys))*4*time.Millisecond + time.Duration(pr.IntN(5))*time.Millisecond)
-				}
-			}()
-		}
+		p := &chaosProducer{h: h, rec: rec}
+		producers := startLoops(rnd, 2, func(w int, pr *rand.Rand) error {
+			keys := make([]string, 1+pr.IntN(10))
+			for i := range keys {
+				keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(20))
+			}
+			rb := pr.IntN(10) == 0
+			if err := p.commit(ctx, keys, rb); err != nil {
+				return err
+			}
+			if rb {
+				rolledBack.Add(1)
+			}
+			// About 250 messages a second per producer: the relays keep
+			// draining the backlog on every database while they commit.
+			time.Sleep(time.Duration(len(keys))*4*time.Millisecond + time.Duration(pr.IntN(5))*time.Millisecond)
+			return nil
+		})
+		defer producers.stop.Store(true)
 		relays := []*child{
 			startChild(t, h.DB.URL, sink.URL(), "rk-a0", batch, time.Second),
 			startChild(t, h.DB.URL, sink.URL(), "rk-b0", batch, time.Second),
@@ -327,12 +315,8 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 			relays[i].Kill()
 			relays[i] = startChild(t, h.DB.URL, sink.URL(), fmt.Sprintf("rk-%c%d", 'a'+i, k+1), batch, time.Second)
 		}
-		stop.Store(true)
-		wg.Wait()
-		select {
-		case err := <-errs:
+		if err := producers.halt(); err != nil {
 			t.Fatalf("producer: %v", err)
-		default:
 		}
 		if pending := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'"); pending == 0 {
 			t.Log("the backlog was drained by the last kill")
@@ -355,9 +339,59 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 // harness on that database and an empty recorder.
 func eachDriver(t *testing.T, fn func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder)) {
 	t.Helper()
-	for _, dc := range chaosDrivers {
+	eachDriverOf(t, chaosDrivers, fn)
+}
+
+// eachDriverOf is eachDriver over drivers.
+func eachDriverOf(t *testing.T, drivers []harness.Case, fn func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder)) {
+	t.Helper()
+	for _, dc := range drivers {
 		t.Run(dc.Name, func(t *testing.T) {
 			fn(t, dc, harness.New(t, dc), &chaos.Recorder{})
 		})
+	}
+}
+
+// loops are goroutines that each call a step again and again, with a
+// random source of their own, until halted or the step fails: the
+// producers and writers of the scenarios.
+type loops struct {
+	stop atomic.Bool
+	wg   sync.WaitGroup
+	errs chan error
+}
+
+// startLoops starts n loops of step; step gets the loop's number and its
+// random source, seeded from rnd (so OUTBOX_CHAOS_SEED replays them). A
+// loop ends at the first error its step returns.
+func startLoops(rnd *rand.Rand, n int, step func(w int, pr *rand.Rand) error) *loops {
+	l := &loops{errs: make(chan error, n)}
+	for w := range n {
+		seed := rnd.Uint64()
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			pr := rand.New(rand.NewPCG(seed, seed))
+			for !l.stop.Load() {
+				if err := step(w, pr); err != nil {
+					l.errs <- err
+					return
+				}
+			}
+		}()
+	}
+	return l
+}
+
+// halt stops the loops, waits for them to end, and returns the first
+// error a step failed with, nil if none did.
+func (l *loops) halt() error {
+	l.stop.Store(true)
+	l.wg.Wait()
+	select {
+	case err := <-l.errs:
+		return err
+	default:
+		return nil
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,8 +23,7 @@ import (
 // recorded as uncertain. Writers go on after errors: the database is
 // expected to fail under them.
 type writers struct {
-	stop     atomic.Bool
-	wg       sync.WaitGroup
+	loops    *loops
 	failures atomic.Int64
 }
 
@@ -39,49 +37,40 @@ func startWriters(t *testing.T, h *harness.Harness, rec *chaos.Recorder, rnd *ra
 func startKeyedWriters(t *testing.T, h *harness.Harness, rec *chaos.Recorder, rnd *rand.Rand, n int, prefix string) *writers {
 	t.Helper()
 	ws := &writers{}
-	for w := range n {
-		seed := rnd.Uint64()
-		ws.wg.Add(1)
-		go func() {
-			defer ws.wg.Done()
-			pr := rand.New(rand.NewPCG(seed, seed))
-			for !ws.stop.Load() {
-				keys := make([]string, 1+pr.IntN(5))
-				msgs := make([]outbox.Message, len(keys))
-				for i := range keys {
-					keys[i] = fmt.Sprintf("%s%d-%d", prefix, w, pr.IntN(10))
-					msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
-				}
-				rollback := pr.IntN(10) == 0
-				ids, err := h.EnqueueHeld(context.Background(), msgs, 0, rollback)
-				var ce *harness.CommitError
-				switch {
-				case errors.As(err, &ce):
-					ws.failures.Add(1)
-					rec.Uncertain(ids)
-				case err != nil:
-					ws.failures.Add(1)
-					rec.RollBack(ids)
-					time.Sleep(20 * time.Millisecond)
-				case rollback:
-					rec.RollBack(ids)
-				default:
-					rec.Commit(ids, keys)
-				}
-				// About 250 messages a second per writer: well within what
-				// a relay drains on every database here, so the backlog a
-				// fault leaves is the fault's, not the writers' outpacing.
-				time.Sleep(time.Duration(len(msgs))*4*time.Millisecond + time.Duration(pr.IntN(3))*time.Millisecond)
-			}
-		}()
-	}
+	ws.loops = startLoops(rnd, n, func(w int, pr *rand.Rand) error {
+		keys := make([]string, 1+pr.IntN(5))
+		msgs := make([]outbox.Message, len(keys))
+		for i := range keys {
+			keys[i] = fmt.Sprintf("%s%d-%d", prefix, w, pr.IntN(10))
+			msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
+		}
+		rollback := pr.IntN(10) == 0
+		ids, err := h.EnqueueHeld(context.Background(), msgs, 0, rollback)
+		var ce *harness.CommitError
+		switch {
+		case errors.As(err, &ce):
+			ws.failures.Add(1)
+			rec.Uncertain(ids)
+		case err != nil:
+			ws.failures.Add(1)
+			rec.RollBack(ids)
+			time.Sleep(20 * time.Millisecond)
+		case rollback:
+			rec.RollBack(ids)
+		default:
+			rec.Commit(ids, keys)
+		}
+		// About 250 messages a second per writer: well within what a
+		// relay drains on every database here, so the backlog a fault
+		// leaves is the fault's, not the writers' outpacing.
+		time.Sleep(time.Duration(len(msgs))*4*time.Millisecond + time.Duration(pr.IntN(3))*time.Millisecond)
+		return nil
+	})
 	return ws
 }
 
-func (ws *writers) halt() {
-	ws.stop.Store(true)
-	ws.wg.Wait()
-}
+// halt stops the writers and waits for them.
+func (ws *writers) halt() { _ = ws.loops.halt() }
 
 // TestChaosRelayConnectionsKilled terminates a relay process's database
 // connections (pg_terminate_backend) again and again, and now and then

@@ -13,6 +13,7 @@ package scenario_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"syscall"
@@ -71,6 +72,20 @@ func waitFailpointKill(t *testing.T, c *child, spec string) {
 	}
 }
 
+// killAtFailpoint runs kills relay processes to dest one after another,
+// each killed (waitFailpointKill) by the failpoint point at one of its
+// first five passes, chosen with rnd; then it starts the relay that
+// drains the rest, without failpoints. id names them: id-0, id-1…,
+// id-last.
+func killAtFailpoint(t *testing.T, h *harness.Harness, rnd *rand.Rand, dest, id, point string, kills, batch int) *child {
+	t.Helper()
+	for k := range kills {
+		spec := fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
+		waitFailpointKill(t, startFaultyChild(t, h, dest, fmt.Sprintf("%s-%d", id, k), spec, batch, time.Second), spec)
+	}
+	return startFaultyChild(t, h, dest, id+"-last", "", batch, time.Second)
+}
+
 // TestChaosKillAtFailpoints kills relay processes at each failpoint of a
 // round, several times during a drain, on PostgreSQL and MariaDB:
 // nothing is lost, no row claims a delivery that did not happen, and
@@ -86,12 +101,7 @@ func TestChaosKillAtFailpoints(t *testing.T) {
 				rec := &chaos.Recorder{}
 				(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 1500*scale, 10)
 				sink := newChaosSink(t, rec)
-				for k := range kills {
-					spec := fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
-					c := startFaultyChild(t, h, sink.URL(), fmt.Sprintf("fp-%d", k), spec, batch, time.Second)
-					waitFailpointKill(t, c, spec)
-				}
-				last := startFaultyChild(t, h, sink.URL(), "fp-last", "", batch, time.Second)
+				last := killAtFailpoint(t, h, rnd, sink.URL(), "fp", point, kills, batch)
 				res := chaosResult{scenario: "kill at " + point, broker: "webhook", faults: fmt.Sprintf("%d SIGKILL", kills), recovered: time.Now()}
 				drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 3*time.Minute)
 				last.Term(t)
@@ -154,12 +164,7 @@ func TestChaosKafkaKills(t *testing.T) {
 				h := harness.New(t, dc)
 				rec := &chaos.Recorder{}
 				(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 1500*scale, 20)
-				for n := range kills {
-					spec := fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
-					c := startFaultyChild(t, h, dest, fmt.Sprintf("kk-%d", n), spec, batch, time.Second)
-					waitFailpointKill(t, c, spec)
-				}
-				last := startFaultyChild(t, h, dest, "kk-last", "", batch, time.Second)
+				last := killAtFailpoint(t, h, rnd, dest, "kk", point, kills, batch)
 				recovered := time.Now()
 				relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool {
 					return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0

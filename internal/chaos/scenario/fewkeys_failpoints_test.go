@@ -45,11 +45,7 @@ func TestChaosKillAtFailpointsFewKeys(t *testing.T) {
 					rec := &chaos.Recorder{}
 					(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 600*scale, keys)
 					sink := newChaosSink(t, rec)
-					for k := range kills {
-						spec := fmt.Sprintf("%s=kill@%d", point, 1+rnd.IntN(5))
-						waitFailpointKill(t, startFaultyChild(t, h, sink.URL(), fmt.Sprintf("fk-%d", k), spec, batch, time.Second), spec)
-					}
-					last := startFaultyChild(t, h, sink.URL(), "fk-last", "", batch, time.Second)
+					last := killAtFailpoint(t, h, rnd, sink.URL(), "fk", point, kills, batch)
 					res := chaosResult{scenario: fmt.Sprintf("kill at %s, %d keys", point, keys), broker: "webhook", faults: fmt.Sprintf("%d SIGKILL", kills), recovered: time.Now()}
 					drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 3*time.Minute)
 					last.Term(t)
@@ -66,30 +62,26 @@ func TestChaosKillAtFailpointsFewKeys(t *testing.T) {
 func TestChaosFailureMidRunOneKey(t *testing.T) {
 	scale := chaosScale(t)
 	const batch, kills = 100, 2
-	for _, dc := range chaosDrivers {
-		t.Run(dc.Name, func(t *testing.T) {
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 600*scale, 1)
-			ids := tableIDs(t, h)
-			mid := ids[len(ids)/2]
-			sink := newChaosSink(t, rec)
-			// In every process the first publish of mid fails; the first
-			// processes are killed after a later publish.
-			failMid := failpoint.Publish + "=error:" + mid + "@1"
-			for k := range kills {
-				spec := fmt.Sprintf("%s=kill@%d;%s", failpoint.AfterPublishBeforeSettle, 3+2*k, failMid)
-				waitFailpointKill(t, startFaultyChild(t, h, sink.URL(), fmt.Sprintf("mr-%d", k), spec, batch, time.Second), spec)
-			}
-			last := startFaultyChild(t, h, sink.URL(), "mr-last", failMid, batch, time.Second)
-			res := chaosResult{scenario: "failure mid-run, one key", broker: "webhook", faults: fmt.Sprintf("1 failed publish, %d SIGKILL", kills), recovered: time.Now()}
-			drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 3*time.Minute)
-			last.Term(t)
-			if status, attempts, _ := messageRow(t, h, mid); status != "sent" || attempts < 2 {
-				t.Errorf("the message whose publish failed: %s after %d attempts, want sent after a retry", status, attempts)
-			}
-		})
-	}
+	eachDriver(t, func(t *testing.T, _ harness.Case, h *harness.Harness, rec *chaos.Recorder) {
+		(&chaosProducer{h: h, rec: rec}).backlog(t, "k", 600*scale, 1)
+		ids := tableIDs(t, h)
+		mid := ids[len(ids)/2]
+		sink := newChaosSink(t, rec)
+		// In every process the first publish of mid fails; the first
+		// processes are killed after a later publish.
+		failMid := failpoint.Publish + "=error:" + mid + "@1"
+		for k := range kills {
+			spec := fmt.Sprintf("%s=kill@%d;%s", failpoint.AfterPublishBeforeSettle, 3+2*k, failMid)
+			waitFailpointKill(t, startFaultyChild(t, h, sink.URL(), fmt.Sprintf("mr-%d", k), spec, batch, time.Second), spec)
+		}
+		last := startFaultyChild(t, h, sink.URL(), "mr-last", failMid, batch, time.Second)
+		res := chaosResult{scenario: "failure mid-run, one key", broker: "webhook", faults: fmt.Sprintf("1 failed publish, %d SIGKILL", kills), recovered: time.Now()}
+		drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 3*time.Minute)
+		last.Term(t)
+		if status, attempts, _ := messageRow(t, h, mid); status != "sent" || attempts < 2 {
+			t.Errorf("the message whose publish failed: %s after %d attempts, want sent after a retry", status, attempts)
+		}
+	})
 }
 
 // TestChaosKafkaKillsOneKey is TestChaosKafkaKills with a single key: one

@@ -33,59 +33,55 @@ func TestChaosPrepareKillQuarantined(t *testing.T) {
 func testKillQuarantined(t *testing.T, point, name, scenario string) {
 	scale := chaosScale(t)
 	const batch, maxAttempts = 100, 3
-	for _, dc := range killDrivers {
-		t.Run(dc.Name, func(t *testing.T) {
-			h := harness.New(t, dc)
-			rec := &chaos.Recorder{}
-			poison := poisonAmong(t, h, rec, 500*scale, maxAttempts)
-			sink := newChaosSink(t, rec)
-			spec := point + "=kill:" + poison
-			bound := 2 + maxAttempts
-			for n := 1; n < childWorkers*batch; n *= 2 {
-				bound++
+	eachDriverOf(t, killDrivers, func(t *testing.T, _ harness.Case, h *harness.Harness, rec *chaos.Recorder) {
+		poison := poisonAmong(t, h, rec, 500*scale, maxAttempts)
+		sink := newChaosSink(t, rec)
+		spec := point + "=kill:" + poison
+		bound := 2 + maxAttempts
+		for n := 1; n < childWorkers*batch; n *= 2 {
+			bound++
+		}
+		start := time.Now()
+		c := startFaultyChild(t, h, sink.URL(), name, spec, batch, time.Second)
+		restarts := 0
+		for {
+			committed, distinct, _ := rec.Counts()
+			if distinct >= committed-1 && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0 {
+				break
 			}
-			start := time.Now()
-			c := startFaultyChild(t, h, sink.URL(), name, spec, batch, time.Second)
-			restarts := 0
-			for {
-				committed, distinct, _ := rec.Counts()
-				if distinct >= committed-1 && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0 {
-					break
+			select {
+			case <-c.Done():
+				if !c.KilledBy(syscall.SIGKILL) {
+					t.Fatalf("relay ended with %v, not by the failpoint's SIGKILL", c.State())
 				}
-				select {
-				case <-c.Done():
-					if !c.KilledBy(syscall.SIGKILL) {
-						t.Fatalf("relay ended with %v, not by the failpoint's SIGKILL", c.State())
-					}
-					restarts++
-					if restarts > bound {
-						t.Fatalf("the relay crashed %d times on one message: the crash loop did not end (bound %d)", restarts, bound)
-					}
-					c = startFaultyChild(t, h, sink.URL(), name, spec, batch, time.Second)
-				case <-time.After(50 * time.Millisecond):
+				restarts++
+				if restarts > bound {
+					t.Fatalf("the relay crashed %d times on one message: the crash loop did not end (bound %d)", restarts, bound)
 				}
-				if time.Since(start) > 3*time.Minute {
-					t.Fatalf("not drained after 3 minutes and %d restarts", restarts)
-				}
+				c = startFaultyChild(t, h, sink.URL(), name, spec, batch, time.Second)
+			case <-time.After(50 * time.Millisecond):
 			}
-			res := chaosResult{scenario: scenario, broker: "webhook",
-				faults: fmt.Sprintf("SIGKILL on every attempt: %d restarts", restarts), recovered: time.Now()}
-			rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1, MaxDuplicates: restarts * childWorkers * batch}, time.Minute)
-			if rep.Dead != 1 {
-				t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
+			if time.Since(start) > 3*time.Minute {
+				t.Fatalf("not drained after 3 minutes and %d restarts", restarts)
 			}
-			if restarts < maxAttempts {
-				t.Errorf("the relay crashed %d times: the failpoint never fired as often as the message has attempts", restarts)
-			}
-			status, attempts, lastErr := messageRow(t, h, poison)
-			if status != "dead" || attempts != maxAttempts || !strings.Contains(lastErr, "relay stopped") {
-				t.Errorf("poison message: %s after %d attempts: %q", status, attempts, lastErr)
-			}
-			if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent' AND attempts <> 1"); n != 0 {
-				t.Errorf("%d delivered messages were charged more than the attempt that delivered them", n)
-			}
-			t.Logf("%d restarts; %s", restarts, rep)
-			c.Term(t)
-		})
-	}
+		}
+		res := chaosResult{scenario: scenario, broker: "webhook",
+			faults: fmt.Sprintf("SIGKILL on every attempt: %d restarts", restarts), recovered: time.Now()}
+		rep := drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDead: 1, MaxDuplicates: restarts * childWorkers * batch}, time.Minute)
+		if rep.Dead != 1 {
+			t.Errorf("want exactly the poison message dead and undelivered: %s", rep)
+		}
+		if restarts < maxAttempts {
+			t.Errorf("the relay crashed %d times: the failpoint never fired as often as the message has attempts", restarts)
+		}
+		status, attempts, lastErr := messageRow(t, h, poison)
+		if status != "dead" || attempts != maxAttempts || !strings.Contains(lastErr, "relay stopped") {
+			t.Errorf("poison message: %s after %d attempts: %q", status, attempts, lastErr)
+		}
+		if n := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'sent' AND attempts <> 1"); n != 0 {
+			t.Errorf("%d delivered messages were charged more than the attempt that delivered them", n)
+		}
+		t.Logf("%d restarts; %s", restarts, rep)
+		c.Term(t)
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,46 +34,31 @@ func TestChaosWritersCommitOutOfIDOrder(t *testing.T) {
 		}
 		stopRelay := relaytest.Run(t, r)
 
-		var stop atomic.Bool
-		var wg sync.WaitGroup
 		var rollbacks atomic.Int64
-		errs := make(chan error, 8)
-		for w := range 8 {
-			seed := rnd.Uint64()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				pr := rand.New(rand.NewPCG(seed, seed))
-				for !stop.Load() {
-					keys := make([]string, 1+pr.IntN(5))
-					msgs := make([]outbox.Message, len(keys))
-					for i := range keys {
-						keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(5))
-						msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
-					}
-					rollback := pr.IntN(10) == 0
-					ids, err := h.EnqueueHeld(context.Background(), msgs, time.Duration(pr.IntN(20))*time.Millisecond, rollback)
-					if err != nil {
-						errs <- err
-						return
-					}
-					if rollback {
-						rollbacks.Add(1)
-						rec.RollBack(ids)
-					} else {
-						rec.Commit(ids, keys)
-					}
-				}
-			}()
-		}
+		ws := startLoops(rnd, 8, func(w int, pr *rand.Rand) error {
+			keys := make([]string, 1+pr.IntN(5))
+			msgs := make([]outbox.Message, len(keys))
+			for i := range keys {
+				keys[i] = fmt.Sprintf("w%d-%d", w, pr.IntN(5))
+				msgs[i] = outbox.Message{Topic: "chaos.event", Key: keys[i], Payload: []byte(`{}`)}
+			}
+			rollback := pr.IntN(10) == 0
+			ids, err := h.EnqueueHeld(context.Background(), msgs, time.Duration(pr.IntN(20))*time.Millisecond, rollback)
+			if err != nil {
+				return err
+			}
+			if rollback {
+				rollbacks.Add(1)
+				rec.RollBack(ids)
+			} else {
+				rec.Commit(ids, keys)
+			}
+			return nil
+		})
 		run := time.Duration(6*scale) * time.Second // 60 s under make chaos
 		time.Sleep(run)
-		stop.Store(true)
-		wg.Wait()
-		select {
-		case err := <-errs:
+		if err := ws.halt(); err != nil {
 			t.Fatalf("writer: %v", err)
-		default:
 		}
 		res := chaosResult{scenario: "8 writers committing out of id order", broker: "in-process",
 			faults: fmt.Sprintf("%v of writes, %d rollbacks", run, rollbacks.Load()), recovered: time.Now()}

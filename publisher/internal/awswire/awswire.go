@@ -1,9 +1,13 @@
-// Package awswire is the message form the Amazon SQS and SNS publishers
-// share (SNS delivers to SQS queues, so both carry the same): the payload
-// as the body, or its base64 form with an attribute saying so, and the
-// message id and the outbox headers as String message attributes within
-// the services' limit of ten, the rest in one JSON attribute. It imports
-// no AWS library: each publisher turns a Wire into its SDK's input.
+// Package awswire is what the Amazon SQS and SNS publishers share. First
+// the message form (SNS delivers to SQS queues, so both carry the same):
+// the payload as the body, or its base64 form with an attribute saying
+// so, and the message id and the outbox headers as String message
+// attributes within the services' limit of ten, the rest in one JSON
+// attribute. Then the rest of publishing (Batcher): batch calls within
+// the limits, each entry's result read from the answers, errors
+// classified for the route; and the checks of their destination URLs. It
+// imports no AWS library: each publisher makes the calls with its SDK and
+// reads the SDK's errors into a Fault.
 package awswire
 
 import (
@@ -39,6 +43,15 @@ const (
 	// EncodingBase64 is AttrBodyEncoding's value for a base64 body.
 	EncodingBase64 = "base64"
 )
+
+// CEBinding is how a CloudEvent travels over SQS or SNS in binary mode
+// (there is no official CloudEvents binding for either), named name: every
+// attribute as a message attribute named ce-<attribute>, values as they
+// are (attributes carry any text the services accept, so nothing is
+// percent-encoded), datacontenttype as the content-type attribute.
+func CEBinding(name string) outboxce.Binding {
+	return outboxce.Binding{Name: name, Prefix: "ce-", ContentType: publisher.HeaderContentType}
+}
 
 // headerOrder are the headers that get their own attribute first, in
 // this order; the others follow by name.

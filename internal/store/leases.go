@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Leases: the partitions a relay owns (outbox_leases), taken, renewed
+// and given up, and the in-flight mark a new owner reads before it
+// publishes.
+
+// Partitions is the number of partitions (lease rows).
+func (st *Store) Partitions(ctx context.Context) (int, error) {
+	return queryInt(ctx, st.db, st.s.partitions)
+}
+
+// Acquire takes the free or expired partitions among parts for owner and
+// returns every partition owner holds afterwards.
+func (st *Store) Acquire(ctx context.Context, owner string, parts []int, ttl time.Duration) ([]Lease, error) {
+	if len(parts) > 0 {
+		if _, err := st.execRetry(ctx, st.s.acquire, owner, ttl.Microseconds(), st.dl.intList(parts), owner); err != nil {
+			return nil, err
+		}
+	}
+	return st.Held(ctx, owner)
+}
+
+// Held returns the partitions owner holds.
+func (st *Store) Held(ctx context.Context, owner string) ([]Lease, error) {
+	return appendRows(ctx, st.db, nil, func(scan func(...any) error) (Lease, error) {
+		var l Lease
+		var prev string
+		err := scan(&l.Partition, &l.InflightMaxID, &prev)
+		l.Taken = prev != "" && prev != owner
+		return l, err
+	}, st.s.held, owner)
+}
+
+// Renew extends owner's unexpired leases by ttl and returns how many.
+func (st *Store) Renew(ctx context.Context, owner string, ttl time.Duration) (int64, error) {
+	return st.execRetry(ctx, st.s.renew, ttl.Microseconds(), owner)
+}
+
+// Release gives up owner's leases on parts.
+func (st *Store) Release(ctx context.Context, owner string, parts []int) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	_, err := st.execRetry(ctx, st.s.release, owner, st.dl.intList(parts))
+	return err
+}
+
+// MarkInflight records, before publishing, what a round is about to
+// publish: for each of owner's partitions in parts, the highest id being
+// published from it (maxIDs[i] for parts[i]; 0 when none). A relay that
+// takes a partition over after a crash knows from it which messages may
+// already be at their destination, or may have crashed the relay.
+func (st *Store) MarkInflight(ctx context.Context, owner string, parts []int, maxIDs []int64) error {
+	if len(parts) != len(maxIDs) {
+		return errors.New("store: MarkInflight: parts and ids differ in length")
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	args, err := st.dl.inflightArgs(owner, parts, maxIDs)
+	if err != nil {
+		return err
+	}
+	_, err = st.execRetry(ctx, st.s.markInflight, args...)
+	return err
+}
