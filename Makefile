@@ -17,6 +17,7 @@ services: ## start the local services the tests need, if they are not running
 
 test: services ## run every test against the real local services, with the race detector and the failpoints (-tags outbox_failpoints); the relay processes they start run one outbox binary built first
 	@scripts/chromium.sh >/dev/null || true
+	@scripts/nats-cluster.sh >/dev/null || true # a current nats-server for the JetStream cluster tests
 	@scripts/languages.sh || true # php and the JDBC drivers for the producers in examples/
 	set -e; bin=$$(mktemp -d); trap 'rm -rf "$$bin"' EXIT; \
 	$(GO) build -o "$$bin/outbox" ./cmd/outbox; \

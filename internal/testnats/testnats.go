@@ -1,11 +1,15 @@
 // Package testnats runs a NATS JetStream cluster of a test's own: n
-// nats-server processes (Debian's package) routed to each other, each
-// with its own store directory and ports of the tests' range
-// (internal/testserver). They are killed at cleanup.
+// nats-server processes of a current release (scripts/nats-cluster.sh
+// builds it; Debian's 2.9 package can lose acknowledged messages when a
+// stream's leader is killed) routed to each other, each with its own
+// store directory and ports of the tests' range (internal/testserver).
+// They are killed at cleanup.
 package testnats
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testserver"
 )
 
@@ -39,7 +44,7 @@ type Node struct {
 // through it and places a stream on all n nodes.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
-	bin := testserver.Binary(t, "nats-server", "scripts/services.sh runs Debian's package", "/usr/sbin")
+	bin := clusterServer(t)
 	dir, _ := testserver.Dir(t, "outbox-nats-", "", "NATS")
 	c := &Cluster{}
 	for i := range n {
@@ -71,6 +76,45 @@ cluster {
 	}
 	c.waitReady(t)
 	return c
+}
+
+// clusterServer is the nats-server the clusters run: the one
+// OUTBOX_NATS_CLUSTER_SERVER names (make test sets it), or the one
+// scripts/nats-cluster.sh builds or finds.
+func clusterServer(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("OUTBOX_NATS_CLUSTER_SERVER"); p != "" {
+		return p
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		script := filepath.Join(dir, "scripts", "nats-cluster.sh")
+		if _, err := os.Stat(script); err == nil {
+			out, err := exec.Command(script).Output()
+			if err != nil {
+				testdb.Unavailable(t, "a current nats-server (scripts/nats-cluster.sh builds it)", fmt.Errorf("%v: %s", err, bytes.TrimSpace(errOutput(err))))
+			}
+			return strings.TrimSpace(string(out))
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			testdb.Unavailable(t, "a current nats-server (set OUTBOX_NATS_CLUSTER_SERVER)", errors.New("scripts/nats-cluster.sh not found above the working directory"))
+			return ""
+		}
+		dir = up
+	}
+}
+
+// errOutput is what a failed command wrote to its standard error.
+func errOutput(err error) []byte {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.Stderr
+	}
+	return nil
 }
 
 func (nd *Node) start(t testing.TB) {
