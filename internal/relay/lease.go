@@ -86,6 +86,23 @@ const (
 	readBackEvery = 10
 )
 
+// noteLeases says once when rounds stop because the partitions the relay
+// holds have passed their validity (a renewal slower than the lease TTL,
+// or failing), and once when they read again: without it a relay whose
+// renewals merely lag reads nothing without a word.
+func (r *Relay) noteLeases(holds, valid bool) {
+	switch {
+	case holds && !valid:
+		if r.lapsedAt.Load() == 0 && r.lapsedAt.CompareAndSwap(0, time.Now().UnixNano()) {
+			r.log.Warn("outbox relay: leases lapsed before their renewal completed; nothing is read until one does", "relay", r.id, "lease_ttl", r.cfg.LeaseTTL)
+		}
+	case valid:
+		if at := r.lapsedAt.Load(); at != 0 && r.lapsedAt.CompareAndSwap(at, 0) {
+			r.log.Info("outbox relay: leases renewed; reading again", "relay", r.id, "stopped_for", time.Since(time.Unix(0, at)).Round(time.Millisecond))
+		}
+	}
+}
+
 // leaseLoop keeps this relay registered, renews its leases and moves
 // partitions so every live relay holds its share.
 func (r *Relay) leaseLoop(ctx context.Context, partitions int) {

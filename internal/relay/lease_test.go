@@ -2,12 +2,15 @@ package relay
 
 import (
 	"context"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/publisher"
 )
 
@@ -278,5 +281,44 @@ func TestBalanceTrustsOnlyAnExactRenewal(t *testing.T) {
 	defer st.mu.Unlock()
 	if st.owner[0] != "" {
 		t.Fatalf("the stray lease on partition 0 is still %q's, want it released", st.owner[0])
+	}
+}
+
+// TestLapsedLeasesAreSaid: rounds that find the relay's leases expired
+// read nothing and say so once; the first round after a renewal says it
+// reads again, and reads.
+func TestLapsedLeasesAreSaid(t *testing.T) {
+	st := &fakeStore{rows: []store.Row{row(1, "order.created", "k1", "")}}
+	r := newTestRelay(t, st, publishFunc(func(*publisher.Envelope) error { return nil }))
+	var logs syncbuf.Buffer
+	r.log = slog.New(slog.NewTextHandler(&logs, nil))
+	r.own.mu.Lock()
+	r.own.validUntil = time.Now().Add(-time.Second)
+	r.own.mu.Unlock()
+	w := &worker{batchSize: 100, wake: make(chan struct{}, 1)}
+	for range 3 {
+		if n, err := r.round(t.Context(), w); n != -1 || err != nil {
+			t.Fatalf("round over lapsed leases: %d, %v; want -1 (nothing held)", n, err)
+		}
+	}
+	if got := strings.Count(logs.String(), "leases lapsed before their renewal completed"); got != 1 {
+		t.Fatalf("the lapse said %d times, want once:\n%s", got, logs.String())
+	}
+	if st.reads != 0 {
+		t.Fatalf("%d reads over lapsed leases", st.reads)
+	}
+	r.own.mu.Lock()
+	r.own.validUntil = time.Now().Add(time.Hour)
+	r.own.mu.Unlock()
+	for range 2 {
+		if _, err := r.round(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Count(logs.String(), "leases renewed; reading again"); got != 1 {
+		t.Fatalf("the recovery said %d times, want once:\n%s", got, logs.String())
+	}
+	if _, ok := st.outcome(t, 1); !ok {
+		t.Fatal("the row was not delivered once the leases were valid again")
 	}
 }

@@ -46,6 +46,9 @@ type Relay struct {
 	// activity counts rounds that read messages or failed, and wake-ups:
 	// the lease loop renews less often while it stands still.
 	activity atomic.Int64
+	// lapsedAt is when a round first found the leases it holds expired
+	// (UnixNano), 0 while they are valid: see noteLeases.
+	lapsedAt atomic.Int64
 
 	// carry is worker 0's settle held for its next read (see carried).
 	carry carry

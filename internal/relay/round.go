@@ -184,6 +184,7 @@ func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) 
 	r.own.round.RLock()
 	defer r.own.round.RUnlock()
 	all, ok := r.own.snapshot()
+	r.noteLeases(len(all) > 0, ok)
 	if !ok {
 		return -1, r.flushCarried(ctx)
 	}
