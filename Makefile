@@ -41,7 +41,7 @@ build: ## build the outbox binary into ./bin
 	$(GO) build -o bin/outbox ./cmd/outbox
 
 chaos: services ## run the fault-injection scenarios at a large scale (OUTBOX_CHAOS_SCALE, OUTBOX_CHAOS_SEED; docs/chaos.md)
-	CI=true OUTBOX_CHAOS_SCALE=$${OUTBOX_CHAOS_SCALE:-10} $(GO) test -race -count=1 -timeout 60m -tags outbox_failpoints -run Chaos -v ./internal/chaos/scenario
+	CI=true OUTBOX_CHAOS_SCALE=$${OUTBOX_CHAOS_SCALE:-10} $(GO) test -race -count=1 -timeout 60m -tags outbox_failpoints -run Chaos -v ./internal/testkit/chaos/scenario
 
 demo: ## run the demo
 	$(GO) run ./cmd/outbox demo

@@ -3,7 +3,7 @@
 // Harness is a per-test database (see testdb) with the two things a test
 // does through the public API on it: commit messages in the driver's own
 // transactions, and build a relay. The root package's tests and the
-// fault-injection suite (internal/chaos/scenario) share it.
+// fault-injection suite (internal/testkit/chaos/scenario) share it.
 package harness
 
 import (

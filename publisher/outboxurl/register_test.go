@@ -1,4 +1,4 @@
-package outboxurl_test
+package outboxurl
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxce"
-	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 
 // TestRegisteredScheme: a scheme served by a module of its own is refused
@@ -18,22 +17,22 @@ import (
 // hands it the parsed URL without the CloudEvents parameters and the
 // format they asked for.
 func TestRegisteredScheme(t *testing.T) {
-	_, err := outboxurl.Open("kinesis://orders?region=eu-west-1", nil)
+	_, err := Open("kinesis://orders?region=eu-west-1", nil)
 	if err == nil || !strings.Contains(err.Error(), "github.com/txoutbox/outbox/publisher/outboxkinesis") || !strings.Contains(err.Error(), "Register") {
 		t.Fatalf("an unregistered kinesis://: %v, want an error naming the module and Register", err)
 	}
 
 	var gotURL *url.URL
 	var gotCE *outboxce.Format
-	t.Cleanup(func() { outboxurl.Unregister("kinesis") })
-	outboxurl.Register(outboxurl.Scheme{
+	t.Cleanup(func() { unregister("kinesis") })
+	Register(Scheme{
 		Names: []string{"Kinesis"},
 		Open: func(u *url.URL, ce *outboxce.Format, _ *slog.Logger) (publisher.Publisher, error) {
 			gotURL, gotCE = u, ce
 			return publisher.Func(func(context.Context, *publisher.Envelope) error { return nil }), nil
 		},
 	})
-	p, err := outboxurl.Open("kinesis://orders?region=eu-west-1&format=cloudevents&ce_source=/shop", nil)
+	p, err := Open("kinesis://orders?region=eu-west-1&format=cloudevents&ce_source=/shop", nil)
 	if err != nil || p == nil {
 		t.Fatalf("a registered kinesis://: %v", err)
 	}
@@ -43,14 +42,14 @@ func TestRegisteredScheme(t *testing.T) {
 	if gotCE == nil || gotCE.String() == "" {
 		t.Errorf("the opener got no CloudEvents format for format=cloudevents")
 	}
-	if _, err := outboxurl.Open("kinesis://orders", nil); err != nil || gotCE != nil {
+	if _, err := Open("kinesis://orders", nil); err != nil || gotCE != nil {
 		t.Errorf("plain kinesis://: %v, format %v; want nil", err, gotCE)
 	}
-	if !slices.Contains(outboxurl.Supported, "kinesis") {
-		t.Errorf("Supported %v lacks the registered scheme", outboxurl.Supported)
+	if !slices.Contains(Supported, "kinesis") {
+		t.Errorf("Supported %v lacks the registered scheme", Supported)
 	}
 
-	for _, bad := range []outboxurl.Scheme{
+	for _, bad := range []Scheme{
 		{Names: []string{"kafka"}, Open: func(*url.URL, *outboxce.Format, *slog.Logger) (publisher.Publisher, error) { return nil, nil }},
 		{Names: []string{"x"}},
 		{Open: func(*url.URL, *outboxce.Format, *slog.Logger) (publisher.Publisher, error) { return nil, nil }},
@@ -61,7 +60,21 @@ func TestRegisteredScheme(t *testing.T) {
 					t.Errorf("Register(%v) did not panic", bad.Names)
 				}
 			}()
-			outboxurl.Register(bad)
+			Register(bad)
 		}()
+	}
+}
+
+// unregister undoes Register for name, so that a test leaves Supported as
+// it found it.
+func unregister(name string) {
+	registeredMu.Lock()
+	defer registeredMu.Unlock()
+	delete(registered, name)
+	for i, s := range Supported {
+		if s == name {
+			Supported = append(Supported[:i:i], Supported[i+1:]...)
+			break
+		}
 	}
 }

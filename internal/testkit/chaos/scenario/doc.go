@@ -8,7 +8,7 @@
 // The scenarios that inject faults through failpoints build only with the
 // tag outbox_failpoints:
 //
-//	go test -race -count=1 -tags outbox_failpoints ./internal/chaos/scenario
+//	go test -race -count=1 -tags outbox_failpoints ./internal/testkit/chaos/scenario
 //
 // OUTBOX_CHAOS_SCALE multiplies their size (default 1: seconds each);
 // OUTBOX_CHAOS_SEED replays a run's random choices.

@@ -222,9 +222,11 @@ func TestRegisterKafkaSASL(t *testing.T) {
 	c := kafkaCluster(t, kfake.EnableSASL(), kfake.Superuser("PLAIN", "tester", "reg-s3cret"))
 	addr := c.ListenAddrs()[0]
 	var gotRegion string
-	t.Cleanup(func() { outboxurl.UnregisterKafkaSASL("test-mech") })
+	// Registrations last as long as the process: a name of this run's own
+	// (in another case than the URLs use, which must not matter).
+	mech := fmt.Sprintf("test-mech-%d", time.Now().UnixNano())
 	outboxurl.RegisterKafkaSASL(outboxurl.KafkaSASL{
-		Name:   "Test-Mech",
+		Name:   strings.ToUpper(mech),
 		Params: []string{"test_region"},
 		Mechanism: func(u *url.URL) (sasl.Mechanism, error) {
 			if u.User != nil {
@@ -237,7 +239,7 @@ func TestRegisterKafkaSASL(t *testing.T) {
 			return plain.Auth{User: "tester", Pass: "reg-s3cret"}.AsMechanism(), nil
 		},
 	})
-	env, err := kafkaPublish(openKafka(t, "kafka://"+addr+"?sasl=test-mech&test_region=xx-test-1", nil), 15*time.Second)
+	env, err := kafkaPublish(openKafka(t, "kafka://"+addr+"?sasl="+mech+"&test_region=xx-test-1", nil), 15*time.Second)
 	if err != nil {
 		t.Fatalf("publish with a registered mechanism: %v", err)
 	}
@@ -246,8 +248,8 @@ func TestRegisterKafkaSASL(t *testing.T) {
 	}
 	kafkaHasID(t, c, env.ID, kgo.SASL(plain.Auth{User: "tester", Pass: "reg-s3cret"}.AsMechanism()))
 
-	openFails(t, "kafka://"+addr+"?sasl=test-mech&test_region=fail", nil, []string{"sasl=test-mech: no such region"})
-	openFails(t, "kafka://u:kafkapass@"+addr+"?sasl=test-mech", nil, []string{"takes no user:password@"}, "kafkapass")
+	openFails(t, "kafka://"+addr+"?sasl="+mech+"&test_region=fail", nil, []string{"sasl=" + mech + ": no such region"})
+	openFails(t, "kafka://u:kafkapass@"+addr+"?sasl="+mech, nil, []string{"takes no user:password@"}, "kafkapass")
 	openFails(t, "kafka://"+addr+"?sasl=plain&test_region=x", nil, []string{`unknown parameter "test_region"`})
 
 	for _, bad := range []outboxurl.KafkaSASL{
