@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure a current nats-server is built for the tests that run a
-# JetStream cluster of their own (internal/testnats.Start), and prints the
+# JetStream cluster of their own (internal/testkit/testnats.Start), and prints the
 # path of its binary.
 #
 # Usage: scripts/nats-cluster.sh

@@ -12,6 +12,9 @@ require (
 	github.com/fsouza/fake-gcs-server v1.56.1
 	github.com/txoutbox/outbox v0.0.0-00010101000000-000000000000
 	github.com/txoutbox/outbox/driver/outboxbinlog v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/internal/testkit v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/publisher/outboxkafka v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/publisher/outboxurl v0.0.0-00010101000000-000000000000
 	google.golang.org/api v0.312.0
 )
 
@@ -65,6 +68,10 @@ require (
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/shopspring/decimal v1.2.0 // indirect
 	github.com/spiffe/go-spiffe/v2 v2.8.1 // indirect
+	github.com/txoutbox/outbox/publisher/outboxamqp v0.0.0-00010101000000-000000000000 // indirect
+	github.com/txoutbox/outbox/publisher/outboxmqtt v0.0.0-00010101000000-000000000000 // indirect
+	github.com/txoutbox/outbox/publisher/outboxnats v0.0.0-00010101000000-000000000000 // indirect
+	github.com/txoutbox/outbox/publisher/outboxredis v0.0.0-00010101000000-000000000000 // indirect
 	go.opencensus.io v0.24.0 // indirect
 	go.opentelemetry.io/contrib/detectors/gcp v1.47.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.72.0 // indirect

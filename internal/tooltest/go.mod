@@ -20,6 +20,12 @@ require (
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/txoutbox/outbox v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/internal/testkit v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/publisher/outboxamqp v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/publisher/outboxkafka v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/publisher/outboxmqtt v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/publisher/outboxnats v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/publisher/outboxurl v0.0.0-00010101000000-000000000000
 	github.com/uptrace/bun v1.3.0
 	github.com/uptrace/bun/dialect/mysqldialect v1.3.0
 	github.com/uptrace/bun/dialect/pgdialect v1.3.0
@@ -90,6 +96,7 @@ require (
 	github.com/tmthrgd/go-hex v0.0.0-20190904060850-447a3041c3bc // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+	github.com/txoutbox/outbox/publisher/outboxredis v0.0.0-00010101000000-000000000000 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	github.com/zclconf/go-cty v1.14.4 // indirect
@@ -103,7 +110,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/mod v0.42.0 // indirect
+	golang.org/x/mod v0.43.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
@@ -115,3 +122,17 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
+
+replace github.com/txoutbox/outbox/internal/testkit => ../testkit
+
+replace github.com/txoutbox/outbox/publisher/outboxamqp => ../../publisher/outboxamqp
+
+replace github.com/txoutbox/outbox/publisher/outboxkafka => ../../publisher/outboxkafka
+
+replace github.com/txoutbox/outbox/publisher/outboxmqtt => ../../publisher/outboxmqtt
+
+replace github.com/txoutbox/outbox/publisher/outboxnats => ../../publisher/outboxnats
+
+replace github.com/txoutbox/outbox/publisher/outboxredis => ../../publisher/outboxredis
+
+replace github.com/txoutbox/outbox/publisher/outboxurl => ../../publisher/outboxurl

@@ -17,12 +17,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/faultproxy"
 	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testnats"
+	"github.com/txoutbox/outbox/internal/testkit/brokertest"
+	"github.com/txoutbox/outbox/internal/testkit/testnats"
 )
 
 // scrape GETs url and returns the status and body ("" when the request

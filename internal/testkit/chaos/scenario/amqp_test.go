@@ -7,10 +7,10 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/brokertest"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 )

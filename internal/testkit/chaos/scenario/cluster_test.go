@@ -12,11 +12,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/internal/testnats"
+	"github.com/txoutbox/outbox/internal/testkit/brokertest"
+	"github.com/txoutbox/outbox/internal/testkit/testnats"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
 )
 

@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/brokertest"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 )
 

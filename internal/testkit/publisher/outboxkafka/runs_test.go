@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/txoutbox/outbox/internal/kafkatest"
+	"github.com/txoutbox/outbox/internal/testkit/kafkatest"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )

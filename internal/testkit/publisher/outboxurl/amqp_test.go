@@ -13,8 +13,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/brokertest"
 	"github.com/txoutbox/outbox/internal/testserver"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher"

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/txoutbox/outbox/internal/brokertest"
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testnats"
+	"github.com/txoutbox/outbox/internal/testkit/brokertest"
+	"github.com/txoutbox/outbox/internal/testkit/testnats"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxnats"
 	"github.com/txoutbox/outbox/publisher/outboxurl"
