@@ -13,7 +13,7 @@ import (
 // messages into RabbitMQ, to a durable queue, so every confirm waits for
 // the broker's disk:
 //
-//	go test -run '^$' -bench Drain -benchtime 100000x ./publisher/outboxamqp/
+//	go test -run '^$' -bench Drain -benchtime 100000x ./internal/testkit/publisher/outboxamqp/
 func BenchmarkDrain(b *testing.B) {
 	topic := testdb.RandomName("drain.")
 	ch, err := dialRabbit(b).Channel()

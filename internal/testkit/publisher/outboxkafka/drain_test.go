@@ -17,7 +17,7 @@ import (
 // messages into Kafka (an in-process kfake broker: no network, no disk on
 // the broker side, so the figure is the relay's and the client's):
 //
-//	go test -run '^$' -bench Drain -benchtime 100000x ./publisher/outboxkafka/
+//	go test -run '^$' -bench Drain -benchtime 100000x ./internal/testkit/publisher/outboxkafka/
 func BenchmarkDrain(b *testing.B) {
 	const topic = "order.created"
 	c := newCluster(b, kfake.NumBrokers(1), kfake.SeedTopics(12, topic))

@@ -13,7 +13,7 @@ import (
 // messages into the local Mosquitto (QoS 1, in flight ≤ the broker's
 // Receive Maximum), every message then counted at a QoS 1 subscriber:
 //
-//	go test -run '^$' -bench Drain -benchtime 100000x ./publisher/outboxmqtt/
+//	go test -run '^$' -bench Drain -benchtime 100000x ./internal/testkit/publisher/outboxmqtt/
 func BenchmarkDrain(b *testing.B) {
 	requireBroker(b)
 	prefix := "drain" + randomHex(4)

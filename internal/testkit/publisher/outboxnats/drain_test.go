@@ -15,7 +15,7 @@ import (
 // BenchmarkDrain measures one relay draining a PostgreSQL backlog of b.N
 // messages into a JetStream file stream on the local server:
 //
-//	go test -run '^$' -bench Drain -benchtime 100000x ./publisher/outboxnats/
+//	go test -run '^$' -bench Drain -benchtime 100000x ./internal/testkit/publisher/outboxnats/
 func BenchmarkDrain(b *testing.B) {
 	js, p, stream := publisherOn(b, nil)
 	relaytest.Drain(b, testdb.New(b, store.Postgres), stream+".order.created", p)
@@ -28,7 +28,7 @@ func BenchmarkDrain(b *testing.B) {
 // messages of ~500 bytes into a file stream on the local server, each
 // batch awaited to its last PubAck as the relay does.
 //
-//	go test -run '^$' -bench Publish ./publisher/outboxnats/
+//	go test -run '^$' -bench Publish ./internal/testkit/publisher/outboxnats/
 func BenchmarkPublish(b *testing.B) {
 	_, p, stream := publisherOn(b, nil)
 	payload := []byte(`{"order_id":1,"pad":"` + strings.Repeat("x", 440) + `"}`)

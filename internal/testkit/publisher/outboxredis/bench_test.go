@@ -43,7 +43,7 @@ func BenchmarkPublish(b *testing.B) {
 // messages into a Redis stream of the benchmark's own redis-server
 // (appendonly, appendfsync everysec):
 //
-//	go test -run '^$' -bench Drain -benchtime 100000x ./publisher/outboxredis/
+//	go test -run '^$' -bench Drain -benchtime 100000x ./internal/testkit/publisher/outboxredis/
 func BenchmarkDrain(b *testing.B) {
 	srv := startServer(b, "--appendonly", "yes", "--appendfsync", "everysec")
 	admin := srv.client(b, nil)
