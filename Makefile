@@ -1,16 +1,11 @@
 GO ?= go
 PKGS ?= ./...
-# The modules of the workspace (go.work), tested (BACKGROUND's beside the
-# others) and linted one by one:
+# The modules of the workspace (go.work), tested and linted one by one:
 # the outbox module at the root, the command, the binary-log feed, and
 # the destinations whose clients are modules of their own. internal/tooltest is a module outside
 # the workspace (GOWORK=off), so that its tools' versions never change what
 # the others build with.
 MODULES ?= . cmd/outbox driver/outboxbinlog publisher/outboxsqs publisher/outboxsns publisher/outboxkinesis publisher/outboxpubsub claimcheck/outboxs3 claimcheck/outboxgcs publisher/outboxamqp publisher/outboxkafka publisher/outboxmqtt publisher/outboxnats publisher/outboxredis publisher/outboxurl inbox/redisinbox examples internal/testkit
-# BACKGROUND is the module whose tests run beside the others' (its output
-# follows theirs): internal/testkit holds the longest package (the chaos
-# scenarios), which would otherwise run alone at the end.
-BACKGROUND ?= internal/testkit
 
 .PHONY: help test test-short services lint bench demo demo-soak build chaos
 
@@ -26,13 +21,7 @@ test: services ## run every test against the real local services, with the race 
 	@scripts/languages.sh || true # php and the JDBC drivers for the producers in examples/
 	set -e; bin=$$(mktemp -d); trap 'rm -rf "$$bin"' EXIT; \
 	$(GO) build -o "$$bin/outbox" ./cmd/outbox; \
-	run() { (cd $$1 && CI=$${CI:-true} OUTBOX_TEST_BINARY="$$bin/outbox" $(GO) test -race -count=1 -timeout 30m -tags outbox_failpoints $(PKGS)); }; \
-	failed=; bg=; \
-	case " $(MODULES) " in *" $(BACKGROUND) "*) bg=$(BACKGROUND); (set +e; run $$bg > "$$bin/bg.log" 2>&1; echo $$? > "$$bin/bg.rc") & ;; esac; \
-	for m in $(MODULES); do [ "$$m" = "$$bg" ] || run $$m || failed="$$failed $$m"; done; \
-	wait; \
-	if [ -n "$$bg" ]; then cat "$$bin/bg.log"; [ "$$(cat "$$bin/bg.rc")" = 0 ] || failed="$$failed $$bg"; fi; \
-	if [ -n "$$failed" ]; then echo "make test: tests failed in:$$failed" >&2; exit 1; fi
+	for m in $(MODULES); do (cd $$m && CI=$${CI:-true} OUTBOX_TEST_BINARY="$$bin/outbox" $(GO) test -race -count=1 -timeout 30m -tags outbox_failpoints $(PKGS)); done
 	$(GO) test -count=1 ./internal/failpoint/ # without the tag: failpoints compiled out
 	cd internal/tooltest && CI=$${CI:-true} GOWORK=off $(GO) test -count=1 -timeout 10m ./... # migration tools, a module of its own
 
