@@ -17,7 +17,9 @@ import (
 // plain SQL beside ordinary messages. The relay process reads their
 // length, not their bytes: they go dead with their size in the reason,
 // the others are delivered, and the relay's peak resident memory stays
-// far below one such payload.
+// below one such payload: the process itself (every destination's client
+// linked in) peaks at about 70 MiB; a payload loaded would add its 150 MiB
+// to that.
 func TestHugeRowsCostTheRelayNoMemory(t *testing.T) {
 	const size = 150 << 20
 	db := testdb.New(t, store.Postgres)
@@ -41,7 +43,7 @@ func TestHugeRowsCostTheRelayNoMemory(t *testing.T) {
 	}
 	peak := p.PeakRSS(t)
 	t.Logf("relay peak RSS %.1f MiB with three %d MiB rows", float64(peak)/(1<<20), size>>20)
-	if peak > size/2 {
+	if peak > size {
 		t.Fatalf("relay peak RSS %d MiB: a huge payload was loaded", peak>>20)
 	}
 	p.Stop(t)
@@ -60,13 +62,13 @@ func TestHugeRowsInAnAdoptedTable(t *testing.T) {
 	db.Exec(t, fmt.Sprintf(`UPDATE local_messages SET payload = ('{"p":"' || repeat('x', %d) || '"}')::json WHERE id = 5`, size))
 	_, url := newHooks(t, false, nil)
 	p := relaytest.StartRelay(t, db.URL, adoptArgs("laravel", url)...)
-	relaytest.WaitFor(t, time.Minute, "9 rows sent, the huge one dead", func() bool {
+	relaytest.WaitFor(t, 2*time.Minute, "9 rows sent, the huge one dead", func() bool {
 		return statusCount(t, db, "laravel", "sent") == 9 &&
 			db.Count(t, "SELECT count(*) FROM local_messages WHERE id = 5 AND status = 'failed' AND retry_times >= max_retry_times") == 1
 	})
 	peak := p.PeakRSS(t)
 	t.Logf("relay peak RSS %.1f MiB with a %d MiB row", float64(peak)/(1<<20), size>>20)
-	if peak > size/2 {
+	if peak > size {
 		t.Fatalf("relay peak RSS %d MiB: the huge payload was loaded", peak>>20)
 	}
 	p.Stop(t)
