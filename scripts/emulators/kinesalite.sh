@@ -33,8 +33,20 @@ fi
 
 # The package's own command listens on every interface; this launcher
 # binds the loopback address only.
+# kinesalite throws from a request's error event when a client goes away
+# in the middle of a request (a relay killed while it publishes, a proxy
+# cutting the connection), which would end the whole server: that error
+# is the client's, so the launcher logs it and the server goes on.
 cat >"$dir/serve.js" <<'JS'
 const port = Number(process.argv[2]);
+process.on("uncaughtException", (err) => {
+  if (err && (err.code === "ECONNRESET" || err.message === "aborted")) {
+    console.error("kinesalite: a client went away mid-request: " + err.message);
+    return;
+  }
+  console.error(err);
+  process.exit(1);
+});
 const server = require("kinesalite")({ createStreamMs: 50, deleteStreamMs: 50, updateStreamMs: 50, shardLimit: 10000 });
 server.listen(port, "127.0.0.1", () => console.log("kinesalite listening on 127.0.0.1:" + port));
 JS
