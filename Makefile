@@ -5,7 +5,7 @@ PKGS ?= ./...
 # the destinations whose clients are modules of their own. internal/tooltest is a module outside
 # the workspace (GOWORK=off), so that its tools' versions never change what
 # the others build with.
-MODULES ?= . cmd/outbox driver/outboxbinlog publisher/outboxsqs publisher/outboxsns publisher/outboxkinesis publisher/outboxpubsub claimcheck/outboxs3 claimcheck/outboxgcs publisher/outboxamqp publisher/outboxkafka publisher/outboxmqtt publisher/outboxnats publisher/outboxredis publisher/outboxurl inbox/redisinbox examples internal/testkit
+MODULES ?= . driver/outboxsql internal/dburl cmd/outbox driver/outboxbinlog publisher/outboxsqs publisher/outboxsns publisher/outboxkinesis publisher/outboxpubsub claimcheck/outboxs3 claimcheck/outboxgcs publisher/outboxamqp publisher/outboxkafka publisher/outboxmqtt publisher/outboxnats publisher/outboxredis publisher/outboxurl inbox/redisinbox examples internal/testkit
 
 .PHONY: help test test-short services lint bench demo demo-soak build chaos
 

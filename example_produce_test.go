@@ -3,11 +3,12 @@ package outbox_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/seal"
@@ -16,10 +17,10 @@ import (
 // A transaction that rolls back takes its messages with it: an order that
 // was never stored is never announced.
 func ExampleProducer_Enqueue_rollback() {
-	db, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL CHECK (total > 0))"); err != nil {
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY, total bigint NOT NULL CHECK (total > 0))"); err != nil {
 		log.Fatal(err)
 	}
 	producer, err := outbox.NewProducer(drv, nil)
@@ -28,7 +29,7 @@ func ExampleProducer_Enqueue_rollback() {
 	}
 
 	placeOrder := func(id, total int) error {
-		return drv.InTx(ctx, func(tx *sql.Tx) error {
+		return drv.InTx(ctx, func(tx pgx.Tx) error {
 			_, err := producer.Enqueue(ctx, tx, outbox.Message{
 				Topic:   "order.created",
 				Key:     fmt.Sprintf("order-%d", id),
@@ -39,27 +40,19 @@ func ExampleProducer_Enqueue_rollback() {
 			}
 			// The business write fails after the message was written:
 			// InTx rolls both back.
-			_, err = tx.ExecContext(ctx, "INSERT INTO orders (id, total) VALUES (?, ?)", id, total)
+			_, err = tx.Exec(ctx, "INSERT INTO orders (id, total) VALUES ($1, $2)", id, total)
 			return err
 		})
 	}
 	fmt.Println("order 1 stored:", placeOrder(1, 1999) == nil)
 	fmt.Println("order 2 stored:", placeOrder(2, -5) == nil) // violates the CHECK
 
-	var keys []string
-	rows, err := db.QueryContext(ctx, "SELECT business_key FROM outbox_messages ORDER BY id")
+	rows, err := pool.Query(ctx, "SELECT business_key FROM outbox_messages ORDER BY id")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer func() { _ = rows.Close() }()
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			log.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("messages:", keys)
@@ -73,7 +66,7 @@ func ExampleProducer_Enqueue_rollback() {
 // Messages that share a key are delivered in slice order, so a consumer
 // sees an order created before it sees it paid.
 func ExampleProducer_EnqueueMany() {
-	db, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
 	producer, err := outbox.NewProducer(drv, nil)
@@ -82,7 +75,7 @@ func ExampleProducer_EnqueueMany() {
 	}
 
 	var ids []string
-	err = drv.InTx(ctx, func(tx *sql.Tx) error {
+	err = drv.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		ids, err = producer.EnqueueMany(ctx, tx, []outbox.Message{
 			{Topic: "order.created", Key: "order-42", Payload: []byte(`{"order_id":42}`)},
@@ -96,19 +89,16 @@ func ExampleProducer_EnqueueMany() {
 	}
 	fmt.Println("ids returned:", len(ids))
 
-	rows, err := db.QueryContext(ctx, "SELECT topic, business_key FROM outbox_messages ORDER BY id")
+	rows, err := pool.Query(ctx, "SELECT topic, business_key FROM outbox_messages ORDER BY id")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer func() { _ = rows.Close() }()
-	for rows.Next() {
-		var topic, key string
-		if err := rows.Scan(&topic, &key); err != nil {
-			log.Fatal(err)
-		}
+	var topic, key string
+	_, err = pgx.ForEachRow(rows, []any{&topic, &key}, func() error {
 		fmt.Println(key, topic)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		log.Fatal(err)
 	}
 	// Output:
@@ -130,7 +120,7 @@ func ExampleValidationError() {
 		log.Fatal(err)
 	}
 
-	err = drv.InTx(ctx, func(tx *sql.Tx) error {
+	err = drv.InTx(ctx, func(tx pgx.Tx) error {
 		_, err := producer.EnqueueMany(ctx, tx, []outbox.Message{
 			{Topic: "order.created", Payload: []byte(`{"order_id":42}`)},
 			{Topic: "order created", Payload: []byte(`{"order_id":43}`)},
@@ -169,7 +159,7 @@ func ExampleErrDuplicateMessageID() {
 	}
 	const requestID = "0190a0a0-0000-7000-8000-000000000042" // a UUID
 	handle := func() error {
-		return drv.InTx(ctx, func(tx *sql.Tx) error {
+		return drv.InTx(ctx, func(tx pgx.Tx) error {
 			_, err := producer.Enqueue(ctx, tx, outbox.Message{
 				ID:      requestID,
 				Topic:   "order.created",
@@ -190,7 +180,7 @@ func ExampleErrDuplicateMessageID() {
 // so the table, its replicas and backups never hold it in plain text; a
 // relay holding the keys opens it on its way to the destination.
 func ExampleSealConfig() {
-	db, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := openExampleDB()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -205,7 +195,7 @@ func ExampleSealConfig() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = drv.InTx(ctx, func(tx *sql.Tx) error {
+	err = drv.InTx(ctx, func(tx pgx.Tx) error {
 		_, err := producer.Enqueue(ctx, tx, outbox.Message{Topic: "customer.registered", Payload: []byte(`{"email":"ada@example.com"}`)})
 		return err
 	})
@@ -213,7 +203,7 @@ func ExampleSealConfig() {
 		log.Fatal(err)
 	}
 	var stored string
-	if err := db.QueryRowContext(ctx, "SELECT payload FROM outbox_messages").Scan(&stored); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT payload FROM outbox_messages").Scan(&stored); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("e-mail readable in the table:", strings.Contains(stored, "ada@"))

@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/admin"
@@ -56,9 +58,9 @@ func waitFor(what string, cond func() bool) {
 }
 
 // countStatus counts the outbox messages in status.
-func countStatus(db *sql.DB, status string) int {
+func countStatus(pool *pgxpool.Pool, status string) int {
 	var n int
-	if err := db.QueryRow("SELECT count(*) FROM outbox_messages WHERE status = ?", status).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox_messages WHERE status = $1", status).Scan(&n); err != nil {
 		log.Fatal(err)
 	}
 	return n
@@ -70,7 +72,7 @@ func countStatus(db *sql.DB, status string) int {
 // says every message is sent, then stops the relay, which hands its
 // partitions back so that another relay takes over at once.
 func ExampleRelay_Run() {
-	db, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := openExampleDB()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -90,7 +92,7 @@ func ExampleRelay_Run() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = drv.InTx(ctx, func(tx *sql.Tx) error {
+	err = drv.InTx(ctx, func(tx pgx.Tx) error {
 		_, err := producer.EnqueueMany(ctx, tx, []outbox.Message{
 			{Topic: "order.created", Key: "order-42", Payload: []byte(`{"order_id":42}`)},
 			{Topic: "invoice.issued", Key: "invoice-9", Payload: []byte(`{"invoice_id":9}`)},
@@ -102,7 +104,7 @@ func ExampleRelay_Run() {
 		log.Fatal(err)
 	}
 
-	waitFor("three messages sent", func() bool { return countStatus(db, "sent") == 3 })
+	waitFor("three messages sent", func() bool { return countStatus(pool, "sent") == 3 })
 	cancel()
 	if err := <-stopped; err != nil {
 		log.Fatal(err)
@@ -128,7 +130,7 @@ func ExampleEnvelope() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = drv.InTx(ctx, func(tx *sql.Tx) error {
+	err = drv.InTx(ctx, func(tx pgx.Tx) error {
 		_, err := producer.Enqueue(ctx, tx, outbox.Message{
 			Topic:       "report.ready",
 			Key:         "tenant-acme",
@@ -169,7 +171,7 @@ func ExampleEnvelope() {
 // processed a message, so that operators see delivered but unprocessed
 // messages apart. Only a message the relay confirmed sent can be marked.
 func ExampleMarkConsumed() {
-	db, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
 	producer, err := outbox.NewProducer(drv, nil)
@@ -177,7 +179,7 @@ func ExampleMarkConsumed() {
 		log.Fatal(err)
 	}
 	var id string
-	err = drv.InTx(ctx, func(tx *sql.Tx) error {
+	err = drv.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		id, err = producer.Enqueue(ctx, tx, outbox.Message{Topic: "order.created", Payload: []byte(`{"order_id":42}`)})
 		return err
@@ -198,7 +200,7 @@ func ExampleMarkConsumed() {
 	defer stopRelay()
 	stopped := make(chan error, 1)
 	go func() { stopped <- relay.Run(relayCtx) }()
-	waitFor("the message sent", func() bool { return countStatus(db, "sent") == 1 })
+	waitFor("the message sent", func() bool { return countStatus(pool, "sent") == 1 })
 	stopRelay()
 	if err := <-stopped; err != nil {
 		log.Fatal(err)
@@ -208,7 +210,7 @@ func ExampleMarkConsumed() {
 	if err := outbox.MarkConsumed(ctx, drv, id); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("consumed:", countStatus(db, "consumed"))
+	fmt.Println("consumed:", countStatus(pool, "consumed"))
 	err = outbox.MarkConsumed(ctx, drv, "0190a0a0-0000-7000-8000-000000000000")
 	fmt.Println("unknown id, not found:", errors.Is(err, outbox.ErrNotFound))
 	// Output:
@@ -224,7 +226,7 @@ func ExampleMarkConsumed() {
 // (package admin; `outbox dead requeue` on the command line does the
 // same), and the relay delivers it.
 func Example_deadLetter() {
-	db, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := openExampleDB()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -249,14 +251,14 @@ func Example_deadLetter() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = drv.InTx(ctx, func(tx *sql.Tx) error {
+	err = drv.InTx(ctx, func(tx pgx.Tx) error {
 		_, err := producer.Enqueue(ctx, tx, outbox.Message{Topic: "order.created", Payload: []byte(`{"order_id":42,"coupon":"SPRING"}`)})
 		return err
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	waitFor("a dead letter", func() bool { return countStatus(db, "dead") == 1 })
+	waitFor("a dead letter", func() bool { return countStatus(pool, "dead") == 1 })
 
 	// The admin API, as an operator's tool calls it.
 	srv, err := admin.New(drv, &admin.Config{
@@ -291,7 +293,7 @@ func Example_deadLetter() {
 	rec := call(http.MethodPost, "/api/v1/messages/"+dead.Messages[0].MessageID+"/requeue")
 	fmt.Println("requeue:", rec.Code)
 	fmt.Println(<-delivered)
-	waitFor("the message sent", func() bool { return countStatus(db, "sent") == 1 })
+	waitFor("the message sent", func() bool { return countStatus(pool, "sent") == 1 })
 	cancel()
 	if err := <-stopped; err != nil {
 		log.Fatal(err)
@@ -314,22 +316,22 @@ func ExampleNewFleet() {
 
 	// The tenants' databases, each with a message waiting.
 	var dbs []outbox.FleetDatabase
-	var tenants []*sql.DB
+	var tenants []*pgxpool.Pool
 	for _, tenant := range []string{"acme", "globex"} {
-		db, drv, cleanup := openExampleDB()
+		pool, drv, cleanup := openExampleDB()
 		defer cleanup()
 		producer, err := outbox.NewProducer(drv, nil)
 		if err != nil {
 			log.Fatal(err)
 		}
-		err = drv.InTx(ctx, func(tx *sql.Tx) error {
+		err = drv.InTx(ctx, func(tx pgx.Tx) error {
 			_, err := producer.Enqueue(ctx, tx, outbox.Message{Topic: "invoice.issued", Payload: fmt.Appendf(nil, `{"tenant":%q}`, tenant)})
 			return err
 		})
 		if err != nil {
 			log.Fatal(err)
 		}
-		tenants = append(tenants, db)
+		tenants = append(tenants, pool)
 		dbs = append(dbs, outbox.FleetDatabase{
 			Name: tenant,
 			// Open connects when this member starts serving the
@@ -379,7 +381,7 @@ func ExampleNewFleet() {
 // it moves them to outbox_messages_archive instead. The example keeps sent
 // messages for an instant only and sweeps every few milliseconds.
 func ExampleRetentionConfig() {
-	db, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := openExampleDB()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -387,7 +389,7 @@ func ExampleRetentionConfig() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = drv.InTx(ctx, func(tx *sql.Tx) error {
+	err = drv.InTx(ctx, func(tx pgx.Tx) error {
 		_, err := producer.EnqueueMany(ctx, tx, []outbox.Message{
 			{Topic: "order.created", Payload: []byte(`1`)},
 			{Topic: "order.created", Payload: []byte(`2`)},
@@ -419,7 +421,7 @@ func ExampleRetentionConfig() {
 	}
 
 	var inTable, inArchive int
-	if err := db.QueryRow("SELECT (SELECT count(*) FROM outbox_messages), (SELECT count(*) FROM outbox_messages_archive)").Scan(&inTable, &inArchive); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT (SELECT count(*) FROM outbox_messages), (SELECT count(*) FROM outbox_messages_archive)").Scan(&inTable, &inArchive); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("outbox_messages:", inTable)

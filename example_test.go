@@ -2,44 +2,70 @@ package outbox_test
 
 import (
 	"context"
-	"database/sql"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 
-	_ "modernc.org/sqlite" // registers "sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/driver/outboxsql"
+	"github.com/txoutbox/outbox/driver/outboxpgx"
 )
 
-// openExampleDB opens a new SQLite database in a temporary directory,
-// migrated for the outbox, with a driver over it. The examples run on it
-// so that they need no server; PostgreSQL and MySQL work the same way.
-func openExampleDB() (*sql.DB, *outboxsql.Driver, func()) {
-	dir, err := os.MkdirTemp("", "outbox-example")
+// openExampleDB creates a fresh database, migrated for the outbox, with a
+// pool and a driver over it; cleanup closes the pool and drops the
+// database. The examples need a PostgreSQL server: the one the
+// environment variable OUTBOX_TEST_POSTGRES names, as for the project's
+// tests (by default postgres://postgres@127.0.0.1:5432/test?sslmode=disable).
+func openExampleDB() (*pgxpool.Pool, *outboxpgx.Driver, func()) {
+	ctx := context.Background()
+	url := os.Getenv("OUTBOX_TEST_POSTGRES")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	server, err := pgx.ParseConfig(url)
 	if err != nil {
 		log.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	exec := func(stmt string) { // on the server's own database
+		conn, err := pgx.ConnectConfig(ctx, server)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			log.Fatal(err)
+		}
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "outbox_example_" + hex.EncodeToString(b)
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		log.Fatal(err)
 	}
-	db.SetMaxOpenConns(1) // SQLite has one writer: queue in the pool
-	drv, err := outboxsql.New(db, nil)
+	cfg.ConnConfig.Database = name
+	exec("CREATE DATABASE " + name)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := outbox.Migrate(context.Background(), drv, nil); err != nil {
+	drv, err := outboxpgx.New(pool, nil)
+	if err != nil {
 		log.Fatal(err)
 	}
-	return db, drv, func() {
-		_ = db.Close()
-		_ = os.RemoveAll(dir)
+	if _, err := outbox.Migrate(ctx, drv, nil); err != nil {
+		log.Fatal(err)
+	}
+	return pool, drv, func() {
+		pool.Close()
+		exec("DROP DATABASE " + name + " WITH (FORCE)")
 	}
 }
 
@@ -52,10 +78,10 @@ func quietRelay(routes ...outbox.Route) *outbox.RelayConfig {
 // Enqueue writes a message in the same transaction as the business row it
 // describes: both commit, or neither does.
 func ExampleProducer_Enqueue() {
-	db, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL)"); err != nil {
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY, total bigint NOT NULL)"); err != nil {
 		log.Fatal(err)
 	}
 	producer, err := outbox.NewProducer(drv, nil)
@@ -63,12 +89,12 @@ func ExampleProducer_Enqueue() {
 		log.Fatal(err)
 	}
 
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := pool.Begin(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer func() { _ = tx.Rollback() }() // a no-op once committed
-	if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, total) VALUES (?, ?)", 42, 1999); err != nil {
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op once committed
+	if _, err := tx.Exec(ctx, "INSERT INTO orders (id, total) VALUES ($1, $2)", 42, 1999); err != nil {
 		log.Fatal(err)
 	}
 	_, err = producer.Enqueue(ctx, tx, outbox.Message{
@@ -79,12 +105,12 @@ func ExampleProducer_Enqueue() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		log.Fatal(err)
 	}
 
 	var topic, status string
-	if err := db.QueryRowContext(ctx, "SELECT topic, status FROM outbox_messages").Scan(&topic, &status); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT topic, status FROM outbox_messages").Scan(&topic, &status); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(topic, status)
@@ -95,7 +121,7 @@ func ExampleProducer_Enqueue() {
 // in-process destination. It marks each message sent once the function
 // returned nil.
 func ExampleNewRelay() {
-	db, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := openExampleDB()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -104,7 +130,7 @@ func ExampleNewRelay() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = drv.InTx(ctx, func(tx *sql.Tx) error {
+	err = drv.InTx(ctx, func(tx pgx.Tx) error {
 		_, err := producer.Enqueue(ctx, tx, outbox.Message{Topic: "order.created", Payload: []byte(`{"order_id":42}`)})
 		return err
 	})
@@ -126,7 +152,7 @@ func ExampleNewRelay() {
 	}
 
 	var status string
-	if err := db.QueryRow("SELECT status FROM outbox_messages").Scan(&status); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT status FROM outbox_messages").Scan(&status); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(status)
@@ -167,7 +193,7 @@ func ExampleRoute() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = drv.InTx(ctx, func(tx *sql.Tx) error {
+	err = drv.InTx(ctx, func(tx pgx.Tx) error {
 		_, err := producer.EnqueueMany(ctx, tx, []outbox.Message{
 			{Topic: "order.created", Payload: []byte(`1`)},
 			{Topic: "user.signed.up", Payload: []byte(`2`)},

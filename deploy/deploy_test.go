@@ -13,7 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/txoutbox/outbox/internal/relay"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testenv"
 )
 
 const (
@@ -24,7 +24,7 @@ const (
 )
 
 func promtool(t *testing.T) string {
-	return testdb.Command(t, "promtool", "PROMTOOL", "scripts/promtool.sh installs it")
+	return testenv.Command(t, "promtool", "PROMTOOL", "scripts/promtool.sh installs it")
 }
 
 // runTool runs a tool in dir and fails the test unless it succeeds.
@@ -274,7 +274,7 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("%s lacks %q", unitFile, strings.TrimSpace(want))
 		}
 	}
-	bin := testdb.Command(t, "systemd-analyze", "SYSTEMD_ANALYZE", "Debian package systemd")
+	bin := testenv.Command(t, "systemd-analyze", "SYSTEMD_ANALYZE", "Debian package systemd")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox/internal/adopt/adopttest"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/adopttest"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestPHPLocalMessages runs the PHP producer that writes the Laravel

@@ -18,7 +18,7 @@ require (
 	github.com/eclipse/paho.golang v0.23.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/go-sql-driver/mysql v1.10.1 // indirect
+	github.com/go-sql-driver/mysql v1.11.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -41,6 +41,8 @@ require (
 	github.com/twmb/franz-go v1.22.3 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+	github.com/txoutbox/outbox/driver/outboxsql v0.0.0-00010101000000-000000000000 // indirect
+	github.com/txoutbox/outbox/internal/dburl v0.0.0-00010101000000-000000000000 // indirect
 	github.com/txoutbox/outbox/publisher/outboxamqp v0.0.0-00010101000000-000000000000 // indirect
 	github.com/txoutbox/outbox/publisher/outboxkafka v0.0.0-00010101000000-000000000000 // indirect
 	github.com/txoutbox/outbox/publisher/outboxmqtt v0.0.0-00010101000000-000000000000 // indirect
@@ -54,8 +56,8 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/net v0.61.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
@@ -63,5 +65,5 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
+	modernc.org/sqlite v1.63.0 // indirect
 )

@@ -2,7 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log"
@@ -13,37 +12,29 @@ import (
 	"strings"
 	"time"
 
-	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/driver/outboxsql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txoutbox/outbox/driver/outboxpgx"
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/webhooksig"
 )
 
-// openConsumerDB opens the consumer's own database (in memory), migrated
-// for the inbox, with a table the consumer's effects go to.
-func openConsumerDB() (*sql.DB, *outboxsql.Driver) {
-	db, err := sql.Open("sqlite", ":memory:")
-	if err != nil {
+// openConsumerDB opens the consumer's own database (a fresh one, see
+// openExampleDB), migrated for the inbox, with a table the consumer's
+// effects go to.
+func openConsumerDB() (*pgxpool.Pool, *outboxpgx.Driver, func()) {
+	pool, drv, cleanup := openExampleDB()
+	if _, err := pool.Exec(context.Background(), "CREATE TABLE shipments (order_id bigint NOT NULL)"); err != nil {
 		log.Fatal(err)
 	}
-	db.SetMaxOpenConns(1) // the in-memory database lives in its one connection
-	drv, err := outboxsql.New(db, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if _, err := outbox.Migrate(context.Background(), drv, nil); err != nil {
-		log.Fatal(err)
-	}
-	if _, err := db.Exec("CREATE TABLE shipments (order_id INTEGER NOT NULL)"); err != nil {
-		log.Fatal(err)
-	}
-	return db, drv
+	return pool, drv, cleanup
 }
 
 // shipments counts the rows the consumer's effect wrote.
-func shipments(db *sql.DB) int {
+func shipments(pool *pgxpool.Pool) int {
 	var n int
-	if err := db.QueryRow("SELECT count(*) FROM shipments").Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM shipments").Scan(&n); err != nil {
 		log.Fatal(err)
 	}
 	return n
@@ -52,8 +43,8 @@ func shipments(db *sql.DB) int {
 // A consumer that already runs its own transaction claims the message id
 // in it: the claim commits or rolls back with the effect.
 func ExampleInbox_Claim() {
-	db, drv := openConsumerDB()
-	defer func() { _ = db.Close() }()
+	pool, drv, cleanup := openConsumerDB()
+	defer cleanup()
 	ctx := context.Background()
 	ib, err := inbox.New(drv, &inbox.Config{Consumer: "shipping"})
 	if err != nil {
@@ -61,11 +52,11 @@ func ExampleInbox_Claim() {
 	}
 
 	consume := func(messageID string, orderID int) error {
-		tx, err := db.BeginTx(ctx, nil)
+		tx, err := pool.Begin(ctx)
 		if err != nil {
 			return err
 		}
-		defer func() { _ = tx.Rollback() }() // a no-op once committed
+		defer func() { _ = tx.Rollback(ctx) }() // a no-op once committed
 		first, err := ib.Claim(ctx, tx, messageID)
 		if err != nil {
 			return err
@@ -74,11 +65,11 @@ func ExampleInbox_Claim() {
 			fmt.Println(messageID, "already handled; acknowledge it")
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id) VALUES (?)", orderID); err != nil {
+		if _, err := tx.Exec(ctx, "INSERT INTO shipments (order_id) VALUES ($1)", orderID); err != nil {
 			return err
 		}
 		fmt.Println(messageID, "shipped order", orderID)
-		return tx.Commit()
+		return tx.Commit(ctx)
 	}
 	deliveries := []struct {
 		messageID string
@@ -89,7 +80,7 @@ func ExampleInbox_Claim() {
 			log.Fatal(err) // not acknowledged: the broker delivers it again
 		}
 	}
-	fmt.Println("shipments:", shipments(db))
+	fmt.Println("shipments:", shipments(pool))
 	// Output:
 	// msg-1 shipped order 42
 	// msg-2 shipped order 43
@@ -100,8 +91,8 @@ func ExampleInbox_Claim() {
 // When the effect fails, Handle records nothing: the consumer does not
 // acknowledge, the broker delivers again, and that delivery applies it.
 func ExampleInbox_Handle_retry() {
-	db, drv := openConsumerDB()
-	defer func() { _ = db.Close() }()
+	pool, drv, cleanup := openConsumerDB()
+	defer cleanup()
 	ctx := context.Background()
 	ib, err := inbox.New(drv, &inbox.Config{Consumer: "shipping"})
 	if err != nil {
@@ -109,8 +100,8 @@ func ExampleInbox_Handle_retry() {
 	}
 
 	carrierUp := false // the carrier's API is down at the first delivery
-	ship := func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id) VALUES (42)"); err != nil {
+	ship := func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO shipments (order_id) VALUES (42)"); err != nil {
 			return err
 		}
 		if !carrierUp {
@@ -124,7 +115,7 @@ func ExampleInbox_Handle_retry() {
 		fmt.Printf("delivery %d: applied %v, err %v\n", delivery, applied, err)
 		carrierUp = true
 	}
-	fmt.Println("shipments:", shipments(db))
+	fmt.Println("shipments:", shipments(pool))
 	// Output:
 	// delivery 1: applied false, err carrier API unavailable
 	// delivery 2: applied true, err <nil>
@@ -135,16 +126,16 @@ func ExampleInbox_Handle_retry() {
 // WebhookHandler is a whole webhook consumer: it checks the relay's
 // signature, then applies each message once however often it arrives.
 func ExampleWebhookHandler() {
-	db, drv := openConsumerDB()
-	defer func() { _ = db.Close() }()
+	pool, drv, cleanup := openConsumerDB()
+	defer cleanup()
 	ib, err := inbox.New(drv, &inbox.Config{Consumer: "shipping"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // shared with the relay's webhook route
 	handler, err := inbox.WebhookHandler(ib, &inbox.WebhookConfig{Secret: secret, Logger: slog.New(slog.DiscardHandler)},
-		func(ctx context.Context, tx *sql.Tx, m *inbox.Message) error {
-			_, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id) VALUES (json_extract(?, '$.order_id'))", string(m.Payload))
+		func(ctx context.Context, tx pgx.Tx, m *inbox.Message) error {
+			_, err := tx.Exec(ctx, "INSERT INTO shipments (order_id) VALUES (($1::jsonb->>'order_id')::bigint)", string(m.Payload))
 			return err
 		})
 	if err != nil {
@@ -175,7 +166,7 @@ func ExampleWebhookHandler() {
 	fmt.Println("forged:", deliver(`{"order_id":42}`, false))
 	fmt.Println("first:", deliver(`{"order_id":42}`, true))
 	fmt.Println("again:", deliver(`{"order_id":42}`, true)) // a retry after a lost answer
-	fmt.Println("shipments:", shipments(db))
+	fmt.Println("shipments:", shipments(pool))
 	// Output:
 	// forged: 401
 	// first: 204

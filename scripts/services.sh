@@ -4,7 +4,7 @@
 # With no arguments it checks them all, and also installs the tools some
 # tests run when they are missing: promtool (scripts/promtool.sh), zsh and
 # fish (scripts/shells.sh). pgbouncer is a program, not a service: the
-# tests start their own instances of it (internal/testpgbouncer); it is
+# tests start their own instances of it (internal/testkit/testpgbouncer); it is
 # installed from Debian's package when missing. fauxqs (SQS and SNS) and
 # kinesalite (Kinesis) are the cloud destinations' local servers, from npm,
 # installed and started by scripts/emulators/ (Pub/Sub's runs inside its

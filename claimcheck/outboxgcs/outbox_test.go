@@ -5,7 +5,7 @@ import (
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
-	"github.com/txoutbox/outbox/internal/claimchecktest"
+	"github.com/txoutbox/outbox/internal/testkit/claimchecktest"
 )
 
 // TestOutboxRoundTrip: a 3 MiB payload enqueued on SQLite goes to Cloud

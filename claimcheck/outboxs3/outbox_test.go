@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/txoutbox/outbox/claimcheck/outboxs3"
-	"github.com/txoutbox/outbox/internal/claimchecktest"
+	"github.com/txoutbox/outbox/internal/testkit/claimchecktest"
 )
 
 // TestOutboxRoundTrip: a 5 MiB payload enqueued on SQLite goes to S3 at

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/txoutbox/outbox/claimcheck/outboxgcs"
-	"github.com/txoutbox/outbox/internal/claimchecktest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/claimchecktest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestRelayClaimCheckGCS: a producer keeps a 2 MiB payload in a Cloud

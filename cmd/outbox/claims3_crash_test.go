@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/internal/claimchecktest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/claimchecktest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestRelayClaimCheckS3Crash: 5 MiB payloads kept in an S3 bucket (the

@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/txoutbox/outbox/claimcheck/outboxs3"
-	"github.com/txoutbox/outbox/internal/claimchecktest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/claimchecktest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // s3Bucket makes a bucket named name + a random suffix on the local S3

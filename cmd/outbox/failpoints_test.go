@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testserver"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testserver"
 )
 
 // TestFailpointsOnlyWithTheBuildTag builds the outbox command twice and

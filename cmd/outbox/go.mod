@@ -12,10 +12,12 @@ require (
 	github.com/fsouza/fake-gcs-server v1.56.1
 	github.com/txoutbox/outbox v0.0.0-00010101000000-000000000000
 	github.com/txoutbox/outbox/driver/outboxbinlog v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/driver/outboxsql v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/internal/dburl v0.0.0-00010101000000-000000000000
 	github.com/txoutbox/outbox/internal/testkit v0.0.0-00010101000000-000000000000
 	github.com/txoutbox/outbox/publisher/outboxkafka v0.0.0-00010101000000-000000000000
 	github.com/txoutbox/outbox/publisher/outboxurl v0.0.0-00010101000000-000000000000
-	google.golang.org/api v0.312.0
+	google.golang.org/api v0.316.0
 )
 
 require (
@@ -38,7 +40,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/internal/checksum v1.11.13 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/s3shared v1.20.12 // indirect
-	github.com/aws/aws-sdk-go-v2/service/kinesis v1.57.0 // indirect
+	github.com/aws/aws-sdk-go-v2/service/kinesis v1.58.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/signin v1.14.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0 // indirect
@@ -83,7 +85,7 @@ require (
 	golang.org/x/oauth2 v0.38.0 // indirect
 	google.golang.org/genproto v0.0.0-20261012220534-4341edf3f941 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261123191846-1e707ab9fbc2 // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 )
@@ -97,7 +99,7 @@ require (
 	github.com/eclipse/paho.golang v0.23.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/go-sql-driver/mysql v1.10.1 // indirect
+	github.com/go-sql-driver/mysql v1.11.0 // indirect
 	github.com/google/uuid v1.6.0
 	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -147,5 +149,5 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
+	modernc.org/sqlite v1.63.0 // indirect
 )

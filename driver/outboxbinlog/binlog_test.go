@@ -15,9 +15,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	_ "github.com/go-sql-driver/mysql"
 
-	"github.com/txoutbox/outbox/internal/dburl"
-	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testmariadb"
+	"github.com/txoutbox/outbox/internal/testkit/testmariadb"
 )
 
 // server is a private MariaDB writing a binary log, with the tables the
@@ -319,22 +317,11 @@ func TestWatchLost(t *testing.T) {
 	}
 }
 
-// TestWatchWithoutBinaryLog: on a server that writes no binary log (the
-// shared MariaDB runs without one) Watch fails at once with the reason.
+// TestWatchWithoutBinaryLog: on a server that writes no binary log
+// (MariaDB's default) Watch fails at once with the reason.
 func TestWatchWithoutBinaryLog(t *testing.T) {
-	db, err := dburl.Open(t.Context(), testdb.MySQLURL)
-	if err != nil {
-		testdb.Unavailable(t, "the shared MariaDB", err)
-	}
-	defer db.Close()
-	var logBin int
-	if err := db.SQL.QueryRow("SELECT @@log_bin").Scan(&logBin); err != nil {
-		t.Fatal(err)
-	}
-	if logBin != 0 {
-		t.Skip("the shared server writes a binary log")
-	}
-	f, err := OpenURL(testdb.MySQLURL)
+	s := testmariadb.Start(t) // started without --log-bin
+	f, err := OpenURL(s.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

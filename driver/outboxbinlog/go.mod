@@ -4,8 +4,11 @@ go 1.26.8
 
 require (
 	github.com/go-mysql-org/go-mysql v1.13.0
-	github.com/go-sql-driver/mysql v1.10.1
+	github.com/go-sql-driver/mysql v1.11.0
 	github.com/txoutbox/outbox v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/driver/outboxsql v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/internal/dburl v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/internal/testkit v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -44,7 +47,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
@@ -53,5 +56,5 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
+	modernc.org/sqlite v1.63.0 // indirect
 )

@@ -16,11 +16,11 @@ import (
 	"github.com/txoutbox/outbox/driver/outboxbinlog"
 	"github.com/txoutbox/outbox/driver/outboxsql"
 	"github.com/txoutbox/outbox/internal/dburl"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testmariadb"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testmariadb"
 	"github.com/txoutbox/outbox/publisher"
 )
 

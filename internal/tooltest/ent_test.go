@@ -15,9 +15,9 @@ import (
 	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/driver/drivertest"
 	"github.com/txoutbox/outbox/driver/outboxsql"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 	"github.com/txoutbox/outbox/internal/tooltest/ent"
 )
 

@@ -20,6 +20,7 @@ require (
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/txoutbox/outbox v0.0.0-00010101000000-000000000000
+	github.com/txoutbox/outbox/driver/outboxsql v0.0.0-00010101000000-000000000000
 	github.com/txoutbox/outbox/internal/testkit v0.0.0-00010101000000-000000000000
 	github.com/txoutbox/outbox/publisher/outboxamqp v0.0.0-00010101000000-000000000000
 	github.com/txoutbox/outbox/publisher/outboxkafka v0.0.0-00010101000000-000000000000
@@ -52,7 +53,7 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/inflect v0.19.0 // indirect
-	github.com/go-sql-driver/mysql v1.10.1 // indirect
+	github.com/go-sql-driver/mysql v1.11.0 // indirect
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect
@@ -96,6 +97,7 @@ require (
 	github.com/tmthrgd/go-hex v0.0.0-20190904060850-447a3041c3bc // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+	github.com/txoutbox/outbox/internal/dburl v0.0.0-00010101000000-000000000000 // indirect
 	github.com/txoutbox/outbox/publisher/outboxredis v0.0.0-00010101000000-000000000000 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
@@ -120,7 +122,7 @@ require (
 	modernc.org/libc v1.80.2 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
+	modernc.org/sqlite v1.63.0 // indirect
 )
 
 replace github.com/txoutbox/outbox/internal/testkit => ../testkit
@@ -136,3 +138,7 @@ replace github.com/txoutbox/outbox/publisher/outboxnats => ../../publisher/outbo
 replace github.com/txoutbox/outbox/publisher/outboxredis => ../../publisher/outboxredis
 
 replace github.com/txoutbox/outbox/publisher/outboxurl => ../../publisher/outboxurl
+
+replace github.com/txoutbox/outbox/driver/outboxsql => ../../driver/outboxsql
+
+replace github.com/txoutbox/outbox/internal/dburl => ../dburl

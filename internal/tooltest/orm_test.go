@@ -23,7 +23,7 @@ import (
 	"github.com/txoutbox/outbox/driver/drivertest"
 	"github.com/txoutbox/outbox/driver/outboxsql"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // openGORM opens GORM over db's *sql.DB.

@@ -20,13 +20,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox/internal/testdb"
+	"go.uber.org/goleak"
+
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 )
 
 func TestMain(m *testing.M) {
-	testdb.VerifyNoLeaks(m)
+	goleak.VerifyTestMain(m)
 }
 
 // received is one request as the test server saw it.

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/admin"
-	"github.com/txoutbox/outbox/internal/adopt/adopttest"
 	"github.com/txoutbox/outbox/internal/adopt/adoptyaml"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/adopttest"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // newAdoptedAdmin serves an admin Server over the table of profile (a

@@ -7,10 +7,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/txoutbox/outbox/internal/adopt/adopttest"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/adopttest"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestBrowserAdoptedPage drives the page in headless Chromium over an

@@ -13,11 +13,11 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/admin"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testserver"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testserver"
 )
 
 // page is the operator page in a headless Chromium of the test's own.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestDeadMessagesSayWhenTheyDied: a dead message's died_at is the time

@@ -9,8 +9,8 @@ import (
 
 	"github.com/txoutbox/outbox/admin"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testhttp"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestHostCheck: a Host header that is not a loopback name, the address

@@ -7,9 +7,9 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/admin"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestSealedPayloadShown: GET /api/v1/messages/{id} answers "sealed, key

@@ -8,9 +8,9 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/inbox"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 	"github.com/txoutbox/outbox/seal"
 )
 

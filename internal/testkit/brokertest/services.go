@@ -1,6 +1,6 @@
 package brokertest
 
-import "github.com/txoutbox/outbox/internal/testdb"
+import "github.com/txoutbox/outbox/internal/testkit/testdb"
 
 // The local brokers the tests use, each overridable by its environment
 // variable.

@@ -27,10 +27,10 @@ import (
 
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/faultproxy"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testkit/brokertest"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxsqs"
 	"github.com/txoutbox/outbox/publisher/publishertest"

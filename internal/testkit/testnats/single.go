@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox/internal/testserver"
+	"github.com/txoutbox/outbox/internal/testkit/testserver"
 )
 
 // Server is one nats-server of a test's own with JetStream, on a port of

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 func TestParseProcStat(t *testing.T) {

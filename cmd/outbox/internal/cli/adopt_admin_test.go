@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/txoutbox/outbox/internal/adopt/adopttest"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/adopttest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestAdoptRelayAdmin: `relay --adopt spring --admin` serves the admin

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/txoutbox/outbox/internal/adopt/adopttest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/adopttest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestAdoptCheckAndSQL: on every database, `adopt check` passes the

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestDeadListClaimChecked: 'dead list --json --with-payload' shows a

@@ -13,7 +13,7 @@ import (
 	"github.com/txoutbox/outbox/claimcheck"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestEnqueueClaimCheck: with --claim-check, a payload over

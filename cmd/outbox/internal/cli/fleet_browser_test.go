@@ -8,7 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testserver"
+	"github.com/txoutbox/outbox/internal/testkit/testserver"
 )
 
 // TestBrowserFleetDatabasePick drives the admin page of a relay over two

@@ -20,8 +20,8 @@ import (
 	"github.com/txoutbox/outbox/internal/fleet"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testmariadb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testmariadb"
 )
 
 // TestRelayFleetMetricsAndStatus: one relay over two databases given as

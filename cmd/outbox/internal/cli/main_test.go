@@ -13,7 +13,7 @@ import (
 
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestMain doubles as the outbox binary: with OUTBOX_CLI_TEST_CHILD=1 the

@@ -8,7 +8,7 @@ import (
 
 	"github.com/txoutbox/outbox/inbox"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // handleOnce applies message id through an inbox on db and reports

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testpgbouncer"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testpgbouncer"
 )
 
 // TestThroughPgBouncer runs the commands through Debian's PgBouncer in

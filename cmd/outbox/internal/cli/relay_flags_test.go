@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestRelayRetentionAndAlertFlags: 'outbox relay' applies its retention

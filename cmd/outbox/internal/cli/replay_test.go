@@ -8,7 +8,7 @@ import (
 
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // deliverAll runs the relay to stdout:// until nothing is pending and

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testhttp"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestAdminBeyondLoopbackNeedsToken: an admin server reachable beyond

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 func TestEscapeCell(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestTopicPatterns: replay, dead list, dead requeue and dead discard take

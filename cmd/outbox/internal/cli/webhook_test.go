@@ -12,7 +12,7 @@ import (
 
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/syncbuf"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 	"github.com/txoutbox/outbox/webhooksig"
 )
 

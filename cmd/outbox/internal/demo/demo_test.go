@@ -10,7 +10,7 @@ import (
 	"github.com/txoutbox/outbox/cmd/outbox/internal/cli"
 	"github.com/txoutbox/outbox/cmd/outbox/internal/demo"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestMain lets the test binary stand in for the outbox binary: the demo

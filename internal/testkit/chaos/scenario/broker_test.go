@@ -13,8 +13,8 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/faultproxy"
-	"github.com/txoutbox/outbox/internal/harness"
-	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/harness"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxwebhook"
 )
 

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/internal/harness"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testkit/harness"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
 )
 
 // recorder is a destination that remembers what arrived: how often each

@@ -11,10 +11,10 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
-	"github.com/txoutbox/outbox/internal/harness"
-	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testpg"
+	"github.com/txoutbox/outbox/internal/testkit/harness"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testpg"
 )
 
 // writers commits small transactions from n goroutines until stopped, a

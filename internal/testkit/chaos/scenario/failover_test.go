@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/chaos"
-	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/internal/testpg"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testpg"
 )
 
 // TestChaosFailover runs a private PostgreSQL primary with a streaming

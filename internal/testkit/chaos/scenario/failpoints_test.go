@@ -25,9 +25,9 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/failpoint"
-	"github.com/txoutbox/outbox/internal/harness"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testkit/harness"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
 )
 
 // startFaultyChild is startChild with OUTBOX_FAILPOINTS set to spec for

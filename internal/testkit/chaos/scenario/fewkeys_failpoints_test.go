@@ -24,10 +24,10 @@ import (
 
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/failpoint"
-	"github.com/txoutbox/outbox/internal/harness"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testkit/harness"
 	"github.com/txoutbox/outbox/internal/testkit/kafkatest"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
 )
 
 // TestChaosKillAtFailpointsFewKeys is TestChaosKillAtFailpoints with one

@@ -3,9 +3,9 @@ package scenario_test
 import (
 	"testing"
 
-	"github.com/txoutbox/outbox/internal/harness"
-	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testmariadb"
+	"github.com/txoutbox/outbox/internal/testkit/harness"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testmariadb"
 )
 
 // TestChaosMariaDBRestart is TestChaosDatabaseRestart on MariaDB: a

@@ -12,10 +12,10 @@ import (
 
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/faultproxy"
-	"github.com/txoutbox/outbox/internal/harness"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
-	"github.com/txoutbox/outbox/internal/testserver"
+	"github.com/txoutbox/outbox/internal/testkit/harness"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testserver"
 )
 
 // TestChaosDatabasePartition puts a fault proxy between a relay process

@@ -11,7 +11,7 @@ import (
 
 	"github.com/txoutbox/outbox/internal/chaos"
 	"github.com/txoutbox/outbox/internal/failpoint"
-	"github.com/txoutbox/outbox/internal/harness"
+	"github.com/txoutbox/outbox/internal/testkit/harness"
 )
 
 // TestChaosPrepareKillQuarantined is TestChaosPoisonKillQuarantined with

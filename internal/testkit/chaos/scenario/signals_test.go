@@ -9,9 +9,9 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
-	"github.com/txoutbox/outbox/internal/harness"
-	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/harness"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestChaosStoppedRelayIsFenced freezes a relay (SIGSTOP) in the middle

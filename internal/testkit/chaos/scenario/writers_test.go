@@ -10,9 +10,9 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/chaos"
-	"github.com/txoutbox/outbox/internal/harness"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/testkit/harness"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
 )
 
 // TestChaosWritersCommitOutOfIDOrder runs eight writers that each hold

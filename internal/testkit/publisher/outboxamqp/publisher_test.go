@@ -12,8 +12,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/txoutbox/outbox/internal/faultproxy"
-	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxamqp"
 	"github.com/txoutbox/outbox/publisher/publishertest"

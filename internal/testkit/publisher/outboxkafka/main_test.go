@@ -3,7 +3,7 @@ package outboxkafka_test
 import (
 	"testing"
 
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestMain checks that no test leaves a goroutine behind: Close releases

@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/txoutbox/outbox/inbox"
-	"github.com/txoutbox/outbox/internal/relaytest"
-	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testkit/brokertest"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 	"github.com/txoutbox/outbox/publisher/outboxkafka"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )

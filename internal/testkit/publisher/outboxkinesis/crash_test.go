@@ -3,9 +3,9 @@ package outboxkinesis_test
 import (
 	"testing"
 
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestCrashEndToEnd: rows inserted with plain SQL over 20 business keys

@@ -12,7 +12,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/txoutbox/outbox/inbox"
-	"github.com/txoutbox/outbox/internal/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )

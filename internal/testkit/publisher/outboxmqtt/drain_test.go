@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // BenchmarkDrain measures one relay draining a PostgreSQL backlog of b.N

@@ -14,8 +14,8 @@ import (
 
 	"github.com/eclipse/paho.golang/packets"
 
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testkit/brokertest"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/publishertest"

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/internal/faultproxy"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/testkit/brokertest"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"
 	"github.com/txoutbox/outbox/publisher/publishertest"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/syncbuf"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
 	"github.com/txoutbox/outbox/internal/testtls"
 	"github.com/txoutbox/outbox/publisher"
 	"github.com/txoutbox/outbox/publisher/outboxmqtt"

@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/internal/relaytest"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/testdb"
+	"github.com/txoutbox/outbox/internal/testkit/relaytest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // TestRelayMissingStreamRouteDown runs `outbox relay` to NATS for a

@@ -3,9 +3,9 @@ package outboxsqs_test
 import (
 	"testing"
 
-	"github.com/txoutbox/outbox/internal/testdb"
 	"github.com/txoutbox/outbox/internal/testkit/brokertest"
 	"github.com/txoutbox/outbox/internal/testkit/sqstest"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
 // crashTarget is the local server as the crash test uses it: each
