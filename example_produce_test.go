@@ -11,13 +11,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/exampledb"
 	"github.com/txoutbox/outbox/seal"
 )
 
 // A transaction that rolls back takes its messages with it: an order that
 // was never stored is never announced.
 func ExampleProducer_Enqueue_rollback() {
-	pool, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY, total bigint NOT NULL CHECK (total > 0))"); err != nil {
@@ -66,7 +67,7 @@ func ExampleProducer_Enqueue_rollback() {
 // Messages that share a key are delivered in slice order, so a consumer
 // sees an order created before it sees it paid.
 func ExampleProducer_EnqueueMany() {
-	pool, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx := context.Background()
 	producer, err := outbox.NewProducer(drv, nil)
@@ -112,7 +113,7 @@ func ExampleProducer_EnqueueMany() {
 // *ValidationError names the message and the field, errors.Is matches the
 // reason, and the transaction is still usable for the corrected message.
 func ExampleValidationError() {
-	_, drv, cleanup := openExampleDB()
+	_, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx := context.Background()
 	producer, err := outbox.NewProducer(drv, nil)
@@ -150,7 +151,7 @@ func ExampleValidationError() {
 // request that caused it) is enqueued at most once: a retried request
 // finds ErrDuplicateMessageID instead of announcing the order twice.
 func ExampleErrDuplicateMessageID() {
-	_, drv, cleanup := openExampleDB()
+	_, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx := context.Background()
 	producer, err := outbox.NewProducer(drv, nil)
@@ -180,7 +181,7 @@ func ExampleErrDuplicateMessageID() {
 // so the table, its replicas and backups never hold it in plain text; a
 // relay holding the keys opens it on its way to the destination.
 func ExampleSealConfig() {
-	pool, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/admin"
+	"github.com/txoutbox/outbox/internal/exampledb"
 	"github.com/txoutbox/outbox/publisher"
 )
 
@@ -72,7 +73,7 @@ func countStatus(pool *pgxpool.Pool, status string) int {
 // says every message is sent, then stops the relay, which hands its
 // partitions back so that another relay takes over at once.
 func ExampleRelay_Run() {
-	pool, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -122,7 +123,7 @@ func ExampleRelay_Run() {
 // in lower case) and the outbox's: its topic, business key and content
 // type, which the broker adapters put on the wire.
 func ExampleEnvelope() {
-	_, drv, cleanup := openExampleDB()
+	_, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -171,7 +172,7 @@ func ExampleEnvelope() {
 // processed a message, so that operators see delivered but unprocessed
 // messages apart. Only a message the relay confirmed sent can be marked.
 func ExampleMarkConsumed() {
-	pool, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx := context.Background()
 	producer, err := outbox.NewProducer(drv, nil)
@@ -226,7 +227,7 @@ func ExampleMarkConsumed() {
 // (package admin; `outbox dead requeue` on the command line does the
 // same), and the relay delivers it.
 func Example_deadLetter() {
-	pool, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -309,7 +310,7 @@ func Example_deadLetter() {
 // through a shared coordination database. Here one member serves two
 // tenant databases.
 func ExampleNewFleet() {
-	_, coordDrv, cleanup := openExampleDB() // outbox.Migrate made the fleet's table
+	_, coordDrv, cleanup := exampledb.Open() // outbox.Migrate made the fleet's table
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -318,7 +319,7 @@ func ExampleNewFleet() {
 	var dbs []outbox.FleetDatabase
 	var tenants []*pgxpool.Pool
 	for _, tenant := range []string{"acme", "globex"} {
-		pool, drv, cleanup := openExampleDB()
+		pool, drv, cleanup := exampledb.Open()
 		defer cleanup()
 		producer, err := outbox.NewProducer(drv, nil)
 		if err != nil {
@@ -381,7 +382,7 @@ func ExampleNewFleet() {
 // it moves them to outbox_messages_archive instead. The example keeps sent
 // messages for an instant only and sweeps every few milliseconds.
 func ExampleRetentionConfig() {
-	pool, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

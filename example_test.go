@@ -2,72 +2,17 @@ package outbox_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log"
 	"log/slog"
-	"os"
 	"sort"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txoutbox/outbox"
-	"github.com/txoutbox/outbox/driver/outboxpgx"
+	"github.com/txoutbox/outbox/internal/exampledb"
 )
-
-// openExampleDB creates a fresh database, migrated for the outbox, with a
-// pool and a driver over it; cleanup closes the pool and drops the
-// database. The examples need a PostgreSQL server: the one the
-// environment variable OUTBOX_TEST_POSTGRES names, as for the project's
-// tests (by default postgres://postgres@127.0.0.1:5432/test?sslmode=disable).
-func openExampleDB() (*pgxpool.Pool, *outboxpgx.Driver, func()) {
-	ctx := context.Background()
-	url := os.Getenv("OUTBOX_TEST_POSTGRES")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	server, err := pgx.ParseConfig(url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	exec := func(stmt string) { // on the server's own database
-		conn, err := pgx.ConnectConfig(ctx, server)
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer func() { _ = conn.Close(ctx) }()
-		if _, err := conn.Exec(ctx, stmt); err != nil {
-			log.Fatal(err)
-		}
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "outbox_example_" + hex.EncodeToString(b)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		log.Fatal(err)
-	}
-	cfg.ConnConfig.Database = name
-	exec("CREATE DATABASE " + name)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	drv, err := outboxpgx.New(pool, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if _, err := outbox.Migrate(ctx, drv, nil); err != nil {
-		log.Fatal(err)
-	}
-	return pool, drv, func() {
-		pool.Close()
-		exec("DROP DATABASE " + name + " WITH (FORCE)")
-	}
-}
 
 // quietRelay is the relay configuration of the examples: routes, and no
 // log lines.
@@ -78,7 +23,7 @@ func quietRelay(routes ...outbox.Route) *outbox.RelayConfig {
 // Enqueue writes a message in the same transaction as the business row it
 // describes: both commit, or neither does.
 func ExampleProducer_Enqueue() {
-	pool, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY, total bigint NOT NULL)"); err != nil {
@@ -121,7 +66,7 @@ func ExampleProducer_Enqueue() {
 // in-process destination. It marks each message sent once the function
 // returned nil.
 func ExampleNewRelay() {
-	pool, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -165,7 +110,7 @@ func ExampleNewRelay() {
 // ("*" matches one segment, ">" the rest, "*" alone anything), and
 // Destination renames the topic on the way.
 func ExampleRoute() {
-	_, drv, cleanup := openExampleDB()
+	_, drv, cleanup := exampledb.Open()
 	defer cleanup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

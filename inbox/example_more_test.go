@@ -17,6 +17,7 @@ import (
 
 	"github.com/txoutbox/outbox/driver/outboxpgx"
 	"github.com/txoutbox/outbox/inbox"
+	"github.com/txoutbox/outbox/internal/exampledb"
 	"github.com/txoutbox/outbox/webhooksig"
 )
 
@@ -24,7 +25,7 @@ import (
 // openExampleDB), migrated for the inbox, with a table the consumer's
 // effects go to.
 func openConsumerDB() (*pgxpool.Pool, *outboxpgx.Driver, func()) {
-	pool, drv, cleanup := openExampleDB()
+	pool, drv, cleanup := exampledb.Open()
 	if _, err := pool.Exec(context.Background(), "CREATE TABLE shipments (order_id bigint NOT NULL)"); err != nil {
 		log.Fatal(err)
 	}
