@@ -1,13 +1,17 @@
 package outbox
 
-import "time"
+import (
+	"time"
 
-// DefaultAlertInterval is the least time between two alerts of one kind.
-const DefaultAlertInterval = 5 * time.Minute
+	"github.com/txoutbox/outbox/internal/relay"
+)
+
+// DefaultAlertInterval is the least time between two alerts of one kind (5 min).
+const DefaultAlertInterval = relay.DefaultAlertInterval
 
 // DefaultRouteDownAlert is how long a route is down before it is alerted
-// on.
-const DefaultRouteDownAlert = 5 * time.Minute
+// on (5 min).
+const DefaultRouteDownAlert = relay.DefaultRouteDownAlert
 
 // Kinds of alert, the "kind" field of the JSON body.
 const (

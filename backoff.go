@@ -26,8 +26,8 @@ const (
 	// a policy takes the exponential backoff only when it sets Base.
 	DefaultRetryBase = 5 * time.Minute
 	// DefaultRetryCap is the largest backoff, of the default curve and of
-	// the exponential backoff alike.
-	DefaultRetryCap = 24 * time.Hour
+	// the exponential backoff alike (24 h).
+	DefaultRetryCap = relay.DefaultRetryCap
 )
 
 // RetryPolicy decides how long a failed message waits before its next

@@ -7,13 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
 // Producer defaults.
 const (
-	// DefaultMaxPayloadBytes is the largest payload Enqueue accepts.
-	DefaultMaxPayloadBytes = 1 << 20
+	// DefaultMaxPayloadBytes is the largest payload Enqueue accepts (1 MiB).
+	DefaultMaxPayloadBytes = relay.DefaultMaxPayloadBytes
 	// DefaultNotifyInterval is how long after an Enqueue a producer
 	// signals relays, coalescing the Enqueues of that window.
 	DefaultNotifyInterval = 5 * time.Millisecond

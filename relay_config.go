@@ -15,36 +15,36 @@ import (
 
 // Relay defaults.
 const (
-	// DefaultBatchSize is the most messages a relay reads in one round.
-	DefaultBatchSize = 1000
+	// DefaultBatchSize is the most messages a relay reads in one round (1000).
+	DefaultBatchSize = relay.DefaultBatchSize
 	// DefaultMinBatchSize is where the adaptive batch size starts and the
-	// smallest it shrinks to.
-	DefaultMinBatchSize = 50
+	// smallest it shrinks to (50).
+	DefaultMinBatchSize = relay.DefaultMinBatchSize
 	// DefaultMinPollInterval is the shortest wait between reads that found
-	// nothing.
-	DefaultMinPollInterval = 5 * time.Millisecond
-	// DefaultMaxPollInterval is the longest wait between reads when idle.
-	DefaultMaxPollInterval = time.Second
+	// nothing (5 ms).
+	DefaultMinPollInterval = relay.DefaultMinPollInterval
+	// DefaultMaxPollInterval is the longest wait between reads when idle (1 s).
+	DefaultMaxPollInterval = relay.DefaultMaxPollInterval
 	// DefaultProbeInterval is how often an idle relay asks the database
-	// whether a row was added (see RelayConfig.ProbeInterval).
-	DefaultProbeInterval = 25 * time.Millisecond
-	// DefaultPublishTimeout bounds one publish of a batch.
-	DefaultPublishTimeout = 15 * time.Second
+	// whether a row was added (25 ms; see RelayConfig.ProbeInterval).
+	DefaultProbeInterval = relay.DefaultProbeInterval
+	// DefaultPublishTimeout bounds one publish of a batch (15 s).
+	DefaultPublishTimeout = relay.DefaultPublishTimeout
 	// DefaultShutdownTimeout bounds the finishing of the in-flight batch
-	// after Run's context is cancelled.
-	DefaultShutdownTimeout = 10 * time.Second
-	// DefaultWorkers is how many rounds a relay runs at once.
-	DefaultWorkers = 4
+	// after Run's context is cancelled (10 s).
+	DefaultShutdownTimeout = relay.DefaultShutdownTimeout
+	// DefaultWorkers is how many rounds a relay runs at once (4).
+	DefaultWorkers = relay.DefaultWorkers
 	// DefaultMetricsInterval is how often a relay samples the table for
 	// its gauges (pending and dead counts, oldest pending and oldest due
-	// ages) and for the backlog alert.
-	DefaultMetricsInterval = 15 * time.Second
+	// ages) and for the backlog alert (15 s).
+	DefaultMetricsInterval = relay.DefaultMetricsInterval
 	// DefaultLeaseTTL is how long a relay's ownership of a partition lasts
-	// without renewal; a relay that dies is replaced after at most this.
-	DefaultLeaseTTL = 5 * time.Second
+	// without renewal; a relay that dies is replaced after at most this (5 s).
+	DefaultLeaseTTL = relay.DefaultLeaseTTL
 	// DefaultNoRouteGrace is how long a message whose topic no route of
-	// its relay matches waits while another live relay may route it.
-	DefaultNoRouteGrace = 10 * time.Minute
+	// its relay matches waits while another live relay may route it (10 min).
+	DefaultNoRouteGrace = relay.DefaultNoRouteGrace
 )
 
 // BatchReport describes one settled round of a relay.

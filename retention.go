@@ -10,16 +10,16 @@ import (
 // Retention defaults.
 const (
 	// DefaultRetentionSent is how long sent and consumed messages stay in
-	// the table after they were sent.
-	DefaultRetentionSent = 24 * time.Hour
+	// the table after they were sent (24 h).
+	DefaultRetentionSent = relay.DefaultRetentionSent
 	// DefaultRetentionDead is how long dead messages stay after their last
-	// attempt, and expired messages after they expired.
-	DefaultRetentionDead = 14 * 24 * time.Hour
+	// attempt, and expired messages after they expired (14 days).
+	DefaultRetentionDead = relay.DefaultRetentionDead
 	// DefaultRetentionBatchSize is how many rows one retention statement
-	// looks at.
-	DefaultRetentionBatchSize = 1000
-	// DefaultRetentionInterval is the time between retention sweeps.
-	DefaultRetentionInterval = time.Minute
+	// looks at (1000).
+	DefaultRetentionBatchSize = relay.DefaultRetentionBatchSize
+	// DefaultRetentionInterval is the time between retention sweeps (1 min).
+	DefaultRetentionInterval = relay.DefaultRetentionInterval
 )
 
 // RetentionConfig configures how a relay removes settled messages from

@@ -104,13 +104,15 @@ const (
 
 // Route health defaults: the probe interval of a route that is down.
 const (
-	DefaultProbeMin = time.Second
-	DefaultProbeMax = 30 * time.Second
+	// DefaultProbeMin is 1 s.
+	DefaultProbeMin = relay.DefaultProbeMin
+	// DefaultProbeMax is 30 s.
+	DefaultProbeMax = relay.DefaultProbeMax
 )
 
 // DefaultMaxRetryAfter is the longest a failure asking for a wait holds a
-// route unless Route.MaxRetryAfter says otherwise.
-const DefaultMaxRetryAfter = time.Hour
+// route unless Route.MaxRetryAfter says otherwise (1 h).
+const DefaultMaxRetryAfter = relay.DefaultMaxRetryAfter
 
 // ValidatePattern reports whether p is a well-formed route pattern.
 func ValidatePattern(p string) error { return relay.ValidatePattern(p) }

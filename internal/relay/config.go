@@ -16,8 +16,8 @@ import (
 	"github.com/txoutbox/outbox/seal"
 )
 
-// Relay defaults. outbox.DefaultBatchSize and the others have the same
-// values (a test there holds them equal) and say what each is.
+// Relay defaults; outbox.DefaultBatchSize and the others are these,
+// documented there.
 const (
 	DefaultBatchSize       = 1000
 	DefaultMinBatchSize    = 50

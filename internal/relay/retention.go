@@ -9,8 +9,8 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 )
 
-// Retention defaults. outbox.DefaultRetentionSent and the others have the
-// same values (a test there holds them equal) and say what each is.
+// Retention defaults; outbox.DefaultRetentionSent and the others are
+// these, documented there.
 const (
 	DefaultRetentionSent      = 24 * time.Hour
 	DefaultRetentionDead      = 14 * 24 * time.Hour
