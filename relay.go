@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/relay"
 )
 
@@ -47,7 +48,7 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 	// A driver over an adopted table (store.TableSource) makes the relay
 	// read that table; its reads leave out payloads the relay would refuse
 	// as too large, as the relay's own store does.
-	a, err := b.Adopted(ec.MaxPayloadBytes)
+	a, err := adoptstore.Of(b, ec.MaxPayloadBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/seal"
 )
@@ -141,7 +142,7 @@ type Server struct {
 	// table, for the changes only it can make.
 	st          source
 	full        *store.Store
-	adopted     *store.Adopted
+	adopted     *adoptstore.Store
 	tokens      []tokenHash
 	promHandler http.Handler
 	ready       func(ctx context.Context) error
@@ -187,7 +188,7 @@ func New[TTx any](d outbox.Driver[TTx], cfg *Config) (*Server, error) {
 	}
 	// A driver over an adopted table (store.TableSource): the server reads
 	// and changes that table, and refuses what only outbox_messages takes.
-	a, err := b.Adopted(0)
+	a, err := adoptstore.Of(b, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -27,7 +28,7 @@ type source interface {
 
 var (
 	_ source = (*store.Store)(nil)
-	_ source = (*store.Adopted)(nil)
+	_ source = (*adoptstore.Store)(nil)
 )
 
 // tableJSON is an adopted table in GET /api/v1/stats: its name, the

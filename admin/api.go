@@ -119,45 +119,13 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 
 // ---- stats and history ------------------------------------------------
 
-type statsJSON struct {
-	Pending                 int64       `json:"pending"`
-	Sent                    int64       `json:"sent"`
-	Consumed                int64       `json:"consumed"`
-	Dead                    int64       `json:"dead"`
-	Expired                 int64       `json:"expired"` // expires_at came before delivery
-	OldestPendingAgeSeconds float64     `json:"oldest_pending_age_seconds"`
-	OldestDueAgeSeconds     float64     `json:"oldest_due_age_seconds"`
-	Topics                  []topicJSON `json:"topics"`
-	// Routes are the routes a live relay has seen down since it started;
-	// a route not listed has been up all along.
-	Routes []routeJSON `json:"routes"`
-	// Relays are the relays seen within the last minute with their route
-	// patterns, and RoutesAgree whether they all route alike; a relay
-	// with no route for a topic another one routes leaves its messages
-	// waiting (see docs/configuration.md).
-	Relays      []store.RelayJSON `json:"relays"`
-	RoutesAgree bool              `json:"routes_agree"`
-	SampledAt   time.Time         `json:"sampled_at"`
+// sampledStats is the answer of GET /api/v1/stats.
+type sampledStats struct {
+	*store.StatsJSON
+	SampledAt time.Time `json:"sampled_at"`
 	// Table describes the adopted table the server shows; absent on
 	// outbox_messages.
 	Table *tableJSON `json:"table,omitempty"`
-}
-
-// routeJSON is a route's health: "down" while any live relay sees it
-// down, since when (database time) and why.
-type routeJSON struct {
-	Route      string    `json:"route"`
-	State      string    `json:"state"`
-	Since      time.Time `json:"since"`
-	ForSeconds float64   `json:"for_seconds"`
-	Reason     string    `json:"reason,omitempty"`
-	Relays     []string  `json:"relays"`
-}
-
-type topicJSON struct {
-	Topic  string `json:"topic"`
-	Status string `json:"status"`
-	Count  int64  `json:"count"`
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
@@ -172,28 +140,11 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	now := time.Now().UTC()
-	out := statsJSON{
-		Pending: st.Pending, Sent: st.Sent, Consumed: st.Consumed, Dead: st.Dead, Expired: st.Expired,
-		OldestPendingAgeSeconds: st.OldestPendingAge.Seconds(),
-		OldestDueAgeSeconds:     st.OldestDueAge.Seconds(),
-		Topics:                  make([]topicJSON, 0, len(st.ByTopic)),
-		Routes:                  []routeJSON{},
-		SampledAt:               now,
-	}
-	for _, tc := range st.ByTopic {
-		out.Topics = append(out.Topics, topicJSON(tc))
-	}
-	if out.Table, err = s.tableStats(r.Context()); err != nil {
+	table, err := s.tableStats(r.Context())
+	if err != nil {
 		s.failed(w, r, err)
 		return
 	}
-	for _, rh := range store.SummarizeRoutes(views) {
-		out.Routes = append(out.Routes, routeJSON{
-			Route: rh.Route, State: rh.State, Since: now.Add(-rh.For).Truncate(time.Millisecond), ForSeconds: rh.For.Seconds(),
-			Reason: rh.Reason, Relays: strings.Split(rh.Relay, ","),
-		})
-	}
-	out.Relays, out.RoutesAgree = []store.RelayJSON{}, true
 	var lister interface {
 		Relays(ctx context.Context) ([]store.Relay, error)
 	}
@@ -203,17 +154,19 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 	case s.adopted != nil:
 		lister = s.adopted
 	}
+	var live []store.Relay
 	if lister != nil {
 		relays, err := lister.Relays(r.Context())
 		if err != nil {
 			s.failed(w, r, err)
 			return
 		}
-		var live []store.Relay
-		live, out.RoutesAgree = store.LiveRelays(relays)
-		out.Relays = store.RelaysJSON(live)
+		live, _ = store.LiveRelays(relays)
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, sampledStats{
+		StatsJSON: store.NewStatsJSON(st, store.SummarizeRoutes(views), live, now, time.Millisecond),
+		SampledAt: now, Table: table,
+	})
 }
 
 func (s *Server) history(w http.ResponseWriter, _ *http.Request, _ string) {

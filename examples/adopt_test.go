@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testkit/adopttest"
 	"github.com/txoutbox/outbox/internal/testkit/relaytest"
@@ -76,7 +77,7 @@ func TestPHPLocalMessages(t *testing.T) {
 				if err != nil {
 					t.Fatalf("row id %q: %v", row, err)
 				}
-				if n := seen[store.DerivedMessageID("local_messages", id)]; n != 1 {
+				if n := seen[adoptstore.DerivedMessageID("local_messages", id)]; n != 1 {
 					t.Errorf("row %d arrived %d times, want once", id, n)
 				}
 			}

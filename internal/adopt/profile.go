@@ -2,7 +2,7 @@
 // writes, so that the relay can deliver from them: the built-in profiles
 // of the common hand-made tables, or any other table's mapping (read from
 // YAML by package adoptyaml). A Profile names the table's columns and
-// status values; package store turns it into SQL.
+// status values; package adoptstore turns it into SQL.
 package adopt
 
 import (

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -60,7 +61,7 @@ func (r *Relays) Serve(ctx context.Context, db Database) error {
 	c.Database, c.Share = db.Name, r.Share
 	// A database whose driver reads an adopted table (store.TableSource):
 	// the relay reads that table, leaving out payloads over its limit.
-	a, err := b.Adopted(c.MaxPayloadBytes)
+	a, err := adoptstore.Of(b, c.MaxPayloadBytes)
 	if err != nil {
 		return err
 	}

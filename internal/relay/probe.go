@@ -83,7 +83,7 @@ const (
 )
 
 // prober is a store that can probe for new rows: *store.Store and
-// *store.Adopted.
+// *adoptstore.Store.
 type prober interface {
 	// Probe returns a value that changes whenever a row was added.
 	Probe(ctx context.Context) (int64, error)

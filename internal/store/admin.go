@@ -284,13 +284,13 @@ func scanRecord(rows Rows) (Record, error) {
 		&created, &avail, &sent, &consumed, &r.LastError, &r.Headers, &r.Payload); err != nil {
 		return r, err
 	}
-	r.CreatedAt, r.AvailableAt = fromEpoch(created), fromEpoch(avail)
+	r.CreatedAt, r.AvailableAt = FromEpoch(created), FromEpoch(avail)
 	if sent != nil {
-		t := fromEpoch(*sent)
+		t := FromEpoch(*sent)
 		r.SentAt = &t
 	}
 	if consumed != nil {
-		t := fromEpoch(*consumed)
+		t := FromEpoch(*consumed)
 		r.ConsumedAt = &t
 	}
 	return r, nil
@@ -401,7 +401,7 @@ func (st *Store) one(ctx context.Context, messageID, stmt string) error {
 	messageID = strings.ToLower(messageID)
 	c := &cond{dl: st.dl}
 	c.add(st.dl.msgIDEq(), messageID)
-	n, err := st.execRetry(ctx, strings.Replace(stmt, "{id}", c.sql(), 1), c.args...)
+	n, err := st.ExecRetry(ctx, strings.Replace(stmt, "{id}", c.sql(), 1), c.args...)
 	if err != nil || n > 0 {
 		return err
 	}
@@ -581,7 +581,7 @@ func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts Bulk
 		upd := &cond{dl: st.dl}
 		upd.addAll(st.dl.idsIn(ids))
 		upd.add(guard)
-		return st.execRetry(ctx, change+upd.sql(), upd.args...)
+		return st.ExecRetry(ctx, change+upd.sql(), upd.args...)
 	})
 	if err != nil || !f.Archive {
 		return total, err
@@ -754,7 +754,7 @@ func (st *Store) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Target, &e.Count); err != nil {
 			return nil, err
 		}
-		e.At = fromEpoch(at)
+		e.At = FromEpoch(at)
 		out = append(out, e)
 	}
 	return out, rows.Err()
@@ -774,7 +774,7 @@ func (st *Store) Stats(ctx context.Context) (Stats, error) {
 			rows.Close()
 			return s, err
 		}
-		s.add(tc)
+		s.Add(tc)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -787,8 +787,8 @@ func (st *Store) Stats(ctx context.Context) (Stats, error) {
 	return s, err
 }
 
-// add counts tc in s's totals and topics.
-func (s *Stats) add(tc TopicCount) {
+// Add counts tc in s's totals and topics.
+func (s *Stats) Add(tc TopicCount) {
 	switch tc.Status {
 	case StatusPending:
 		s.Pending += tc.Count
@@ -817,7 +817,7 @@ func (st *Store) age(ctx context.Context, q string) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	return seconds(age), rows.Err()
+	return Seconds(age), rows.Err()
 }
 
 // where renders a Filter as a predicate and its arguments.
@@ -850,16 +850,16 @@ func (st *Store) List(ctx context.Context, f Filter) ([]Message, error) {
   %s, %s, %s, coalesce(last_error, '')
 FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, dl.text("message_id"), dl.text("headers"),
 		dl.epoch("available_at"), dl.epoch("created_at"), dl.epoch("sent_at"), c.sql(), c.arg(limit))
-	return appendRows(ctx, st.db, nil, func(scan func(...any) error) (Message, error) {
+	return AppendRows(ctx, st.db, nil, func(scan func(...any) error) (Message, error) {
 		var m Message
 		var avail, created float64
 		var sent *float64
 		if err := scan(&m.ID, &m.MessageID, &m.Topic, &m.Key, &m.Payload, &m.Headers, &m.Status, &m.Attempts, &m.MaxAttempts, &avail, &created, &sent, &m.LastError); err != nil {
 			return m, err
 		}
-		m.AvailableAt, m.CreatedAt = fromEpoch(avail), fromEpoch(created)
+		m.AvailableAt, m.CreatedAt = FromEpoch(avail), FromEpoch(created)
 		if sent != nil {
-			t := fromEpoch(*sent)
+			t := FromEpoch(*sent)
 			m.SentAt = &t
 		}
 		return m, nil
@@ -870,12 +870,12 @@ FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, dl.text("message_id"), dl.t
 func (st *Store) Requeue(ctx context.Context, f Filter) (int64, error) {
 	f.Status = StatusDead
 	c := st.where(f)
-	return st.execRetry(ctx, `UPDATE outbox_messages SET status = 'pending', attempts = 0, unknown_outcome = `+st.dl.falseSQL()+`, available_at = `+st.dl.now()+` WHERE `+c.sql(), c.args...)
+	return st.ExecRetry(ctx, `UPDATE outbox_messages SET status = 'pending', attempts = 0, unknown_outcome = `+st.dl.falseSQL()+`, available_at = `+st.dl.now()+` WHERE `+c.sql(), c.args...)
 }
 
 // Discard deletes dead messages matching f.
 func (st *Store) Discard(ctx context.Context, f Filter) (int64, error) {
 	f.Status = StatusDead
 	c := st.where(f)
-	return st.execRetry(ctx, `DELETE FROM outbox_messages WHERE `+c.sql(), c.args...)
+	return st.ExecRetry(ctx, `DELETE FROM outbox_messages WHERE `+c.sql(), c.args...)
 }

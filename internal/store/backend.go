@@ -25,18 +25,19 @@ type Backend struct {
 	// Feed follows the database's commits for relays that would
 	// otherwise probe (driver.ChangeFeed). Nil when there is none.
 	Feed driver.ChangeFeed
-	// source is the driver as a TableSource, nil when it is none.
-	source TableSource
+	// table is the profile of the driver's adopted table (TableSource),
+	// nil when it has none.
+	table *adopt.Profile
 }
 
 // TableSource is a capability of a driver value over a database whose
 // local message table the application already writes (the command's
 // --adopt, docs/adopt.md): a relay, a fleet or an admin server built over
-// such a driver reads and changes that table through the store
-// AdoptedStore returns, instead of outbox_messages. base is the driver's
-// own store, with its user's payload limit.
+// such a driver reads and changes that table, as the profile AdoptedTable
+// returns maps it, instead of outbox_messages, through the store package
+// adoptstore builds over the backend (adoptstore.Of).
 type TableSource interface {
-	AdoptedStore(base *Store) (*Adopted, error)
+	AdoptedTable() *adopt.Profile
 }
 
 // Adopting returns d, or, when p is not nil, d as a TableSource over the
@@ -53,7 +54,7 @@ type adopting[TTx any] struct {
 	p *adopt.Profile
 }
 
-func (d adopting[TTx]) AdoptedStore(base *Store) (*Adopted, error) { return NewAdopted(base, d.p) }
+func (d adopting[TTx]) AdoptedTable() *adopt.Profile { return d.p }
 
 func (d adopting[TTx]) SupportsListen() bool {
 	l, ok := d.Driver.(driver.Listener)
@@ -68,15 +69,9 @@ func (d adopting[TTx]) Notify(ctx context.Context, channel string) error {
 	return d.Driver.(driver.Listener).Notify(ctx, channel)
 }
 
-// Adopted returns the store over the adopted table when b's driver is a
-// TableSource, nil when it is not. Its reads leave out payloads over
-// maxPayload bytes, as Store.WithPayloadLimit's do (0: no limit).
-func (b *Backend) Adopted(maxPayload int) (*Adopted, error) {
-	if b.source == nil {
-		return nil, nil
-	}
-	return b.source.AdoptedStore(b.Store.WithPayloadLimit(maxPayload))
-}
+// AdoptedTable is the profile of the adopted table b's driver reads when
+// it is a TableSource, nil when it is not.
+func (b *Backend) AdoptedTable() *adopt.Profile { return b.table }
 
 // NewBackend builds the backend of d: its store over d's pool, its session,
 // LISTEN/NOTIFY when d supports them, and in-process wake-ups shared by
@@ -91,7 +86,9 @@ func NewBackend[TTx any](d driver.Driver[TTx]) *Backend {
 	if b.Local.key == nil {
 		b.Local.key = d
 	}
-	b.source, _ = d.(TableSource)
+	if src, ok := d.(TableSource); ok {
+		b.table = src.AdoptedTable()
+	}
 	b.Feed = changeFeedOf(d)
 	if l, ok := d.(driver.Listener); ok && l.SupportsListen() {
 		b.ListenOn(l)

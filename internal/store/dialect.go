@@ -92,3 +92,18 @@ func dialectOf(d Dialect) dialect {
 	}
 	return sqlite{}
 }
+
+// Now is the database's current time as the outbox's own tables hold it:
+// the SQL expression their timestamp columns are set to and compared with.
+func (d Dialect) Now() string { return dialectOf(d).now() }
+
+// Later is Now plus the microseconds the SQL expression us holds.
+func (d Dialect) Later(us string) string {
+	switch d {
+	case Postgres:
+		return "now() + (" + us + ")::bigint * interval '1 microsecond'"
+	case MySQL:
+		return "NOW(6) + INTERVAL (" + us + ") MICROSECOND"
+	}
+	return sqliteShift("+", us)
+}

@@ -20,7 +20,7 @@ func (st *Store) InboxClaim(ctx context.Context, q Querier, consumer, messageID 
 // InboxPurge deletes consumer's records older than age, at most limit at a
 // time on databases that allow it, and returns how many it deleted.
 func (st *Store) InboxPurge(ctx context.Context, consumer string, age time.Duration) (int64, error) {
-	return st.execRetry(ctx, st.s.inboxPurge, consumer, age.Microseconds())
+	return st.ExecRetry(ctx, st.s.inboxPurge, consumer, age.Microseconds())
 }
 
 // MarkConsumed moves the sent message messageID to consumed (idempotent

@@ -19,7 +19,7 @@ func (st *Store) Partitions(ctx context.Context) (int, error) {
 // returns every partition owner holds afterwards.
 func (st *Store) Acquire(ctx context.Context, owner string, parts []int, ttl time.Duration) ([]Lease, error) {
 	if len(parts) > 0 {
-		if _, err := st.execRetry(ctx, st.s.acquire, owner, ttl.Microseconds(), st.dl.intList(parts), owner); err != nil {
+		if _, err := st.ExecRetry(ctx, st.s.acquire, owner, ttl.Microseconds(), st.dl.intList(parts), owner); err != nil {
 			return nil, err
 		}
 	}
@@ -28,7 +28,7 @@ func (st *Store) Acquire(ctx context.Context, owner string, parts []int, ttl tim
 
 // Held returns the partitions owner holds.
 func (st *Store) Held(ctx context.Context, owner string) ([]Lease, error) {
-	return appendRows(ctx, st.db, nil, func(scan func(...any) error) (Lease, error) {
+	return AppendRows(ctx, st.db, nil, func(scan func(...any) error) (Lease, error) {
 		var l Lease
 		var prev string
 		err := scan(&l.Partition, &l.InflightMaxID, &prev)
@@ -39,7 +39,7 @@ func (st *Store) Held(ctx context.Context, owner string) ([]Lease, error) {
 
 // Renew extends owner's unexpired leases by ttl and returns how many.
 func (st *Store) Renew(ctx context.Context, owner string, ttl time.Duration) (int64, error) {
-	return st.execRetry(ctx, st.s.renew, ttl.Microseconds(), owner)
+	return st.ExecRetry(ctx, st.s.renew, ttl.Microseconds(), owner)
 }
 
 // Release gives up owner's leases on parts.
@@ -47,7 +47,7 @@ func (st *Store) Release(ctx context.Context, owner string, parts []int) error {
 	if len(parts) == 0 {
 		return nil
 	}
-	_, err := st.execRetry(ctx, st.s.release, owner, st.dl.intList(parts))
+	_, err := st.ExecRetry(ctx, st.s.release, owner, st.dl.intList(parts))
 	return err
 }
 
@@ -67,6 +67,6 @@ func (st *Store) MarkInflight(ctx context.Context, owner string, parts []int, ma
 	if err != nil {
 		return err
 	}
-	_, err = st.execRetry(ctx, st.s.markInflight, args...)
+	_, err = st.ExecRetry(ctx, st.s.markInflight, args...)
 	return err
 }

@@ -24,8 +24,10 @@ func (st *Store) WithPayloadLimit(n int) *Store {
 	return &c
 }
 
-// readBound is the longest payload, in bytes, that a relay read loads.
-func (st *Store) readBound() int64 {
+// ReadBound is the longest payload, in bytes, that a relay read loads
+// (from WithPayloadLimit's limit): a read measures every payload and
+// leaves out those longer.
+func (st *Store) ReadBound() int64 {
 	if st.maxPayload <= 0 || st.maxPayload > math.MaxInt64/4-3 {
 		return math.MaxInt64
 	}
@@ -103,7 +105,7 @@ const (
 // expires_at has come to expired, with the reason in last_error, and
 // returns how many it moved (schema version 19).
 func (st *Store) Expire(ctx context.Context, owner string) (int64, error) {
-	return st.execRetry(ctx, st.s.expire, owner)
+	return st.ExecRetry(ctx, st.s.expire, owner)
 }
 
 // ExpireOld moves the pending messages ids of the partitions owner leases
@@ -116,7 +118,7 @@ func (st *Store) ExpireOld(ctx context.Context, owner string, ids []int64, reaso
 	}
 	switch st.d {
 	case Postgres:
-		return st.execRetry(ctx, `UPDATE outbox_messages AS m SET status = 'expired', available_at = now(), last_error = $2
+		return st.ExecRetry(ctx, `UPDATE outbox_messages AS m SET status = 'expired', available_at = now(), last_error = $2
 WHERE m.id = ANY($1::bigint[]) AND m.status = 'pending'
   AND (SELECT l.owner = $3 AND l.expires_at > now() FROM outbox_leases AS l WHERE l.partition_no = m.partition_no)`, ids, reason, owner)
 	case MySQL:
@@ -124,7 +126,7 @@ WHERE m.id = ANY($1::bigint[]) AND m.status = 'pending'
 		for _, id := range ids {
 			args = append(args, id)
 		}
-		return st.execRetry(ctx, `UPDATE outbox_messages AS m JOIN outbox_leases AS l ON l.partition_no = m.partition_no
+		return st.ExecRetry(ctx, `UPDATE outbox_messages AS m JOIN outbox_leases AS l ON l.partition_no = m.partition_no
 SET m.status = 'expired', m.available_at = NOW(6), m.last_error = ?
 WHERE m.id IN (`+placeholdersQ(len(ids))+`) AND m.status = 'pending' AND l.owner = ? AND l.expires_at > NOW(6)`, append(args, owner)...)
 	default:
@@ -132,7 +134,7 @@ WHERE m.id IN (`+placeholdersQ(len(ids))+`) AND m.status = 'pending' AND l.owner
 		for _, id := range ids {
 			args = append(args, id)
 		}
-		return st.execRetry(ctx, `UPDATE outbox_messages SET status = 'expired', available_at = `+sqliteNow+`, last_error = ?
+		return st.ExecRetry(ctx, `UPDATE outbox_messages SET status = 'expired', available_at = `+sqliteNow+`, last_error = ?
 WHERE id IN (`+placeholdersQ(len(ids))+`) AND status = 'pending'
   AND EXISTS (SELECT 1 FROM outbox_leases AS l WHERE l.partition_no = 0 AND l.owner = ? AND l.expires_at > `+sqliteNow+`)`, append(args, owner)...)
 	}
@@ -229,10 +231,10 @@ func (st *Store) SettleReadMark(ctx context.Context, owner string, outs []Outcom
 	if !ok || !st.SettlesWithRead() {
 		return nil, 0, ErrNoSettleRead
 	}
-	args := append(pg.settleArgs(outs), owner, st.dl.intList(parts), limit, st.readBound())
+	args := append(pg.settleArgs(outs), owner, st.dl.intList(parts), limit, st.ReadBound())
 	_, err = st.retry(ctx, func() (int64, error) {
 		var err error
-		rows, err = appendRows(ctx, st.db, make([]Row, 0, limit+1), func(scan func(...any) error) (Row, error) {
+		rows, err = AppendRows(ctx, st.db, make([]Row, 0, limit+1), func(scan func(...any) error) (Row, error) {
 			r, n, err := scanRow(scan, new(*int64))
 			if n != nil {
 				settled = *n
@@ -262,12 +264,12 @@ func MaxIDs(parts []int, rows []Row) []int64 {
 }
 
 // read runs a read statement whose arguments are the payload bound in
-// bytes (readBound), the partitions and the limit, then more.
+// bytes (ReadBound), the partitions and the limit, then more.
 func (st *Store) read(ctx context.Context, stmt string, parts any, limit int, more ...any) ([]Row, error) {
-	return appendRows(ctx, st.db, make([]Row, 0, limit), func(scan func(...any) error) (Row, error) {
+	return AppendRows(ctx, st.db, make([]Row, 0, limit), func(scan func(...any) error) (Row, error) {
 		r, _, err := scanRow[any](scan)
 		return r, err
-	}, stmt, append([]any{st.readBound(), parts, limit}, more...)...)
+	}, stmt, append([]any{st.ReadBound(), parts, limit}, more...)...)
 }
 
 // scanRow scans a read's row, then the columns of extra (each a pointer),
@@ -297,7 +299,7 @@ func scanRow[T any](scan func(...any) error, extra ...*T) (Row, T, error) {
 	}
 	r.UnknownOutcome = truthy(unknown)
 	if created != nil && !math.IsInf(*created, 0) && !math.IsNaN(*created) {
-		r.CreatedAt = fromEpoch(*created)
+		r.CreatedAt = FromEpoch(*created)
 	}
 	if len(extra) > 0 {
 		first = *extra[0]
@@ -317,7 +319,9 @@ func truthy(v any) bool {
 	return false
 }
 
-func fromEpoch(f float64) time.Time {
+// FromEpoch is the time f seconds after the Unix epoch, in UTC: how the
+// store reads the times its statements render as epoch seconds.
+func FromEpoch(f float64) time.Time {
 	sec, frac := math.Modf(f)
 	return time.Unix(int64(sec), int64(frac*1e9)).UTC()
 }

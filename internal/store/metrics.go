@@ -41,15 +41,15 @@ func (st *Store) Gauges(ctx context.Context) (GaugeSample, error) {
 		if err := rows.Scan(&pending, &dead, &age, &due, &now); err != nil {
 			return g, err
 		}
-		g.Pending, g.Dead, g.Now = pending, dead, fromEpoch(now)
-		g.OldestPendingAge, g.OldestDueAge = seconds(age), seconds(due)
+		g.Pending, g.Dead, g.Now = pending, dead, FromEpoch(now)
+		g.OldestPendingAge, g.OldestDueAge = Seconds(age), Seconds(due)
 	}
 	return g, rows.Err()
 }
 
-// seconds is a sampled age in seconds as a duration: 0 for NULL (no such
+// Seconds is a sampled age in seconds as a duration: 0 for NULL (no such
 // row) and for a negative age (clock rounding).
-func seconds(age *float64) time.Duration {
+func Seconds(age *float64) time.Duration {
 	if age == nil {
 		return 0
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strings"
 	"time"
 )
 
@@ -31,13 +30,6 @@ func (st *Store) Probe(ctx context.Context) (int64, error) {
 	return queryInt64(ctx, st.db, probeSQL)
 }
 
-// Probe returns a value that changes whenever the application added a row
-// to the adopted table (its highest id, over the integer primary key the
-// profile names).
-func (a *Adopted) Probe(ctx context.Context) (int64, error) {
-	return queryInt64(ctx, a.base.db, "SELECT COALESCE(MAX("+a.ad.ident(a.p.ID)+"), 0) FROM "+a.table())
-}
-
 // RecordWake records how relay id learns of new messages between its
 // polls (e.g. "notify + probe 10ms", "poll") beside its heartbeat, for
 // `outbox status`. It reports whether the relay's row was there to hold
@@ -54,16 +46,10 @@ func (st *Store) RecordWake(ctx context.Context, id, wake string) (bool, error) 
 	return n > 0, nil
 }
 
-// RecordWake is the base store's: an adopted table's relays register
-// there too.
-func (a *Adopted) RecordWake(ctx context.Context, id, wake string) (bool, error) {
-	return a.base.RecordWake(ctx, id, wake)
-}
-
 // relayWakes returns the wake-up each registered relay recorded, by id.
 func (st *Store) relayWakes(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
-	_, err := appendRows(ctx, st.db, nil, func(scan func(...any) error) (struct{}, error) {
+	_, err := AppendRows(ctx, st.db, nil, func(scan func(...any) error) (struct{}, error) {
 		var id, wake string
 		err := scan(&id, &wake)
 		out[id] = wake
@@ -107,10 +93,12 @@ WHERE t.tgrelid = to_regclass($1) AND p.proname = 'outbox_notify_wake' AND t.tge
 // WakeTrigger reports whether outbox_messages has the trigger that
 // notifies idle relays (PostgreSQL, schema version 18 and later).
 func (st *Store) WakeTrigger(ctx context.Context) (bool, error) {
-	return st.wakeTriggerOn(ctx, "outbox_messages")
+	return st.WakeTriggerOn(ctx, "outbox_messages")
 }
 
-func (st *Store) wakeTriggerOn(ctx context.Context, table string) (bool, error) {
+// WakeTriggerOn reports whether table has the trigger that notifies idle
+// relays (PostgreSQL, schema version 18 and later; false elsewhere).
+func (st *Store) WakeTriggerOn(ctx context.Context, table string) (bool, error) {
 	if st.d != Postgres {
 		return false, nil
 	}
@@ -148,30 +136,6 @@ WHERE w.since < now() - ($1)::bigint * interval '1 microsecond'
 	return err
 }
 
-// WakeTrigger reports whether the adopted table has the trigger that
-// notifies idle relays (`outbox adopt sql` prints it).
-func (a *Adopted) WakeTrigger(ctx context.Context) (bool, error) {
-	return a.base.wakeTriggerOn(ctx, a.p.Table)
-}
-
-// WantWake is the base store's.
-func (a *Adopted) WantWake(ctx context.Context, id string, want bool) error {
-	return a.base.WantWake(ctx, id, want)
-}
-
-// PruneWake is the base store's.
-func (a *Adopted) PruneWake(ctx context.Context, age time.Duration) error {
-	return a.base.PruneWake(ctx, age)
-}
-
-// WakeTriggerSQL is the DDL that gives an adopted table on PostgreSQL the
-// trigger of outbox_messages: while a relay is idle, each INSERT
-// statement wakes it (schema version 18 makes the function).
-func WakeTriggerSQL(table string) string {
-	return "CREATE TRIGGER " + quote(table+"_outbox_wake") + " AFTER INSERT ON " + quote(table) +
-		" FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify_wake()"
-}
-
 // DatabaseFile is the file of a SQLite database ("" elsewhere, and for an
 // in-memory database): the relay watches it for other processes' commits.
 func (st *Store) DatabaseFile(ctx context.Context) (string, error) {
@@ -192,18 +156,6 @@ func (st *Store) DatabaseFile(ctx context.Context) (string, error) {
 	return f, rows.Err()
 }
 
-// DatabaseFile is the base store's.
-func (a *Adopted) DatabaseFile(ctx context.Context) (string, error) { return a.base.DatabaseFile(ctx) }
-
 // FeedTable is the table a change feed (driver.ChangeFeed) follows for
 // the relay: outbox_messages.
 func (st *Store) FeedTable() string { return "outbox_messages" }
-
-// FeedTable is the adopted table's name, without its schema.
-func (a *Adopted) FeedTable() string {
-	t := a.p.Table
-	if i := strings.LastIndexByte(t, '.'); i >= 0 {
-		t = t[i+1:]
-	}
-	return t
-}

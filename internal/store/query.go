@@ -41,8 +41,11 @@ func (st *Store) retry(ctx context.Context, fn func() (int64, error)) (int64, er
 	}
 }
 
-// execRetry runs one statement on the store's pool through retry.
-func (st *Store) execRetry(ctx context.Context, sql string, args ...any) (int64, error) {
+// ExecRetry runs one statement on the store's pool through retry (a
+// deadlock victim runs again) and reports how many rows it changed: every
+// write of the relay's own statements, and of those package adoptstore
+// builds over an adopted table, goes through it.
+func (st *Store) ExecRetry(ctx context.Context, sql string, args ...any) (int64, error) {
 	return st.retry(ctx, func() (int64, error) { return st.db.Exec(ctx, sql, args...) })
 }
 
@@ -72,16 +75,17 @@ func isUniqueViolation(err error) bool { return errors.Is(err, driver.ErrUniqueV
 // queryColumn runs a query of one column and returns its values in row
 // order.
 func queryColumn[T any](ctx context.Context, q Querier, sql string, args ...any) ([]T, error) {
-	return appendRows(ctx, q, nil, func(scan func(...any) error) (T, error) {
+	return AppendRows(ctx, q, nil, func(scan func(...any) error) (T, error) {
 		var v T
 		err := scan(&v)
 		return v, err
 	}, sql, args...)
 }
 
-// appendRows runs a query and appends to dst each of its rows as scanRow
-// reads it with scan.
-func appendRows[T any](ctx context.Context, q Querier, dst []T, scanRow func(scan func(...any) error) (T, error), sql string, args ...any) ([]T, error) {
+// AppendRows runs a query through q and appends to dst each of its rows
+// as scanRow reads it with scan: the store's one reader of rows, which
+// package adoptstore's reads of an adopted table share.
+func AppendRows[T any](ctx context.Context, q Querier, dst []T, scanRow func(scan func(...any) error) (T, error), sql string, args ...any) ([]T, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -110,5 +114,5 @@ func (st *Store) Now(ctx context.Context) (time.Time, error) {
 			return time.Time{}, err
 		}
 	}
-	return fromEpoch(f), rows.Err()
+	return FromEpoch(f), rows.Err()
 }

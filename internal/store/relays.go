@@ -115,13 +115,13 @@ const relaySourceVersion = 20
 // live or not (a relay that stopped cleanly removes itself; one that died
 // stays until pruned), sorted by id.
 func (st *Store) Relays(ctx context.Context) ([]Relay, error) {
-	return st.relaysOf(ctx, "")
+	return st.RelaysOf(ctx, "")
 }
 
-// relaysOf lists the registered relays that serve source (an adopted
-// table; "" for outbox_messages).
-func (st *Store) relaysOf(ctx context.Context, source string) ([]Relay, error) {
-	all, err := appendRows(ctx, st.db, nil, func(scan func(...any) error) (Relay, error) {
+// RelaysOf lists the registered relays that serve source (an adopted
+// table's name; "" for outbox_messages), live or not, sorted by id.
+func (st *Store) RelaysOf(ctx context.Context, source string) ([]Relay, error) {
+	all, err := AppendRows(ctx, st.db, nil, func(scan func(...any) error) (Relay, error) {
 		var r Relay
 		var routes, src *string
 		var age float64
@@ -153,14 +153,23 @@ func (st *Store) relaysOf(ctx context.Context, source string) ([]Relay, error) {
 	return out, nil
 }
 
+// RegisterRelay records that relay id is alive and serves routes (as
+// EncodeRoutes makes them) from source, a table other than
+// outbox_messages (an adopted table's name): RelaysOf(source) lists it,
+// and the relays of outbox_messages do not count it (Heartbeat).
+func (st *Store) RegisterRelay(ctx context.Context, id, routes, source string) error {
+	_, err := st.ExecRetry(ctx, st.s.registerRelay, id, routes, source)
+	return err
+}
+
 // Heartbeat records that relay id is alive and serves routes (as
 // EncodeRoutes makes them), and returns all live relays (seen within ttl),
 // sorted by id.
 func (st *Store) Heartbeat(ctx context.Context, id, routes string, ttl time.Duration) ([]Relay, error) {
-	if _, err := st.execRetry(ctx, st.s.registerRelay, id, routes, nil); err != nil {
+	if _, err := st.ExecRetry(ctx, st.s.registerRelay, id, routes, nil); err != nil {
 		return nil, err
 	}
-	return appendRows(ctx, st.db, nil, func(scan func(...any) error) (Relay, error) {
+	return AppendRows(ctx, st.db, nil, func(scan func(...any) error) (Relay, error) {
 		var r Relay
 		var routes *string
 		err := scan(&r.ID, &routes)
@@ -171,20 +180,20 @@ func (st *Store) Heartbeat(ctx context.Context, id, routes string, ttl time.Dura
 
 // PruneRelays forgets relays not seen for longer than age.
 func (st *Store) PruneRelays(ctx context.Context, age time.Duration) error {
-	_, err := st.execRetry(ctx, st.s.pruneRelays, age.Microseconds())
+	_, err := st.ExecRetry(ctx, st.s.pruneRelays, age.Microseconds())
 	return err
 }
 
 // DropRelay forgets relay id and its view of the routes, and releases its
 // leases.
 func (st *Store) DropRelay(ctx context.Context, id string) error {
-	if _, err := st.execRetry(ctx, st.s.releaseAll, id); err != nil {
+	if _, err := st.ExecRetry(ctx, st.s.releaseAll, id); err != nil {
 		return err
 	}
-	if _, err := st.execRetry(ctx, st.s.dropRouteHealth, id); err != nil {
+	if _, err := st.ExecRetry(ctx, st.s.dropRouteHealth, id); err != nil {
 		return err
 	}
-	_, err := st.execRetry(ctx, st.s.dropRelay, id)
+	_, err := st.ExecRetry(ctx, st.s.dropRelay, id)
 	return err
 }
 
@@ -195,7 +204,7 @@ func (st *Store) RecordRoute(ctx context.Context, relay, route string, down bool
 	if down {
 		state = RouteDown
 	}
-	_, err := st.execRetry(ctx, st.s.recordRoute, relay, route, state, reason)
+	_, err := st.ExecRetry(ctx, st.s.recordRoute, relay, route, state, reason)
 	return err
 }
 

@@ -135,7 +135,7 @@ func (st *Store) retain(ctx context.Context, s retentionStatements, after int64,
 			return st.dl.archive(ctx, st, s, due, p.Sent.Microseconds(), p.Dead.Microseconds())
 		})
 	} else {
-		b.Removed, err = st.execRetry(ctx, s.remove, st.dl.idList(due), p.Sent.Microseconds(), p.Dead.Microseconds())
+		b.Removed, err = st.ExecRetry(ctx, s.remove, st.dl.idList(due), p.Sent.Microseconds(), p.Dead.Microseconds())
 	}
 	if err != nil {
 		return b, err

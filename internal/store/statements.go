@@ -163,6 +163,10 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("{}, ", n), ", ")
 }
 
+// placeholdersQ is n "?" separated by commas, for an IN list of MySQL's
+// statements.
+func placeholdersQ(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
+
 // oneArgs are the insertOne arguments in column order (message id, topic,
 // key, payload, headers, max attempts, delay and not-before in
 // microseconds), NULL where m leaves a column to its default.

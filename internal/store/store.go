@@ -1,6 +1,8 @@
 // Package store holds every SQL statement of the outbox, per dialect, and
 // runs them through a driver's executor (package driver). Nothing outside
-// this package writes SQL.
+// this package writes SQL but package adoptstore, whose statements over a
+// table the application already writes run on this package's building
+// blocks (Pool, ExecRetry, AppendRows).
 //
 // The files, by job:
 //
@@ -20,9 +22,10 @@
 //     day partitions, and the claim-check blobs rows still reference.
 //   - migrate.go, settings.go, toolfiles.go, migrations/: the schema, its
 //     versions and the server's settings, exported for migration tools.
-//   - backend.go: a store over a driver (the database handle, LISTEN).
-//   - adopted*.go: the same Store over a table the application already
-//     writes (relay --adopt; the profiles are package adopt's).
+//   - backend.go: a store over a driver (the database handle, LISTEN),
+//     and a driver over a table the application already writes
+//     (Adopting, TableSource; relay --adopt): package adoptstore reads
+//     that table, package adopt has its profiles.
 package store
 
 import (
@@ -273,3 +276,8 @@ func (st *Store) Dialect() Dialect { return st.d }
 
 // DB is the handle the store was built over, as it was given.
 func (st *Store) DB() Querier { return st.raw }
+
+// Pool is the handle the store's own statements run on: DB through the
+// dialect's pool (on MySQL, with a time limit on the server). Package
+// adoptstore runs its statements over an adopted table on it too.
+func (st *Store) Pool() Querier { return st.db }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/txoutbox/outbox/admin"
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/adopt/adoptyaml"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testkit/adopttest"
@@ -58,14 +59,14 @@ func TestAdoptedTable(t *testing.T) {
 				r.topic, r.status, r.retries)
 		}
 		deadRow := int64(db.Count(t, "SELECT id FROM local_messages WHERE retry_times = 3"))
-		deadID := store.DerivedMessageID("local_messages", deadRow)
+		deadID := adoptstore.DerivedMessageID("local_messages", deadRow)
 		ts := newAdoptedAdmin(t, db, "laravel")
 		// A relay of the table, and one of outbox_messages, registered.
 		p, err := adoptyaml.Load("laravel")
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := store.NewAdopted(db.Backend().Store, p)
+		a, err := adoptstore.New(db.Backend().Store, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +130,7 @@ func TestAdoptedTable(t *testing.T) {
 		if one.Status != "dead" || one.Topic != "order.paid" {
 			t.Errorf("detail: %+v", one)
 		}
-		call(t, ts, "GET", "/api/v1/messages/"+store.DerivedMessageID("local_messages", 999999), opsToken, nil).wantError(t, 404, "no message")
+		call(t, ts, "GET", "/api/v1/messages/"+adoptstore.DerivedMessageID("local_messages", 999999), opsToken, nil).wantError(t, 404, "no message")
 		call(t, ts, "GET", "/api/v1/messages/row-1", opsToken, nil).wantError(t, 400, "not a UUID")
 
 		call(t, ts, "DELETE", "/api/v1/messages/"+deadID, opsToken, nil).wantError(t, http.StatusNotImplemented, "discarding", "adopted table local_messages (profile laravel)")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testkit/adopttest"
 	"github.com/txoutbox/outbox/internal/testkit/relaytest"
@@ -119,7 +120,7 @@ func TestProbeWakesIdleRelay(t *testing.T) {
 	t.Run("postgres/adopt-laravel-trigger", func(t *testing.T) {
 		db := testdb.New(t, store.Postgres)
 		adopttest.Create(t, db, "laravel")
-		db.Exec(t, store.WakeTriggerSQL("local_messages"))
+		db.Exec(t, adoptstore.WakeTriggerSQL("local_messages"))
 		p := wakesOnPlainInsert(t, db.URL, func(seq int) { adopttest.Insert(t, db, "laravel", seq, 1, "order.created") }, "--adopt", "laravel", "--no-probe")
 		p.Stop(t)
 	})

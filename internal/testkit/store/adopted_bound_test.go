@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/adopt/adoptyaml"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testkit/adopttest"
@@ -29,7 +30,7 @@ func TestAdoptedReadLeavesOutOversizePayloads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := store.NewAdopted(db.Backend().Store.WithPayloadLimit(1024), p)
+			a, err := adoptstore.New(db.Backend().Store.WithPayloadLimit(1024), p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +49,7 @@ func TestAdoptedReadLeavesOutOversizePayloads(t *testing.T) {
 				t.Errorf("big row: oversize %v, %d bytes (want %d), payload of %d bytes", huge.Oversize, huge.PayloadBytes, len(big), len(huge.Payload))
 			}
 			// Without a limit every payload is read whole.
-			a, err = store.NewAdopted(db.Backend().Store, p)
+			a, err = adoptstore.New(db.Backend().Store, p)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/adopt/adoptyaml"
 	"github.com/txoutbox/outbox/internal/store"
 	"github.com/txoutbox/outbox/internal/testkit/adopttest"
@@ -85,7 +86,7 @@ func TestAdoptedRelaysRegister(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := db.Backend().Store
-			a, err := store.NewAdopted(st, p)
+			a, err := adoptstore.New(st, p)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -145,6 +145,18 @@ func startSink() (*sink, error) {
 	return s, nil
 }
 
+// serveHooks serves h on a free local port: it returns the webhook URL
+// and a function that stops the server.
+func serveHooks(h http.HandlerFunc) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/hooks", func() { _ = srv.Close() }, nil
+}
+
 func (s *sink) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,7 +25,6 @@ import (
 	"github.com/txoutbox/outbox/driver/outboxpgx"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/fleet"
-	"github.com/txoutbox/outbox/internal/redact"
 )
 
 // wFleet is the fleet workload.
@@ -111,14 +109,10 @@ func fleetFlags(o *fleetOptions) *flag.FlagSet {
 // it made.
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, secrets *[]string) error {
 	o := &fleetOptions{}
-	fs := fleetFlags(o)
-	if err := parseWorkload(wFleet, fs, args, stdout); err != nil {
+	if err := parseWorkload(wFleet, fleetFlags(o), args, stdout); err != nil {
 		return err
 	}
-	if o.pgURL == "" {
-		o.pgURL = getenv("OUTBOX_DATABASE_URL")
-	}
-	*secrets = append(*secrets, redact.Password(o.pgURL))
+	o.pgURL = databaseURL(o.pgURL, getenv, secrets)
 	switch {
 	case o.pg < 1 || o.sqlite < 0 || o.relays < 1:
 		return usagef("fleet: want --pg of at least 1, --sqlite of at least 0 and --relays of at least 1")
@@ -144,9 +138,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return err
 	}
 	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(stdout, res)
 	}
 	writeFleet(stdout, res)
 	return nil
@@ -382,11 +374,7 @@ func (f *fleetRun) killBusiest(ctx context.Context, res *fleetResult, members []
 
 // receiver serves the webhook the relays deliver to.
 func (f *fleetRun) receiver() (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return serveHooks(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("webhook-id")
 		now := time.Now()
 		f.mu.Lock()
@@ -395,9 +383,7 @@ func (f *fleetRun) receiver() (string, func(), error) {
 		}
 		f.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String() + "/hooks", func() { _ = srv.Close() }, nil
+	})
 }
 
 // produce commits one message at a time at the rate until ctx ends.

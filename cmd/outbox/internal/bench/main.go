@@ -18,6 +18,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/cliflag"
 	"github.com/txoutbox/outbox/internal/dburl"
+	"github.com/txoutbox/outbox/internal/redact"
 )
 
 // Exit statuses, as the outbox command defines them.
@@ -442,6 +443,17 @@ func parseWorkload(name string, fs *flag.FlagSet, args []string, stdout io.Write
 		return usagef("%s: unexpected argument %q; run 'outbox bench %s --help'", name, fs.Arg(0), name)
 	}
 	return nil
+}
+
+// databaseURL is the --db of a workload that makes its own databases,
+// else OUTBOX_DATABASE_URL; its password joins the secrets the output
+// must never show.
+func databaseURL(flagVal string, getenv func(string) string, secrets *[]string) string {
+	if flagVal == "" {
+		flagVal = getenv("OUTBOX_DATABASE_URL")
+	}
+	*secrets = append(*secrets, redact.Password(flagVal))
+	return flagVal
 }
 
 func printWorkloadUsage(w io.Writer, name string, fs *flag.FlagSet) {

@@ -49,10 +49,11 @@ type settings struct {
 	SentRows        int     `json:"sent_rows,omitempty"`
 }
 
-func writeJSON(w io.Writer, r *result) error {
+// writeJSON writes a report as indented JSON.
+func writeJSON(w io.Writer, report any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(report)
 }
 
 func writeTable(w io.Writer, r *result) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,9 +21,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txoutbox/outbox"
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/adopt/adoptyaml"
 	"github.com/txoutbox/outbox/internal/dburl"
-	"github.com/txoutbox/outbox/internal/redact"
 	"github.com/txoutbox/outbox/internal/store"
 )
 
@@ -120,14 +119,10 @@ type wakeRun struct {
 
 func runWake(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, secrets *[]string) error {
 	o := &wakeOptions{}
-	fs := wakeFlags(o)
-	if err := parseWorkload(wWake, fs, args, stdout); err != nil {
+	if err := parseWorkload(wWake, wakeFlags(o), args, stdout); err != nil {
 		return err
 	}
-	if o.dbURL == "" {
-		o.dbURL = getenv("OUTBOX_DATABASE_URL")
-	}
-	*secrets = append(*secrets, redact.Password(o.dbURL))
+	o.dbURL = databaseURL(o.dbURL, getenv, secrets)
 	switch {
 	case o.dbURL == "":
 		return usagef("wake: no database: give --db URL or set OUTBOX_DATABASE_URL")
@@ -158,9 +153,7 @@ func runWake(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		return err
 	}
 	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(stdout, res)
 	}
 	with := ""
 	if res.AdoptSQL {
@@ -249,7 +242,7 @@ func (w *wakeRun) prepare(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		ddl += ";\n" + store.AdoptSQL(w.dialect, p, nil)
+		ddl += ";\n" + adoptstore.SQL(w.dialect, p, nil)
 	}
 	for stmt := range strings.SplitSeq(ddl, ";\n") {
 		if strings.TrimSpace(stmt) == "" {
@@ -436,11 +429,7 @@ func placeholders(d store.Dialect, q string) string {
 // receiver serves the webhook the relay delivers to and records when
 // each message (its payload's seq) first arrived.
 func (w *wakeRun) receiver() (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	return serveHooks(func(rw http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		var body struct {
 			Seq *int `json:"seq"`
@@ -454,9 +443,7 @@ func (w *wakeRun) receiver() (string, func(), error) {
 			w.mu.Unlock()
 		}
 		rw.WriteHeader(http.StatusNoContent)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String() + "/hooks", func() { _ = srv.Close() }, nil
+	})
 }
 
 func (w *wakeRun) count() int {

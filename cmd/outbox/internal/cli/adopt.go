@@ -9,6 +9,7 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/internal/adopt"
+	"github.com/txoutbox/outbox/internal/adopt/adoptstore"
 	"github.com/txoutbox/outbox/internal/adopt/adoptyaml"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/store"
@@ -33,12 +34,12 @@ func loadProfile(spec string) (*adopt.Profile, error) {
 }
 
 // adoptedStore is the store over the table of the profile spec in db.
-func adoptedStore(db *dburl.DB, spec string) (*store.Adopted, error) {
+func adoptedStore(db *dburl.DB, spec string) (*adoptstore.Store, error) {
 	p, err := loadProfile(spec)
 	if err != nil {
 		return nil, err
 	}
-	a, err := store.NewAdopted(db.Backend().Store, p)
+	a, err := adoptstore.New(db.Backend().Store, p)
 	if err != nil {
 		return nil, asUsage(err)
 	}
@@ -47,7 +48,7 @@ func adoptedStore(db *dburl.DB, spec string) (*store.Adopted, error) {
 
 // openAdopted checks the profile spec, then opens the database df names
 // and the store over the profile's table in it. The caller closes db.
-func (e *env) openAdopted(df dbFlags, spec string) (*dburl.DB, *store.Adopted, error) {
+func (e *env) openAdopted(df dbFlags, spec string) (*dburl.DB, *adoptstore.Store, error) {
 	if _, err := loadProfile(spec); err != nil {
 		return nil, nil, err
 	}
@@ -172,7 +173,7 @@ them a table lacks.`,
 				if err != nil {
 					return asUsage(fmt.Errorf("adopt sql: %w", err))
 				}
-				fmt.Fprint(e.stdout, store.AdoptSQL(d, p, nil))
+				fmt.Fprint(e.stdout, adoptstore.SQL(d, p, nil))
 				return nil
 			}
 		},

@@ -126,7 +126,7 @@ func TestAdoptStatusAndDead(t *testing.T) {
 		adopttest.Create(t, db, "spring")
 		insertSpring(t, db, springRow{"PENDING", 0, ""}, springRow{"PENDING", 0, ""}, springRow{"FAILED", 3, "timeout"}, springRow{"SENT", 0, ""},
 			springRow{"CONSUMED", 0, ""}, springRow{"FAILED", 10, "boom"}, springRow{"FAILED", 10, "bang"})
-		var st statusJSON
+		var st store.StatsJSON
 		run(t, vars, "status", "--adopt", "spring", "--json").ok(t).decode(t, &st)
 		if st.Pending != 3 || st.Sent != 1 || st.Consumed != 1 || st.Dead != 2 {
 			t.Errorf("status: %+v, want 3 pending, 1 sent, 1 consumed, 2 dead", st)

@@ -54,11 +54,7 @@ func relayClaimCheck(r *resolver, flagVal string, rc *outbox.RelayConfig) error 
 	if dir == "" {
 		for _, rt := range rc.Routes {
 			if rt.ClaimCheck == outbox.ClaimInline {
-				name := rt.Name
-				if name == "" {
-					name = rt.Pattern
-				}
-				return usagef("relay: route %s fetches claim-checked payloads (claim=inline) and the relay has no blob store: give --claim-check DIR (or s3://BUCKET/PREFIX, gs://BUCKET/PREFIX) or OUTBOX_CLAIM_CHECK_DIR", name)
+				return usagef("relay: route %s fetches claim-checked payloads (claim=inline) and the relay has no blob store: give --claim-check DIR (or s3://BUCKET/PREFIX, gs://BUCKET/PREFIX) or OUTBOX_CLAIM_CHECK_DIR", routeName(rt))
 			}
 		}
 		return nil

@@ -31,9 +31,9 @@ func dbVars(db *testdb.DB) map[string]string {
 	return map[string]string{"OUTBOX_DATABASE_URL": db.URL}
 }
 
-func status(t *testing.T, vars map[string]string) statusJSON {
+func status(t *testing.T, vars map[string]string) store.StatsJSON {
 	t.Helper()
-	var st statusJSON
+	var st store.StatsJSON
 	run(t, vars, "status", "--json").ok(t).decode(t, &st)
 	return st
 }
@@ -57,7 +57,7 @@ func TestMigrate(t *testing.T) {
 		if st.Pending != 1 || st.Sent != 0 || st.Dead != 0 || st.Consumed != 0 {
 			t.Errorf("status after foreign insert: %+v", st)
 		}
-		if len(st.Topics) != 1 || st.Topics[0] != (topicCountJSON{Topic: "order.created", Status: "pending", Count: 1}) {
+		if len(st.Topics) != 1 || st.Topics[0] != (store.TopicJSON{Topic: "order.created", Status: "pending", Count: 1}) {
 			t.Errorf("topics: %+v", st.Topics)
 		}
 		if st.OldestPendingAgeSeconds < 0 || st.OldestPendingAgeSeconds > 600 {

@@ -25,7 +25,7 @@ func TestExpiredMessages(t *testing.T) {
 		db.Exec(t, "UPDATE outbox_messages SET status = 'expired', last_error = 'expired: its expires_at came before it was delivered', expires_at = "+
 			testdb.Ago(d, 0)+" WHERE topic = 'order.stale'")
 
-		var st statusJSON
+		var st store.StatsJSON
 		run(t, vars, "status", "--json").ok(t).decode(t, &st)
 		if st.Expired != 3 || st.Dead != 1 {
 			t.Fatalf("status: expired %d, dead %d", st.Expired, st.Dead)

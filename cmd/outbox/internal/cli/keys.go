@@ -190,11 +190,7 @@ func (e *env) relayKeys(r *resolver, flagVal string, rc *outbox.RelayConfig) err
 	if path == "" {
 		for _, rt := range rc.Routes {
 			if rt.Sealed == outbox.SealedOpen {
-				name := rt.Name
-				if name == "" {
-					name = rt.Pattern
-				}
-				return usagef("relay: route %s opens sealed payloads (sealed=open) and the relay has no keys: give --keys FILE or OUTBOX_KEYS_FILE", name)
+				return usagef("relay: route %s opens sealed payloads (sealed=open) and the relay has no keys: give --keys FILE or OUTBOX_KEYS_FILE", routeName(rt))
 			}
 		}
 		return nil

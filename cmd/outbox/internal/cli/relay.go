@@ -685,6 +685,15 @@ func (e *env) openRoutes(specs []routeSpec, rc *outbox.RelayConfig, logger *slog
 	return closeAll, nil
 }
 
+// routeName is how the command line names a route in a message: by its
+// name, else its pattern.
+func routeName(rt outbox.Route) string {
+	if rt.Name != "" {
+		return rt.Name
+	}
+	return rt.Pattern
+}
+
 // runRelay runs relay until SIGINT or SIGTERM (a second signal ends a
 // shutdown that takes too long), with the admin surface, when there is
 // one, outliving the relay so /readyz and /metrics stay up while it

@@ -18,38 +18,6 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 )
 
-// statusJSON is the document 'outbox status --json' prints.
-type statusJSON struct {
-	Pending                 int64            `json:"pending"`
-	Sent                    int64            `json:"sent"`
-	Consumed                int64            `json:"consumed"`
-	Dead                    int64            `json:"dead"`
-	Expired                 int64            `json:"expired"` // expires_at came before delivery
-	OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
-	OldestDueAgeSeconds     float64          `json:"oldest_due_age_seconds"`
-	Topics                  []topicCountJSON `json:"topics"`
-	// Routes are the routes a live relay has seen down since it started
-	// (see routeJSON); a route not listed has been up all along.
-	Routes []routeJSON `json:"routes"`
-	// Relays are the relays seen within the last minute, and RoutesAgree
-	// whether they all route alike (store.LiveRelays).
-	Relays      []store.RelayJSON `json:"relays"`
-	RoutesAgree bool              `json:"routes_agree"`
-}
-
-// routeJSON is one route's health in 'outbox status --json'.
-type routeJSON struct {
-	Route string `json:"route"`
-	// State is "down" while any live relay sees the route down, else "up".
-	State string `json:"state"`
-	// Since is when the route entered State (RFC 3339, UTC, by database
-	// time); ForSeconds is how long ago that was.
-	Since      string   `json:"since"`
-	ForSeconds float64  `json:"for_seconds"`
-	Reason     string   `json:"reason,omitempty"`
-	Relays     []string `json:"relays"`
-}
-
 // statusView is what 'outbox status' shows.
 type statusView struct {
 	store.Stats
@@ -83,12 +51,6 @@ func readStatus(ctx context.Context, st statusSource) (statusView, error) {
 		view.Relays, _ = store.LiveRelays(relays)
 	}
 	return view, nil
-}
-
-type topicCountJSON struct {
-	Topic  string `json:"topic"`
-	Status string `json:"status"`
-	Count  int64  `json:"count"`
 }
 
 func statusCommand() *command {
@@ -240,30 +202,8 @@ func printStatusJSON(w io.Writer, st statusView, indent bool) error {
 }
 
 // newStatusJSON is st as the status JSON document.
-func newStatusJSON(st statusView) *statusJSON {
-	out := &statusJSON{
-		Pending:                 st.Pending,
-		Sent:                    st.Sent,
-		Consumed:                st.Consumed,
-		Dead:                    st.Dead,
-		Expired:                 st.Expired,
-		OldestPendingAgeSeconds: st.OldestPendingAge.Seconds(),
-		OldestDueAgeSeconds:     st.OldestDueAge.Seconds(),
-		Topics:                  []topicCountJSON{},
-	}
-	for _, tc := range st.ByTopic {
-		out.Topics = append(out.Topics, topicCountJSON(tc))
-	}
-	out.Routes = []routeJSON{}
-	for _, rh := range st.Routes {
-		out.Routes = append(out.Routes, routeJSON{
-			Route: rh.Route, State: rh.State, Reason: rh.Reason, Relays: strings.Split(rh.Relay, ","),
-			Since: st.at.Add(-rh.For).UTC().Format(time.RFC3339), ForSeconds: rh.For.Seconds(),
-		})
-	}
-	out.Relays = store.RelaysJSON(st.Relays)
-	_, out.RoutesAgree = store.LiveRelays(st.Relays)
-	return out
+func newStatusJSON(st statusView) *store.StatsJSON {
+	return store.NewStatsJSON(st.Stats, st.Routes, st.Relays, st.at, time.Second)
 }
 
 // printStatus writes st as tables.

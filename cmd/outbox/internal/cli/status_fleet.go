@@ -42,7 +42,7 @@ type databaseStatusJSON struct {
 	Database string   `json:"database"`
 	Relays   []string `json:"relays"`
 	Error    string   `json:"error,omitempty"`
-	*statusJSON
+	*store.StatsJSON
 }
 
 // databaseStatus is what was read of one database.
@@ -130,7 +130,7 @@ func (e *env) printFleetStatusJSON(w io.Writer, list []databaseStatus) error {
 		if s.err != nil {
 			d.Error = e.redact(errorLine(s.err))
 		} else {
-			d.statusJSON = newStatusJSON(s.view)
+			d.StatsJSON = newStatusJSON(s.view)
 			doc.Total.Pending += s.view.Pending
 			doc.Total.Sent += s.view.Sent
 			doc.Total.Consumed += s.view.Consumed

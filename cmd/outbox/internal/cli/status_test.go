@@ -107,7 +107,7 @@ func TestStatusWatchJSON(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	for i, line := range lines {
-		var st statusJSON
+		var st store.StatsJSON
 		if err := json.Unmarshal([]byte(line), &st); err != nil {
 			t.Fatalf("line %d is not JSON: %v: %q", i, err, line)
 		}
@@ -177,7 +177,7 @@ func TestStatusRoutes(t *testing.T) {
 	if err := printStatusJSON(&js, st, false); err != nil {
 		t.Fatal(err)
 	}
-	var doc statusJSON
+	var doc store.StatsJSON
 	if err := json.Unmarshal([]byte(js.String()), &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestStatusRelays(t *testing.T) {
 	if err := printStatusJSON(&js, view, false); err != nil {
 		t.Fatal(err)
 	}
-	var doc statusJSON
+	var doc store.StatsJSON
 	if err := json.Unmarshal([]byte(js.String()), &doc); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store
+package adoptstore
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 // PHP's json_encode(null) writes) beside header columns is no headers of
 // its own, not a failed read.
 func TestAdoptedHeaderValuesNull(t *testing.T) {
-	a := &Adopted{p: &adopt.Profile{HeaderCol: map[string]string{"tag": "tag"}}}
+	a := &Store{p: &adopt.Profile{HeaderCol: map[string]string{"tag": "tag"}}}
 	tag := "gold"
 	for _, raw := range []string{"null", "{}", ""} {
 		if got := a.headerValues(&raw, []*string{&tag}); got != `{"tag":"gold"}` {

@@ -1,4 +1,4 @@
-package store
+package adoptstore
 
 import (
 	"context"
@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/txoutbox/outbox/internal/adopt"
+	"github.com/txoutbox/outbox/internal/store"
 )
 
-// AdoptCheck is how an adopted table fits its profile.
-type AdoptCheck struct {
+// Fit is how an adopted table fits its profile.
+type Fit struct {
 	// NoTable is set when the table does not exist.
 	NoTable bool
 	// Columns are the problems with the profile's columns: missing, or
@@ -29,7 +30,7 @@ type IndexSpec struct {
 }
 
 // Problems are the column problems, one line each ("" none).
-func (c *AdoptCheck) Problems() []string {
+func (c *Fit) Problems() []string {
 	if c.NoTable {
 		return []string{"no such table"}
 	}
@@ -37,12 +38,12 @@ func (c *AdoptCheck) Problems() []string {
 }
 
 // Fits reports whether the table fits with nothing missing.
-func (c *AdoptCheck) Fits() bool {
+func (c *Fit) Fits() bool {
 	return !c.NoTable && len(c.Columns) == 0 && len(c.MissingIndexes) == 0
 }
 
 // typeClass sorts a column type: "int", "time", "text" or "other".
-func typeClass(d Dialect, t string) string {
+func typeClass(d store.Dialect, t string) string {
 	t = strings.ToLower(t)
 	switch {
 	case strings.Contains(t, "int") || t == "serial" || t == "bigserial":
@@ -52,27 +53,27 @@ func typeClass(d Dialect, t string) string {
 	case strings.Contains(t, "char") || strings.Contains(t, "text") || strings.Contains(t, "json") || strings.Contains(t, "clob") ||
 		t == "enum" || strings.HasPrefix(t, "enum") || t == "uuid" || strings.HasPrefix(t, "varchar"):
 		return "text"
-	case d == SQLite && t == "":
+	case d == store.SQLite && t == "":
 		return "text"
 	}
 	return "other"
 }
 
 // columnTypes returns the table's columns (lower-cased) with their types.
-func (a *Adopted) columnTypes(ctx context.Context) (map[string]string, error) {
+func (a *Store) columnTypes(ctx context.Context) (map[string]string, error) {
 	var q string
 	var arg any = a.p.Table
 	switch a.ad.d {
-	case MySQL:
+	case store.MySQL:
 		q = `SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`
-	case SQLite:
+	case store.SQLite:
 		q = `SELECT name, type FROM pragma_table_info(?)`
 	default:
 		q = `SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_attribute AS a
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`
 		arg = quote(a.p.Table)
 	}
-	rows, err := a.base.db.Query(ctx, q, arg)
+	rows, err := a.base.Pool().Query(ctx, q, arg)
 	if err != nil {
 		return nil, err
 	}
@@ -89,13 +90,13 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`
 }
 
 // indexes returns the table's indexes as their column lists (lower-cased).
-func (a *Adopted) indexes(ctx context.Context) ([][]string, error) {
+func (a *Store) indexes(ctx context.Context) ([][]string, error) {
 	var q string
 	var arg any = a.p.Table
 	switch a.ad.d {
-	case MySQL:
+	case store.MySQL:
 		q = `SELECT index_name, column_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? ORDER BY index_name, seq_in_index`
-	case SQLite:
+	case store.SQLite:
 		q = `SELECT il.name, ii.name FROM pragma_index_list(?) AS il, pragma_index_info(il.name) AS ii ORDER BY il.name, ii.seqno`
 	default:
 		q = `SELECT i.relname::text, a.attname::text FROM pg_index AS x JOIN pg_class AS i ON i.oid = x.indexrelid
@@ -104,7 +105,7 @@ func (a *Adopted) indexes(ctx context.Context) ([][]string, error) {
 WHERE x.indrelid = to_regclass($1) ORDER BY i.relname, k.ord`
 		arg = quote(a.p.Table)
 	}
-	rows, err := a.base.db.Query(ctx, q, arg)
+	rows, err := a.base.Pool().Query(ctx, q, arg)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ WHERE x.indrelid = to_regclass($1) ORDER BY i.relname, k.ord`
 
 // WantedIndexes are the indexes the relay's read wants on the table: the
 // due rows by status and next attempt, and a key's earlier rows.
-func (a *Adopted) WantedIndexes() []IndexSpec {
+func (a *Store) WantedIndexes() []IndexSpec {
 	name := func(suffix string) string {
 		n := a.p.Table
 		if len(n)+len(suffix) > 63 {
@@ -144,12 +145,12 @@ func (a *Adopted) WantedIndexes() []IndexSpec {
 
 // Check compares the table with the profile: its columns and their
 // types, and the indexes the read wants.
-func (a *Adopted) Check(ctx context.Context) (*AdoptCheck, error) {
+func (a *Store) Check(ctx context.Context) (*Fit, error) {
 	cols, err := a.columnTypes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r := &AdoptCheck{}
+	r := &Fit{}
 	if len(cols) == 0 {
 		r.NoTable = true
 		return r, nil
@@ -188,7 +189,7 @@ func (a *Adopted) Check(ctx context.Context) (*AdoptCheck, error) {
 			continue
 		}
 		cls := typeClass(a.ad.d, typ)
-		if a.ad.d == SQLite && slices.Contains(w.classes, "time") && cls != "int" {
+		if a.ad.d == store.SQLite && slices.Contains(w.classes, "time") && cls != "int" {
 			continue // SQLite keeps times as text
 		}
 		if !slices.Contains(w.classes, cls) {
@@ -218,13 +219,13 @@ func hasIndexOn(ixs [][]string, cols []string) bool {
 	return false
 }
 
-// AdoptSQL is the additive DDL the relay recommends on p's table in
+// SQL is the additive DDL the relay recommends on p's table in
 // dialect d: the indexes its read wants and, on PostgreSQL (unless only
 // names indexes), the trigger that wakes an idle relay; nothing that
 // changes an existing column.
-func AdoptSQL(d Dialect, p *adopt.Profile, only []IndexSpec) string {
+func SQL(d store.Dialect, p *adopt.Profile, only []IndexSpec) string {
 	ad := adoptDialectOf(d)
-	a := &Adopted{p: p, ad: ad}
+	a := &Store{p: p, ad: ad}
 	specs := only
 	if specs == nil {
 		specs = a.WantedIndexes()
@@ -237,7 +238,7 @@ func AdoptSQL(d Dialect, p *adopt.Profile, only []IndexSpec) string {
 		}
 		fmt.Fprintf(&b, "-- %s\nCREATE INDEX %s ON %s (%s);\n", ix.Why, ad.ident(ix.Name), ad.ident(p.Table), strings.Join(cols, ", "))
 	}
-	if d == Postgres && only == nil {
+	if d == store.Postgres && only == nil {
 		b.WriteString("-- wakes an idle relay within milliseconds of each INSERT (LISTEN/NOTIFY, only while a relay is idle;\n" +
 			"-- the function is outbox migrate's, schema version 18); without it the relay probes the table's highest id\n" +
 			WakeTriggerSQL(p.Table) + ";\n")

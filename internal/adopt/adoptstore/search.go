@@ -1,4 +1,4 @@
-package store
+package adoptstore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/txoutbox/outbox/internal/store"
 )
 
 // The admin API's view of an adopted table: search, one row, requeue of
@@ -18,32 +20,32 @@ type StateCount struct {
 }
 
 // Now is the database clock.
-func (a *Adopted) Now(ctx context.Context) (time.Time, error) { return a.base.Now(ctx) }
+func (a *Store) Now(ctx context.Context) (time.Time, error) { return a.base.Now(ctx) }
 
 // InsertAudit records a change in the relay's outbox_audit.
-func (a *Adopted) InsertAudit(ctx context.Context, e AuditEntry) error {
+func (a *Store) InsertAudit(ctx context.Context, e store.AuditEntry) error {
 	return a.base.InsertAudit(ctx, e)
 }
 
 // Audit lists the newest changes of outbox_audit.
-func (a *Adopted) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
+func (a *Store) Audit(ctx context.Context, limit int) ([]store.AuditEntry, error) {
 	return a.base.Audit(ctx, limit)
 }
 
 // StateCounts counts the table's rows by their status value, in the
 // table's own vocabulary.
-func (a *Adopted) StateCounts(ctx context.Context) ([]StateCount, error) {
+func (a *Store) StateCounts(ctx context.Context) ([]StateCount, error) {
 	st := "COALESCE(" + a.text(a.p.Status) + ", '')"
 	q := "SELECT " + st + ", count(*) FROM " + a.table() + " AS m GROUP BY " + st + " ORDER BY 1"
-	return appendRows(ctx, a.base.db, nil, func(scan func(...any) error) (StateCount, error) {
+	return store.AppendRows(ctx, a.base.Pool(), nil, func(scan func(...any) error) (StateCount, error) {
 		var c StateCount
 		err := scan(&c.State, &c.Count)
 		return c, err
 	}, q)
 }
 
-// recordCols are the columns of a Record, of the alias m.
-func (a *Adopted) recordCols() []string {
+// recordCols are the columns of a store.Record, of the alias m.
+func (a *Store) recordCols() []string {
 	p, ad := a.p, a.ad
 	epoch := func(c string) string {
 		if c == "" {
@@ -57,9 +59,9 @@ func (a *Adopted) recordCols() []string {
 
 // scanRecord reads the recordCols of a row; full keeps the whole payload
 // and the headers.
-func (a *Adopted) scanRecord(scan func(...any) error, full bool) (Record, error) {
+func (a *Store) scanRecord(scan func(...any) error, full bool) (store.Record, error) {
 	var ms messageScan
-	var r Record
+	var r store.Record
 	var tableStatus *string
 	var next, created *float64
 	if err := scan(append(ms.targets(a), &r.Status, &tableStatus, &r.Attempts, &r.MaxAttempts, &next, &created, &r.LastError)...); err != nil {
@@ -73,15 +75,15 @@ func (a *Adopted) scanRecord(scan func(...any) error, full bool) (Record, error)
 	}
 	if full {
 		r.Headers = row.Headers
-	} else if rs := []rune(r.Payload); len(rs) > PreviewChars {
-		r.Payload = string(rs[:PreviewChars])
+	} else if rs := []rune(r.Payload); len(rs) > store.PreviewChars {
+		r.Payload = string(rs[:store.PreviewChars])
 	}
 	if created != nil {
-		r.CreatedAt = fromEpoch(*created)
+		r.CreatedAt = store.FromEpoch(*created)
 	}
 	switch {
 	case next != nil:
-		r.AvailableAt = fromEpoch(*next)
+		r.AvailableAt = store.FromEpoch(*next)
 	default:
 		r.AvailableAt = r.CreatedAt
 	}
@@ -95,7 +97,7 @@ func (a *Adopted) scanRecord(scan func(...any) error, full bool) (Record, error)
 // the outbox status a row counts as (pending, sent, consumed, dead);
 // Since and Until need the profile's created-at column, and are ignored
 // without it.
-func (a *Adopted) Search(ctx context.Context, s Search) ([]Record, error) {
+func (a *Store) Search(ctx context.Context, s store.Search) ([]store.Record, error) {
 	p, ad := a.p, a.ad
 	var where []string
 	var args []any
@@ -147,7 +149,7 @@ func (a *Adopted) Search(ctx context.Context, s Search) ([]Record, error) {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q = ad.bind(q + " ORDER BY " + a.col("m", p.ID) + " DESC LIMIT ?")
-	return appendRows(ctx, a.base.db, nil, func(scan func(...any) error) (Record, error) {
+	return store.AppendRows(ctx, a.base.Pool(), nil, func(scan func(...any) error) (store.Record, error) {
 		return a.scanRecord(scan, false)
 	}, q, args...)
 }
@@ -156,32 +158,32 @@ func (a *Adopted) Search(ctx context.Context, s Search) ([]Record, error) {
 func epochOf(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 
 // Get returns the row whose message id is id (the table's, or the
-// derived one), ErrNotFound when there is none.
-func (a *Adopted) Get(ctx context.Context, id string) (Record, error) {
+// derived one), store.ErrNotFound when there is none.
+func (a *Store) Get(ctx context.Context, id string) (store.Record, error) {
 	row, ok, err := a.rowOf(ctx, id)
 	if err != nil {
-		return Record{}, err
+		return store.Record{}, err
 	}
 	if !ok {
-		return Record{}, ErrNotFound
+		return store.Record{}, store.ErrNotFound
 	}
 	q := a.ad.bind("SELECT " + strings.Join(a.recordCols(), ", ") + " FROM " + a.table() + " AS m WHERE " + a.col("m", a.p.ID) + " = ?")
-	recs, err := appendRows(ctx, a.base.db, nil, func(scan func(...any) error) (Record, error) {
+	recs, err := store.AppendRows(ctx, a.base.Pool(), nil, func(scan func(...any) error) (store.Record, error) {
 		return a.scanRecord(scan, true)
 	}, q, row)
 	switch {
 	case err != nil:
-		return Record{}, err
+		return store.Record{}, err
 	case len(recs) == 0:
-		return Record{}, ErrNotFound
+		return store.Record{}, store.ErrNotFound
 	}
 	return recs[0], nil
 }
 
 // RequeueOne moves the dead row whose message id is id back to the
-// table's pending status, attempts reset and due at once: ErrNotFound
-// when there is no such row, a *StatusError when it is not dead.
-func (a *Adopted) RequeueOne(ctx context.Context, id string) error {
+// table's pending status, attempts reset and due at once: store.ErrNotFound
+// when there is no such row, a *store.StatusError when it is not dead.
+func (a *Store) RequeueOne(ctx context.Context, id string) error {
 	rec, err := a.Get(ctx, id)
 	if err != nil {
 		return err
@@ -193,7 +195,7 @@ func (a *Adopted) RequeueOne(ctx context.Context, id string) error {
 	if rec, err = a.Get(ctx, id); err != nil {
 		return err
 	}
-	return &StatusError{Status: rec.Status}
+	return &store.StatusError{Status: rec.Status}
 }
 
 // derivedScanPage is how many row ids one query of a derived message
@@ -203,11 +205,11 @@ const derivedScanPage = 10000
 // rowOf finds the row id of message id: by the message id column, or,
 // without one, by deriving the ids of the table's rows until one matches
 // (a read of every row id in the worst case).
-func (a *Adopted) rowOf(ctx context.Context, msgID string) (int64, bool, error) {
+func (a *Store) rowOf(ctx context.Context, msgID string) (int64, bool, error) {
 	p, ad := a.p, a.ad
 	if p.MessageID != "" {
 		q := ad.bind("SELECT " + a.col("m", p.ID) + " FROM " + a.table() + " AS m WHERE " + a.text(p.MessageID) + " = ? ORDER BY " + a.col("m", p.ID) + " LIMIT 1")
-		ids, err := appendRows(ctx, a.base.db, nil, func(scan func(...any) error) (int64, error) {
+		ids, err := store.AppendRows(ctx, a.base.Pool(), nil, func(scan func(...any) error) (int64, error) {
 			var id int64
 			return id, scan(&id)
 		}, q, msgID)
@@ -222,7 +224,7 @@ func (a *Adopted) rowOf(ctx context.Context, msgID string) (int64, bool, error) 
 	q := ad.bind("SELECT " + a.col("m", p.ID) + " FROM " + a.table() + " AS m WHERE " + a.col("m", p.ID) + " > ? ORDER BY " + a.col("m", p.ID) + " LIMIT ?")
 	after := int64(-1 << 63)
 	for {
-		ids, err := appendRows(ctx, a.base.db, make([]int64, 0, derivedScanPage), func(scan func(...any) error) (int64, error) {
+		ids, err := store.AppendRows(ctx, a.base.Pool(), make([]int64, 0, derivedScanPage), func(scan func(...any) error) (int64, error) {
 			var id int64
 			return id, scan(&id)
 		}, q, after, derivedScanPage)

@@ -1,5 +1,0 @@
-package relay
-
-import "github.com/txoutbox/outbox/internal/store"
-
-var _ Store = (*store.Adopted)(nil)
