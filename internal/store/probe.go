@@ -27,7 +27,7 @@ const (
 // Probe returns a value that changes whenever a row was added to the
 // table (its highest id).
 func (st *Store) Probe(ctx context.Context) (int64, error) {
-	return queryInt64(ctx, st.db, probeSQL)
+	return QueryInt64(ctx, st.db, probeSQL)
 }
 
 // RecordWake records how relay id learns of new messages between its
@@ -64,7 +64,9 @@ func (st *Store) relayWakes(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-func queryInt64(ctx context.Context, q Querier, sql string, args ...any) (int64, error) {
+// QueryInt64 runs a query that returns one integer (0 when it returns no
+// row).
+func QueryInt64(ctx context.Context, q Querier, sql string, args ...any) (int64, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return 0, err

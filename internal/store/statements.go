@@ -2,6 +2,7 @@ package store
 
 import (
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -165,6 +166,25 @@ func placeholders(n int) string {
 
 // placeholdersQ is n "?" separated by commas, for an IN list of MySQL's
 // statements.
+// Bind writes q's "?" placeholders as d wants them: $1, $2, … on
+// PostgreSQL, unchanged elsewhere.
+func Bind(d Dialect, q string) string {
+	if d != Postgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 func placeholdersQ(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
 
 // oneArgs are the insertOne arguments in column order (message id, topic,

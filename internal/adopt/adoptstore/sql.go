@@ -92,22 +92,7 @@ func (ad adoptDialect) octets(x string) string {
 }
 
 // bind turns the "?" placeholders of q into the dialect's.
-func (ad adoptDialect) bind(q string) string {
-	if ad.d != store.Postgres {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+func (ad adoptDialect) bind(q string) string { return store.Bind(ad.d, q) }
 
 // lit is a status value as a SQL literal (values are validated: letters,
 // digits and _ . : - only). A quoted literal compares with and assigns to

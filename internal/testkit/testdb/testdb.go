@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -294,22 +293,7 @@ func sqlite(t testing.TB) *DB {
 }
 
 // Placeholder rewrites "?" placeholders for d (PostgreSQL wants $n).
-func Placeholder(d store.Dialect, q string) string {
-	if d != store.Postgres {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func Placeholder(d store.Dialect, q string) string { return store.Bind(d, q) }
 
 // Ago is SQL for the database's time d ago (d < 0: in the future), in
 // the representation of dialect d's timestamp columns.

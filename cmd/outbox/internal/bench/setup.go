@@ -407,18 +407,7 @@ func (b *bench) ph(n int) string {
 
 // count runs a query returning one integer.
 func (b *bench) count(ctx context.Context, q string, args ...any) (int64, error) {
-	rows, err := b.q.Query(ctx, q, args...)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	var n int64
-	if rows.Next() {
-		if err := rows.Scan(&n); err != nil {
-			return 0, err
-		}
-	}
-	return n, rows.Err()
+	return store.QueryInt64(ctx, b.q, q, args...)
 }
 
 // countStatus counts the messages of topic in status.

@@ -359,7 +359,7 @@ func (w *wakeRun) exec(ctx context.Context, q string, args ...any) (int64, error
 // writer returns the function that commits message seq.
 func (w *wakeRun) writer(table string) (func(ctx context.Context, seq int) error, error) {
 	payload := func(seq int) string { return fmt.Sprintf(`{"seq":%d,"bench":"wake"}`, seq) }
-	ph := func(q string) string { return placeholders(w.dialect, q) }
+	ph := func(q string) string { return store.Bind(w.dialect, q) }
 	switch {
 	case w.o.producer == "go" && w.db.PGX != nil:
 		p, err := outbox.NewProducer(w.db.PGX, nil)
@@ -406,24 +406,6 @@ func (w *wakeRun) writer(table string) (func(ctx context.Context, seq int) error
 		_, err := w.exec(ctx, q, payload(seq))
 		return err
 	}, nil
-}
-
-// placeholders turns ? into $n on PostgreSQL.
-func placeholders(d store.Dialect, q string) string {
-	if d != store.Postgres {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // receiver serves the webhook the relay delivers to and records when
