@@ -13,40 +13,53 @@ import (
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/driver"
 	"github.com/txoutbox/outbox/driver/outboxpgx"
+	"github.com/txoutbox/outbox/internal/exampledb"
 )
 
 // InTx runs the business write and the Enqueue in one pgx.Tx. PostgreSQL
 // errors come back translated: a duplicate row is
-// driver.ErrUniqueViolation, and the rolled-back signup enqueued nothing.
-// (It needs a PostgreSQL server, so go test only compiles it.)
+// driver.ErrUniqueViolation, and the rolled-back second signup enqueued
+// nothing. (The example runs on a fresh database; an application's pool
+// comes from pgxpool.New, as in the example of New.)
 func ExampleDriver_InTx() {
+	pool, drv, cleanup := exampledb.Open()
+	defer cleanup()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
-	drv, err := outboxpgx.New(pool, nil)
-	if err != nil {
+	if _, err := pool.Exec(ctx, "CREATE TABLE users (email text PRIMARY KEY)"); err != nil {
 		log.Fatal(err)
 	}
 	producer, err := outbox.NewProducer(drv, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = drv.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "INSERT INTO users (email) VALUES ($1)", "ada@example.com"); err != nil {
+	signUp := func(email string) error {
+		return drv.InTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "INSERT INTO users (email) VALUES ($1)", email); err != nil {
+				return err
+			}
+			_, err := producer.Enqueue(ctx, tx, outbox.Message{Topic: "user.signed_up", Payload: []byte(`{"email":"` + email + `"}`)})
 			return err
+		})
+	}
+	for range 2 {
+		switch err := signUp("ada@example.com"); {
+		case errors.Is(err, driver.ErrUniqueViolation):
+			fmt.Println("already a user")
+		case err != nil:
+			log.Fatal(err)
+		default:
+			fmt.Println("signed up")
 		}
-		_, err := producer.Enqueue(ctx, tx, outbox.Message{Topic: "user.signed_up", Payload: []byte(`{"email":"ada@example.com"}`)})
-		return err
-	})
-	switch {
-	case errors.Is(err, driver.ErrUniqueViolation):
-		fmt.Println("already a user")
-	case err != nil:
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM outbox_messages").Scan(&n); err != nil {
 		log.Fatal(err)
 	}
+	fmt.Println(n, "message enqueued")
+	// Output:
+	// signed up
+	// already a user
+	// 1 message enqueued
 }
 
 // Behind PgBouncer in transaction mode LISTEN cannot work, so the relay

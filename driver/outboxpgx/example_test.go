@@ -2,6 +2,7 @@ package outboxpgx_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"os"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/driver/outboxpgx"
+	"github.com/txoutbox/outbox/internal/exampledb"
 )
 
 // A driver over the application's pgx pool; Producer.Enqueue then takes a
@@ -48,16 +50,13 @@ func ExampleNew() {
 // The pipelined form: the business statement and the outbox insert are
 // queued on one pgx.Batch and reach PostgreSQL in one round trip. The
 // producer's wake-up follows the batch's results, as Enqueue's follows
-// its insert.
+// its insert. (The example runs on a fresh database; an application's
+// pool comes from pgxpool.New, as in the example of New.)
 func ExampleDriver_Batched() {
+	pool, drv, cleanup := exampledb.Open()
+	defer cleanup()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
-	drv, err := outboxpgx.New(pool, nil)
-	if err != nil {
+	if _, err := pool.Exec(ctx, "CREATE TABLE accounts (id bigint PRIMARY KEY, plan text NOT NULL); INSERT INTO accounts VALUES (7, 'free')"); err != nil {
 		log.Fatal(err)
 	}
 	producer, err := outbox.NewProducer(drv.Batched(), nil)
@@ -76,6 +75,12 @@ func ExampleDriver_Batched() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	var plan, topic string
+	if err := pool.QueryRow(ctx, "SELECT plan, (SELECT topic FROM outbox_messages) FROM accounts WHERE id = 7").Scan(&plan, &topic); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(plan, topic)
+	// Output: pro account.upgraded
 }
 
 // Relays for the tenants of one database, each tenant's outbox in a schema
