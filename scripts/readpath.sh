@@ -23,10 +23,11 @@
 #
 # Producers write RATE one-message transactions a second (pgbench, 16
 # clients, 1,000 keys, 500 B) for SECONDS_RUN; each run in a fresh database,
-# the four alternated REPS times. Then, once each: a backlog a backlog
-# of BACKLOG messages read in one go (the drain's database side), the
-# producers' insert with and without the snapshot column and index, and
-# the WAL written per message (what a slot holds while no relay reads).
+# the four alternated REPS times (with the WAL written per message: what
+# a slot holds while no relay reads). Then a backlog of BACKLOG messages
+# read in one go by each (the drain's database side), and the producers'
+# insert with and without the snapshot column and its index, alternated
+# REPS times.
 #
 #   scripts/readpath.sh                       # RATE=1000 SECONDS_RUN=20 REPS=3
 #   RATE=1000 ROUNDS=50 scripts/readpath.sh   # snapshot rounds fixed
