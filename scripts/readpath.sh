@@ -220,6 +220,48 @@ psql_ rp_snapshot -c "ANALYZE outbox_messages"
 t=$(psql_ rp_snapshot -c '\timing on' -c "SELECT count(*) FROM outbox_snapshot_round()" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p')
 echo "snapshot  read $BACKLOG rows in one round: $t ms"
 
+echo "## snapshot batches with commits out of order: each row read once"
+# Producers hold each transaction open 0–20 ms after its insert, so rows
+# with lower transaction ids commit after higher ones; the reader records
+# every id it reads.
+fresh rp_check snapshot
+psql_ rp_check <<'EOF'
+CREATE TABLE seen (id bigint NOT NULL, txid xid8 NOT NULL, round bigint NOT NULL);
+CREATE SEQUENCE seen_round;
+CREATE FUNCTION outbox_snapshot_check(prev pg_snapshot, OUT cur text)
+LANGUAGE plpgsql VOLATILE SET enable_seqscan = off SET enable_bitmapscan = off
+SET plan_cache_mode = force_generic_plan AS $$
+DECLARE s pg_snapshot := pg_current_snapshot(); r bigint := nextval('seen_round');
+BEGIN
+  cur := s::text;
+  INSERT INTO seen SELECT m.id, m.txid, r FROM outbox_messages m
+   WHERE m.txid >= pg_snapshot_xmin(prev) AND m.txid < pg_snapshot_xmax(s)
+     AND pg_visible_in_snapshot(m.txid, s) AND NOT pg_visible_in_snapshot(m.txid, prev);
+END $$;
+EOF
+cat > "$DIR/late.sql" <<'EOF'
+\set k random(1, 1000)
+\set d random(0, 20000)
+BEGIN;
+INSERT INTO outbox_messages (topic, business_key, payload) VALUES ('readpath', 'key-' || :k, repeat('x', 500));
+\sleep :d us
+COMMIT;
+EOF
+printf 'SELECT cur AS prev FROM outbox_snapshot_check(:prev::pg_snapshot)\n\\gset\n' > "$DIR/check.sql"
+start=$(psql_ rp_check -c "SELECT pg_current_snapshot()")
+pgbench -n -M prepared -D "prev=$start" -h 127.0.0.1 -p "$PORT" -U postgres -c 1 -R 100 -T 13 -f "$DIR/check.sql" rp_check >/dev/null 2>&1 &
+reader=$!
+pgbench -n -h 127.0.0.1 -p "$PORT" -U postgres -c 16 -j 2 -R 500 -T 10 -f "$DIR/late.sql" rp_check >/dev/null 2>&1
+wait "$reader"
+echo "snapshot  $(psql_ rp_check -F ' ' -c "SELECT (SELECT count(*) FROM outbox_messages) || ' rows written, ' ||
+  (SELECT count(DISTINCT id) FROM seen) || ' read, ' ||
+  (SELECT count(*) FROM outbox_messages m WHERE NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = m.id)) || ' never read, ' ||
+  (SELECT count(*) - count(DISTINCT id) FROM seen) || ' read twice; ' ||
+  (WITH per AS (SELECT round, max(txid) AS top FROM seen GROUP BY round),
+        upto AS (SELECT round, max(top) OVER (ORDER BY round ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before FROM per)
+   SELECT count(*) FROM seen JOIN upto USING (round) WHERE seen.txid < upto.before) ||
+  ' read after a row of a later transaction (a cursor on the transaction id would have skipped them)'")"
+
 echo "## the producers' insert, 16 clients, as fast as they go (15 s each, alternated)"
 insert_rate() { pgbench -n -h 127.0.0.1 -p "$PORT" -U postgres -c 16 -j 2 -T 15 -f "$DIR/insert.sql" "$1" 2>&1 | sed -n 's/^tps = \([0-9.]*\).*/\1/p'; }
 for i in $(seq "$REPS"); do
