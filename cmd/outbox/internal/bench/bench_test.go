@@ -329,6 +329,8 @@ func TestUsage(t *testing.T) {
 		{"steady with client list", []string{"steady", "--db", db, "--clients", "1,2"}, "--clients takes one number"},
 		{"zero messages", []string{"drain", "--db", db, "--messages", "0"}, "--messages"},
 		{"zero relays", []string{"drain", "--db", db, "--relays", "0"}, "--relays"},
+		{"unknown read path", []string{"drain", "--db", db, "--read-path", "cdc"}, `--read-path must be table or snapshot, not "cdc"`},
+		{"snapshot read path on SQLite", []string{"drain", "--db", db, "--read-path", "snapshot"}, "--read-path snapshot needs PostgreSQL"},
 		{"tiny payload", []string{"drain", "--db", db, "--payload-bytes", "1"}, "--payload-bytes"},
 		{"no database", []string{"drain"}, "no database"},
 		{"bad database URL", []string{"drain", "--db", "oracle://x"}, "bad database URL"},
@@ -773,4 +775,48 @@ func (w *cancelOnWrite) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// TestDrainSnapshot: drain --read-path snapshot delivers every message of
+// the backlog once, through batches cut by transaction snapshots, in a
+// database of its own that it drops after: the table --db names gets no
+// column, and no scratch database stays on the server.
+func TestDrainSnapshot(t *testing.T) {
+	db := testdb.New(t, store.Postgres)
+	for _, to := range []string{"null://", "nats://127.0.0.1:4222"} {
+		t.Run(to, func(t *testing.T) {
+			if strings.HasPrefix(to, "nats:") {
+				reachable(t, "NATS", "127.0.0.1:4222")
+			}
+			r := mustJSON(t, "drain", "--db", db.URL, "--to", to, "--messages", "1500", "--keys", "20",
+				"--batch-size", "400", "--read-path", "snapshot")
+			d := r.Drain
+			if d == nil || d.ReadPath != readPathSnapshot || d.Delivered != 1500 || d.VerifiedSent != 0 {
+				t.Fatalf("drain: %+v", d)
+			}
+			// 1,500 rows in pages of 400 over the 4 workers: each page
+			// feeds every worker.
+			if d.Batches.Rounds < 4*4 {
+				t.Errorf("%d rounds, want the 4 pages spread over the 4 workers", d.Batches.Rounds)
+			}
+		})
+	}
+	ctx := context.Background()
+	conn, err := dburl.Open(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var cols, scratch int
+	if err := conn.Pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'outbox_messages' AND column_name = 'outbox_txid'`).Scan(&cols); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE 'bench_snapshot_%'`).Scan(&scratch); err != nil {
+		t.Fatal(err)
+	}
+	if cols != 0 || scratch != 0 {
+		t.Errorf("left behind: %d transaction id columns in --db's table, %d scratch databases", cols, scratch)
+	}
+	assertClean(t, db.URL)
 }

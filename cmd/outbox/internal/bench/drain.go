@@ -25,6 +25,10 @@ const (
 // drainResult holds the figures of drain and ceiling.
 type drainResult struct {
 	Messages int `json:"messages"`
+	// ReadPath is "snapshot" for drain --read-path snapshot, whose rows
+	// are never marked sent (VerifiedSent stays 0; the destination's
+	// count verifies it where it can tell).
+	ReadPath string `json:"read_path,omitempty"`
 	// Delivered counts the Sent outcomes the relays reported.
 	Delivered int64 `json:"delivered"`
 	// VerifiedSent counts the run's rows in status sent afterwards.

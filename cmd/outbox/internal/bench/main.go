@@ -19,6 +19,7 @@ import (
 	"github.com/txoutbox/outbox/internal/cliflag"
 	"github.com/txoutbox/outbox/internal/dburl"
 	"github.com/txoutbox/outbox/internal/redact"
+	"github.com/txoutbox/outbox/internal/store"
 )
 
 // Exit statuses, as the outbox command defines them.
@@ -82,6 +83,7 @@ type options struct {
 	consume      bool
 	stall        time.Duration
 	analyze      bool
+	readPath     string // drain: table or snapshot
 }
 
 // errHelp ends a run that printed its usage.
@@ -225,8 +227,12 @@ func (o *options) parse(args []string, stdout io.Writer, getenv func(string) str
 		}
 	}
 	if o.workload != wPublish {
-		if _, _, err := dburl.Parse(o.dbURL); err != nil {
+		d, _, err := dburl.Parse(o.dbURL)
+		if err != nil {
 			return err
+		}
+		if o.readPath == readPathSnapshot && d != store.Postgres {
+			return usagef("%s: --read-path %s needs PostgreSQL (transaction snapshots), not %s", o.workload, readPathSnapshot, d)
 		}
 	}
 	return nil
@@ -237,9 +243,12 @@ func (o *options) parse(args []string, stdout io.Writer, getenv func(string) str
 func runWorkload(ctx context.Context, o *options, dest *destination, stderr io.Writer) (*result, error) {
 	var res *result
 	var runErr, cleanErr error
-	if o.workload == wSustain {
+	switch {
+	case o.workload == wSustain:
 		res, runErr, cleanErr = sustain(ctx, o, dest, stderr)
-	} else {
+	case o.workload == wDrain && o.readPath == readPathSnapshot:
+		res, runErr, cleanErr = drainSnapshotRun(ctx, o, dest, stderr)
+	default:
 		b, err := open(ctx, o, dest, stderr)
 		if err != nil {
 			return nil, err
@@ -256,6 +265,8 @@ func runWorkload(ctx context.Context, o *options, dest *destination, stderr io.W
 				return nil, errors.New("interrupted; what the run created on the destination was removed")
 			case o.workload == wSustain:
 				return nil, errors.New("interrupted; the trial's database was removed")
+			case o.readPath == readPathSnapshot:
+				return nil, errors.New("interrupted; the run's database was removed")
 			}
 			return nil, errors.New("interrupted; the run's rows were removed")
 		}
@@ -314,6 +325,7 @@ func flagSet(o *options) *flag.FlagSet {
 		fs.IntVar(&o.sentRows, "sent-rows", 0, "already-sent rows to load first, to show the cost of a big table")
 		fs.DurationVar(&o.stall, "stall-timeout", time.Minute, "give up when nothing was delivered for this long")
 		fs.BoolVar(&o.analyze, "analyze", true, "on PostgreSQL, ANALYZE outbox_messages after the pre-fill, as autovacuum soon would (false: drain with cold statistics)")
+		fs.StringVar(&o.readPath, "read-path", readPathTable, "table (the relays' read and settle) or snapshot: a prototype on PostgreSQL that reads batches cut by transaction snapshots and writes nothing per message, in a database of its own on --db's server (docs/design.md, \"A read path that writes nothing per message\")")
 	case wSteady:
 		destFlags()
 		relayFlags()
@@ -364,6 +376,8 @@ func (o *options) validate(set map[string]bool) error {
 		return usagef("%s: --relays must be at least 1", w)
 	case (w == wDrain || w == wCeiling || w == wPublish) && o.messages < 1:
 		return usagef("%s: --messages must be at least 1", w)
+	case w == wDrain && o.readPath != "" && o.readPath != readPathTable && o.readPath != readPathSnapshot:
+		return usagef("%s: --read-path must be %s or %s, not %q", w, readPathTable, readPathSnapshot, o.readPath)
 	case o.claimThresh < 0:
 		return usagef("%s: --claim-threshold must not be negative", w)
 	case o.sentRows < 0:

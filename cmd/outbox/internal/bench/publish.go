@@ -189,39 +189,56 @@ func (b *bench) publishWorker(ctx context.Context, topic string, keys []int, cou
 }
 
 // round builds the envelopes of one round, as the relay would hand them
-// to the publisher, and splits them into its waves: the j-th message of a
-// key in the round goes in wave j.
+// to the publisher, and splits them into its waves.
 func (b *bench) round(topic string, keys []int, next *int, size int) [][]*outbox.Envelope {
 	now := time.Now()
 	var waves [][]*outbox.Envelope
-	seen := map[int]int{}
+	seen := map[string]int{}
 	for range size {
-		env := &outbox.Envelope{
-			ID:          uuid.Must(uuid.NewV7()).String(),
-			Topic:       topic,
-			Destination: topic,
-			Payload:     b.payload,
-			Headers: map[string]string{
-				publisher.HeaderTopic:       topic,
-				publisher.HeaderContentType: publisher.DefaultContentType,
-			},
-			Attempt:   1,
-			CreatedAt: now,
-		}
-		w := 0
+		key := ""
 		if len(keys) > 0 {
-			k := keys[*next%len(keys)]
+			key = "key-" + strconv.Itoa(keys[*next%len(keys)])
 			*next++
-			env.Key = "key-" + strconv.Itoa(k)
-			env.Headers[publisher.HeaderBusinessKey] = env.Key
-			w = seen[k]
-			seen[k] = w + 1
 		}
-		for len(waves) <= w {
-			waves = append(waves, nil)
-		}
-		waves[w] = append(waves[w], env)
+		waves = inWave(waves, seen, envelope(uuid.Must(uuid.NewV7()).String(), topic, key, b.payload, now))
 	}
+	return waves
+}
+
+// envelope is a message as the relay hands it to the publisher.
+func envelope(id, topic, key string, payload []byte, now time.Time) *outbox.Envelope {
+	env := &outbox.Envelope{
+		ID:          id,
+		Topic:       topic,
+		Destination: topic,
+		Key:         key,
+		Payload:     payload,
+		Headers: map[string]string{
+			publisher.HeaderTopic:       topic,
+			publisher.HeaderContentType: publisher.DefaultContentType,
+		},
+		Attempt:   1,
+		CreatedAt: now,
+	}
+	if key != "" {
+		env.Headers[publisher.HeaderBusinessKey] = key
+	}
+	return env
+}
+
+// inWave adds env to waves, in which the j-th message of a key (seen
+// counts them) goes in wave j and a message without a key in the first:
+// no wave holds two messages of a key.
+func inWave(waves [][]*outbox.Envelope, seen map[string]int, env *outbox.Envelope) [][]*outbox.Envelope {
+	w := 0
+	if env.Key != "" {
+		w = seen[env.Key]
+		seen[env.Key] = w + 1
+	}
+	for len(waves) <= w {
+		waves = append(waves, nil)
+	}
+	waves[w] = append(waves[w], env)
 	return waves
 }
 

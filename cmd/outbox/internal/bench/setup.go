@@ -231,6 +231,11 @@ func freshDatabase(ctx context.Context, raw string, d store.Dialect, name string
 		drop += " WITH (FORCE)"
 	}
 	u.Path = "/" + name
+	// A new database has only the default schema: the search path of
+	// raw's names one in raw's database.
+	q := u.Query()
+	q.Del("search_path")
+	u.RawQuery = q.Encode()
 	return u.String(), func() error {
 		defer admin.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -279,7 +284,11 @@ func (b *bench) run(ctx context.Context) (*result, error) {
 	case wProduce:
 		res.Produce, err = b.produce(ctx)
 	case wDrain:
-		res.Drain, err = b.drain(ctx)
+		if b.o.readPath == readPathSnapshot {
+			res.Drain, err = b.drainSnapshot(ctx)
+		} else {
+			res.Drain, err = b.drain(ctx)
+		}
 	case wSteady:
 		res.Steady, err = b.steady(ctx)
 	case wCeiling:
