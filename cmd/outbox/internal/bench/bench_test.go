@@ -820,3 +820,20 @@ func TestDrainSnapshot(t *testing.T) {
 	}
 	assertClean(t, db.URL)
 }
+
+// TestSteadySnapshot: steady --read-path snapshot confirms every message
+// committed through the stand-in relay, measures its latency, and leaves
+// nothing behind.
+func TestSteadySnapshot(t *testing.T) {
+	db := testdb.New(t, store.Postgres)
+	r := mustJSON(t, "steady", "--db", db.URL, "--to", "null://", "--rate", "300", "--duration", "1s", "--warmup", "200ms",
+		"--keys", "10", "--read-path", "snapshot")
+	s := r.Steady
+	if s == nil || s.Committed == 0 || s.Count != s.Committed || s.Unconfirmed != 0 || s.Batches.Rounds == 0 {
+		t.Fatalf("steady: %+v", s)
+	}
+	if s.CommitToConfirm.P99 <= 0 {
+		t.Errorf("no commit → confirm latency: %+v", s.CommitToConfirm)
+	}
+	assertClean(t, db.URL)
+}

@@ -246,8 +246,8 @@ func runWorkload(ctx context.Context, o *options, dest *destination, stderr io.W
 	switch {
 	case o.workload == wSustain:
 		res, runErr, cleanErr = sustain(ctx, o, dest, stderr)
-	case o.workload == wDrain && o.readPath == readPathSnapshot:
-		res, runErr, cleanErr = drainSnapshotRun(ctx, o, dest, stderr)
+	case o.readPath == readPathSnapshot:
+		res, runErr, cleanErr = snapshotRun(ctx, o, dest, stderr)
 	default:
 		b, err := open(ctx, o, dest, stderr)
 		if err != nil {
@@ -308,6 +308,9 @@ func flagSet(o *options) *flag.FlagSet {
 		fs.IntVar(&o.workers, "workers", 0, fmt.Sprintf("relay's concurrent rounds (default %d, the library's)", outbox.DefaultWorkers))
 		fs.IntVar(&o.relays, "relays", 1, "relays in this process, each with its own id")
 	}
+	readPathFlag := func() {
+		fs.StringVar(&o.readPath, "read-path", readPathTable, "table (the relays' read and settle) or snapshot: a prototype on PostgreSQL that reads batches cut by transaction snapshots and writes nothing per message, in a database of its own on --db's server (docs/design.md, \"A read path that writes nothing per message\")")
+	}
 	destFlags := func() {
 		fs.StringVar(&o.to, "to", "null://", "destination: null:// (confirms at once, in process), kfake:// (an in-process Kafka) or any relay URL; for nats://, amqp:// and redis:// the run creates and then removes a stream, queue or streams for its messages")
 		fs.BoolVar(&o.sink, "sink", false, "start an in-process HTTP sink answering 200 and publish to it as a webhook")
@@ -325,7 +328,7 @@ func flagSet(o *options) *flag.FlagSet {
 		fs.IntVar(&o.sentRows, "sent-rows", 0, "already-sent rows to load first, to show the cost of a big table")
 		fs.DurationVar(&o.stall, "stall-timeout", time.Minute, "give up when nothing was delivered for this long")
 		fs.BoolVar(&o.analyze, "analyze", true, "on PostgreSQL, ANALYZE outbox_messages after the pre-fill, as autovacuum soon would (false: drain with cold statistics)")
-		fs.StringVar(&o.readPath, "read-path", readPathTable, "table (the relays' read and settle) or snapshot: a prototype on PostgreSQL that reads batches cut by transaction snapshots and writes nothing per message, in a database of its own on --db's server (docs/design.md, \"A read path that writes nothing per message\")")
+		readPathFlag()
 	case wSteady:
 		destFlags()
 		relayFlags()
@@ -334,6 +337,7 @@ func flagSet(o *options) *flag.FlagSet {
 		fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "time before the measured time, excluded from the figures")
 		fs.StringVar(&o.clients, "clients", "16", "producer goroutines taking the scheduled sends")
 		fs.StringVar(&o.plot, "plot", "", "draw the latency percentile curves and the backlog over time into `FILE.svg`")
+		readPathFlag()
 		fs.BoolVar(&o.consume, "consume", false, "attach a consumer to the destination (nats://) and measure latency to its receipt too")
 	case wSustain:
 		destFlags()
@@ -376,7 +380,7 @@ func (o *options) validate(set map[string]bool) error {
 		return usagef("%s: --relays must be at least 1", w)
 	case (w == wDrain || w == wCeiling || w == wPublish) && o.messages < 1:
 		return usagef("%s: --messages must be at least 1", w)
-	case w == wDrain && o.readPath != "" && o.readPath != readPathTable && o.readPath != readPathSnapshot:
+	case o.readPath != "" && o.readPath != readPathTable && o.readPath != readPathSnapshot:
 		return usagef("%s: --read-path must be %s or %s, not %q", w, readPathTable, readPathSnapshot, o.readPath)
 	case o.claimThresh < 0:
 		return usagef("%s: --claim-threshold must not be negative", w)

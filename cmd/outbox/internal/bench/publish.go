@@ -179,7 +179,7 @@ func (b *bench) publishWorker(ctx context.Context, topic string, keys []int, cou
 		waves := b.round(topic, keys, &next, size)
 		st.rounds.Add(1)
 		for _, wave := range waves {
-			if !b.publishCall(ctx, wave, st) {
+			if !publishCall(ctx, b.dest.pub, wave, st) {
 				return false
 			}
 		}
@@ -242,11 +242,11 @@ func inWave(waves [][]*outbox.Envelope, seen map[string]int, env *outbox.Envelop
 	return waves
 }
 
-// publishCall makes one Publish call, bounded like the relay's by the
-// default publish timeout, and counts its results.
-func (b *bench) publishCall(ctx context.Context, wave []*outbox.Envelope, st *publishStats) bool {
+// publishCall makes one Publish call to pub, bounded like the relay's by
+// the default publish timeout, and counts its results.
+func publishCall(ctx context.Context, pub outbox.Publisher, wave []*outbox.Envelope, st *publishStats) bool {
 	pctx, cancel := context.WithTimeout(ctx, outbox.DefaultPublishTimeout)
-	errs := b.dest.pub.Publish(pctx, wave)
+	errs := pub.Publish(pctx, wave)
 	cancel()
 	st.calls.Add(1)
 	for {

@@ -278,6 +278,11 @@ func (b *bench) run(ctx context.Context) (*result, error) {
 		return nil, err
 	}
 	b.migrated = true
+	if b.o.readPath == readPathSnapshot {
+		if err := b.addSnapshotColumn(ctx); err != nil {
+			return nil, err
+		}
+	}
 	res := newResult(b.o, b.d, b.dest)
 	var err error
 	switch b.o.workload {

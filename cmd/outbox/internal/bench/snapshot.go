@@ -2,14 +2,18 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/txoutbox/outbox"
 	"github.com/txoutbox/outbox/internal/dburl"
+	"github.com/txoutbox/outbox/internal/store"
 )
 
 // The snapshot read path, prototyped for `drain --read-path snapshot`
@@ -38,18 +42,25 @@ var snapshotSchema = []string{
 	"CREATE INDEX outbox_messages_txid_idx ON outbox_messages (outbox_txid, id)",
 }
 
-// snapshotPage reads the next page of the batch between snapshots $1 and
-// $2, after the row ($3, $4), in the order of the index.
-const snapshotPage = `SELECT id, outbox_txid::text AS txid_text, message_id::text, topic, business_key, payload, partition_no
-FROM outbox_messages
-WHERE outbox_txid >= pg_snapshot_xmin($1::pg_snapshot) AND outbox_txid < pg_snapshot_xmax($2::pg_snapshot)
-  AND pg_visible_in_snapshot(outbox_txid, $2::pg_snapshot) AND NOT pg_visible_in_snapshot(outbox_txid, $1::pg_snapshot)
-  AND (outbox_txid, id) > ($3::xid8, $4::bigint)
-ORDER BY outbox_txid, id
-LIMIT $5`
+// snapshotPage reads a page of the batch after snapshot $1, up to
+// snapshot $2 (NULL: a new one, returned in every row, and in a row of
+// NULLs when the page is empty), after the row ($3, $4), in the order of
+// the index.
+const snapshotPage = `WITH s AS MATERIALIZED (SELECT coalesce($2::pg_snapshot, pg_current_snapshot()) AS cur)
+SELECT s.cur::text AS cur, m.id, m.outbox_txid::text AS txid_text, m.message_id::text, m.topic, m.business_key, m.payload,
+       m.headers::text, m.partition_no
+FROM s LEFT JOIN LATERAL (
+    SELECT * FROM outbox_messages
+    WHERE outbox_txid >= pg_snapshot_xmin($1::pg_snapshot) AND outbox_txid < pg_snapshot_xmax(s.cur)
+      AND pg_visible_in_snapshot(outbox_txid, s.cur) AND NOT pg_visible_in_snapshot(outbox_txid, $1::pg_snapshot)
+      AND (outbox_txid, id) > ($3::xid8, $4::bigint)
+    ORDER BY outbox_txid, id
+    LIMIT $5) AS m ON true
+ORDER BY m.outbox_txid, m.id`
 
-// drainSnapshotRun runs drain --read-path snapshot in a fresh database.
-func drainSnapshotRun(ctx context.Context, o *options, dest *destination, stderr io.Writer) (res *result, runErr, cleanErr error) {
+// snapshotRun runs drain or steady --read-path snapshot in a fresh
+// database.
+func snapshotRun(ctx context.Context, o *options, dest *destination, stderr io.Writer) (res *result, runErr, cleanErr error) {
 	d, _, err := dburl.Parse(o.dbURL)
 	if err != nil {
 		return nil, err, nil
@@ -69,14 +80,20 @@ func drainSnapshotRun(ctx context.Context, o *options, dest *destination, stderr
 	return res, runErr, errors.Join(b.close(), drop())
 }
 
+// addSnapshotColumn adds the snapshot read path's column and index to the
+// run's own database.
+func (b *bench) addSnapshotColumn(ctx context.Context) error {
+	for _, q := range snapshotSchema {
+		if _, err := b.db.Pool.Exec(ctx, q); err != nil {
+			return fmt.Errorf("snapshot read path: %w", err)
+		}
+	}
+	return nil
+}
+
 // drainSnapshot times the backlog delivered through snapshot batches.
 func (b *bench) drainSnapshot(ctx context.Context) (*drainResult, error) {
 	pool := b.db.Pool
-	for _, q := range snapshotSchema {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			return nil, fmt.Errorf("snapshot schema: %w", err)
-		}
-	}
 	var prev, cur string
 	if err := pool.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&prev); err != nil {
 		return nil, err
@@ -102,7 +119,7 @@ func (b *bench) drainSnapshot(ctx context.Context) (*drainResult, error) {
 		go func() {
 			defer wg.Done()
 			for rows := range queues[w] {
-				if !b.publishRows(ctx, rows, &st) {
+				if !publishRows(ctx, b.dest.pub, rows, &st) {
 					cancel()
 				}
 			}
@@ -153,13 +170,59 @@ func (b *bench) drainSnapshot(ctx context.Context) (*drainResult, error) {
 
 // snapshotRow is one row of a snapshot batch.
 type snapshotRow struct {
-	txid, messageID, topic, key string
-	payload                     []byte
+	id                                   int64
+	txid, messageID, topic, key, headers string
+	payload                              []byte
+	partition                            int16
+}
+
+// pinPlans makes conn's statements keep a generic plan on the
+// transaction id index, as the relay's statements are pinned to theirs.
+func pinPlans(ctx context.Context, conn *pgxpool.Conn) error {
+	for _, q := range []string{"SET enable_seqscan = off", "SET enable_bitmapscan = off", "SET plan_cache_mode = force_generic_plan"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readPage reads the page of the batch after snapshot prev, up to
+// snapshot cur ("": a new one), after the row (afterTxid, afterID), and
+// returns its rows and the snapshot it was cut by.
+func readPage(ctx context.Context, conn *pgxpool.Conn, prev, cur, afterTxid string, afterID int64, limit int) ([]snapshotRow, string, error) {
+	var upTo any
+	if cur != "" {
+		upTo = cur
+	}
+	rows, err := conn.Query(ctx, snapshotPage, prev, upTo, afterTxid, afterID, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	var out []snapshotRow
+	for rows.Next() {
+		var id *int64
+		var txid, messageID, topic, key, headers *string
+		var payload []byte
+		var part *int16
+		if err := rows.Scan(&cur, &id, &txid, &messageID, &topic, &key, &payload, &headers, &part); err != nil {
+			return nil, "", err
+		}
+		if id == nil {
+			continue // the empty page's row
+		}
+		r := snapshotRow{id: *id, txid: *txid, messageID: *messageID, topic: *topic, headers: *headers, payload: payload, partition: *part}
+		if key != nil {
+			r.key = *key
+		}
+		out = append(out, r)
+	}
+	return out, cur, rows.Err()
 }
 
 // readSnapshotBatch pages through the rows between snapshots prev and cur
-// on one connection, whose plans it pins to the index as the relay's
-// statements are, and hands each page's rows to the queue of their
+// on one connection and hands each page's rows to the queue of their
 // partition's worker. It returns how many rows it read.
 func (b *bench) readSnapshotBatch(ctx context.Context, prev, cur string, queues []chan []snapshotRow) (int64, error) {
 	conn, err := b.db.Pool.Acquire(ctx)
@@ -167,10 +230,8 @@ func (b *bench) readSnapshotBatch(ctx context.Context, prev, cur string, queues 
 		return 0, err
 	}
 	defer conn.Release()
-	for _, q := range []string{"SET enable_seqscan = off", "SET enable_bitmapscan = off", "SET plan_cache_mode = force_generic_plan"} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return 0, err
-		}
+	if err := pinPlans(ctx, conn); err != nil {
+		return 0, err
 	}
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "RESET ALL")
@@ -179,33 +240,16 @@ func (b *bench) readSnapshotBatch(ctx context.Context, prev, cur string, queues 
 	afterTxid, afterID := "0", int64(0)
 	var read int64
 	for {
-		rows, err := conn.Query(ctx, snapshotPage, prev, cur, afterTxid, afterID, batch)
+		page, _, err := readPage(ctx, conn, prev, cur, afterTxid, afterID, batch)
 		if err != nil {
 			return read, err
 		}
+		read += int64(len(page))
 		parts := make([][]snapshotRow, len(queues))
-		n := 0
-		var id int64
-		var part int16
-		for rows.Next() {
-			var r snapshotRow
-			var key *string
-			if err := rows.Scan(&id, &r.txid, &r.messageID, &r.topic, &key, &r.payload, &part); err != nil {
-				rows.Close()
-				return read, err
-			}
-			if key != nil {
-				r.key = *key
-			}
-			w := int(part) % len(queues)
+		for _, r := range page {
+			w := int(r.partition) % len(queues)
 			parts[w] = append(parts[w], r)
-			afterTxid, afterID = r.txid, id
-			n++
 		}
-		if err := rows.Err(); err != nil {
-			return read, err
-		}
-		read += int64(n)
 		for w, p := range parts {
 			if len(p) == 0 {
 				continue
@@ -216,27 +260,152 @@ func (b *bench) readSnapshotBatch(ctx context.Context, prev, cur string, queues 
 				return read, ctx.Err()
 			}
 		}
-		if n < batch {
+		if len(page) < batch {
 			return read, nil
 		}
+		last := page[len(page)-1]
+		afterTxid, afterID = last.txid, last.id
 	}
 }
 
 // publishRows publishes one worker's share of a page in waves of at most
 // one message per key, as the relay's workers do. It returns false when
 // a message failed or ctx ended.
-func (b *bench) publishRows(ctx context.Context, rows []snapshotRow, st *publishStats) bool {
+func publishRows(ctx context.Context, pub outbox.Publisher, rows []snapshotRow, st *publishStats) bool {
 	now := time.Now()
 	var waves [][]*outbox.Envelope
 	seen := map[string]int{}
 	for _, r := range rows {
-		waves = inWave(waves, seen, envelope(r.messageID, r.topic, r.key, r.payload, now))
+		env := envelope(r.messageID, r.topic, r.key, r.payload, now)
+		var h map[string]string
+		if err := json.Unmarshal([]byte(r.headers), &h); err != nil {
+			st.fail(1, fmt.Errorf("message %s: headers: %w", r.messageID, err))
+			return false
+		}
+		for k, v := range h {
+			if _, ok := env.Headers[k]; !ok {
+				env.Headers[k] = v
+			}
+		}
+		waves = inWave(waves, seen, env)
 	}
 	st.rounds.Add(1)
 	for _, wave := range waves {
-		if ctx.Err() != nil || !b.publishCall(ctx, wave, st) {
+		if ctx.Err() != nil || !publishCall(ctx, pub, wave, st) {
 			return false
 		}
 	}
 	return true
+}
+
+// The stand-in's pace: after a round that found messages it reads again
+// snapshotGather later, as the relay gathers; otherwise it waits for a
+// producer's signal or snapshotMaxPoll.
+const (
+	snapshotGather  = 3 * time.Millisecond
+	snapshotMaxPoll = time.Second
+)
+
+// startSnapshotRelay stands in for the relays of steady --read-path
+// snapshot: one loop on the relays' pool (so that the run's relay
+// database CPU is its) that reads what committed since its last snapshot,
+// held in memory, and publishes it in waves. It listens for the
+// producers' signal as the relays do.
+func (b *bench) startSnapshotRelay(ctx context.Context, pub outbox.Publisher, onBatch func(outbox.BatchReport)) (*relaySet, error) {
+	pool := b.relayDB.Pool
+	read, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	listen, err := pool.Acquire(ctx)
+	if err != nil {
+		read.Release()
+		return nil, err
+	}
+	var prev string
+	err = pinPlans(ctx, read)
+	if err == nil {
+		_, err = listen.Exec(ctx, "LISTEN "+store.NotifyChannel)
+	}
+	if err == nil {
+		err = read.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&prev)
+	}
+	if err != nil {
+		read.Release()
+		listen.Release()
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	rs := &relaySet{cancel: cancel, done: make(chan error, 1), failed: make(chan error, 1), n: 1}
+	wake := make(chan struct{}, 1)
+	go func() {
+		defer listen.Release()
+		for {
+			if _, err := listen.Conn().WaitForNotification(rctx); err != nil {
+				return
+			}
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	go func() {
+		err := b.snapshotLoop(rctx, read, prev, pub, onBatch, wake)
+		read.Release()
+		if rctx.Err() != nil {
+			err = nil
+		}
+		if err != nil {
+			rs.failed <- err
+		}
+		rs.done <- err
+	}()
+	return rs, nil
+}
+
+// snapshotLoop runs the stand-in's rounds until ctx ends or a round
+// fails.
+func (b *bench) snapshotLoop(ctx context.Context, conn *pgxpool.Conn, prev string, pub outbox.Publisher, onBatch func(outbox.BatchReport), wake <-chan struct{}) error {
+	batch := b.o.batchSizeOrDefault()
+	poll := time.NewTimer(snapshotMaxPoll)
+	defer poll.Stop()
+	for {
+		var st publishStats
+		cur, afterTxid, afterID, read := "", "0", int64(0), 0
+		for {
+			page, at, err := readPage(ctx, conn, prev, cur, afterTxid, afterID, batch)
+			if err != nil {
+				return fmt.Errorf("read: %w", err)
+			}
+			cur = at
+			read += len(page)
+			if len(page) > 0 && !publishRows(ctx, pub, page, &st) {
+				if st.firstErr != nil {
+					return fmt.Errorf("publish: %w", st.firstErr)
+				}
+				return ctx.Err()
+			}
+			if len(page) < batch {
+				break
+			}
+			last := page[len(page)-1]
+			afterTxid, afterID = last.txid, last.id
+		}
+		prev = cur
+		if read > 0 {
+			onBatch(outbox.BatchReport{Read: read, Sent: int(st.confirmed.Load()), BatchSize: batch})
+			if !sleepFor(ctx, snapshotGather) {
+				return ctx.Err()
+			}
+			continue
+		}
+		poll.Reset(snapshotMaxPoll)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-poll.C:
+		}
+	}
 }

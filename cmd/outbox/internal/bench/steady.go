@@ -328,7 +328,11 @@ func (b *bench) startSteady(ctx context.Context, label string, cut bool) (*stead
 		}
 		r.stopConsume = stop
 	}
-	rs, err := b.startRelays(ctx, r.rec, r.stats.add)
+	start := b.startRelays
+	if o.readPath == readPathSnapshot {
+		start = b.startSnapshotRelay
+	}
+	rs, err := start(ctx, r.rec, r.stats.add)
 	if err != nil {
 		r.stopConsume()
 		return nil, err
@@ -418,6 +422,12 @@ wait:
 		measured = o.duration
 	}
 	res.AchievedRate = float64(res.Committed) / measured.Seconds()
+	if o.readPath == readPathSnapshot {
+		// Its rows stay pending: the backlog is what was committed and
+		// not yet confirmed.
+		res.BacklogAtEnd = r.committed.Load() - r.rec.all.Load()
+		return res, nil
+	}
 	var err error
 	res.BacklogAtEnd, err = b.countStatus(ctx, r.topic, store.StatusPending)
 	if err != nil {
