@@ -16,20 +16,23 @@ import (
 	"github.com/txoutbox/outbox/internal/store"
 )
 
-// The snapshot read path, prototyped for `drain --read-path snapshot`
-// (docs/design.md, "A read path that writes nothing per message"): the
+// The snapshot read path, prototyped for `drain` and `steady --read-path
+// snapshot` (docs/design.md, "A read path that writes nothing per
+// message"): the
 // rows carry the id of the transaction that wrote them, a batch is the
 // rows whose transaction is visible in one snapshot and was not in the
 // one before, and nothing is written per delivered message. The run
 // takes a database of its own on --db's server (the column and index are
 // added there, never to the table --db names) and drops it after.
 //
-// What it measures is the database's side and the drain rate it allows:
-// one reader pages through the backlog's snapshot pair and hands each
-// page's rows to the workers by partition, which publish them as the
-// publish workload does (waves of at most one message per key, each
-// call's confirmations awaited). Failures stop the run: the prototype has
-// no retry path, which is where the option would need the most work.
+// What it measures is the database's side, the drain rate it allows and
+// its latency at a fixed rate. A drain has one reader page through the
+// backlog's snapshot pair and hand each page's rows to the workers by
+// partition; steady has one loop in place of the relays (see
+// startSnapshotRelay). Both publish as the publish workload does (waves
+// of at most one message per key, each call's confirmations awaited).
+// Failures stop the run: the prototype has no retry path, which is where
+// the option would need the most work.
 const (
 	readPathTable    = "table"
 	readPathSnapshot = "snapshot"
