@@ -157,40 +157,33 @@ run_logical() {
   psql_ rp_logical -c "SELECT pg_drop_replication_slot('rp')" >/dev/null
   echo "logical   walsender CPU $(us_per $((w1 - w0)) $((n1 - n0))) µs/msg; WAL $(( (l1 - l0) / (n1 - n0) )) B/msg; $((n1 - n0)) messages"
 }
-run_snapshot() {
+# run_reader KIND: a fresh snapshot database, one reader taking a batch
+# ROUNDS_SEEN times a second while the producers write: the reader's
+# backend CPU per message. KIND round writes the cursor row each round;
+# held passes the last snapshot from one round to the next.
+run_reader() {
   fresh rp_snapshot snapshot
-  PGAPPNAME=readpath-round pgbench -n -M prepared -h 127.0.0.1 -p "$PORT" -U postgres -c 1 -R "$ROUNDS_SEEN" -T $((SECONDS_ + 2)) \
-    -f "$DIR/round.sql" rp_snapshot > "$DIR/round.out" 2>&1 &
+  local script=round.sql label="snapshot " note=""
+  local args=()
+  if [ "$1" = held ]; then
+    script=read.sql label="held     " note=" (snapshot, cursor in the reader)"
+    args=(-D "prev=$(psql_ rp_snapshot -c "SELECT pg_current_snapshot()")")
+  fi
+  PGAPPNAME=readpath-reader pgbench -n -M prepared "${args[@]}" -h 127.0.0.1 -p "$PORT" -U postgres -c 1 -R "$ROUNDS_SEEN" \
+    -T $((SECONDS_ + 2)) -f "$DIR/$script" rp_snapshot > "$DIR/reader.out" 2>&1 &
   local rb=$! rp
   sleep 0.5
-  rp=$(psql_ rp_snapshot -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'readpath-round'")
+  rp=$(psql_ rp_snapshot -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'readpath-reader'")
   local n0 c0 n1 c1
   n0=$(count rp_snapshot); c0=$(cpu "$rp")
   produce rp_snapshot
   n1=$(count rp_snapshot); c1=$(cpu "$rp")
   wait "$rb"
-  echo "snapshot  reader CPU $(us_per $((c1 - c0)) $((n1 - n0))) µs/msg; $ROUNDS_SEEN rounds/s, $((n1 - n0)) messages"
-}
-
-run_snapshot_held() {
-  fresh rp_snapshot snapshot
-  local start
-  start=$(psql_ rp_snapshot -c "SELECT pg_current_snapshot()")
-  PGAPPNAME=readpath-read pgbench -n -M prepared -D "prev=$start" -h 127.0.0.1 -p "$PORT" -U postgres -c 1 -R "$ROUNDS_SEEN" -T $((SECONDS_ + 2)) \
-    -f "$DIR/read.sql" rp_snapshot > "$DIR/read.out" 2>&1 &
-  local rb=$! rp
-  sleep 0.5
-  rp=$(psql_ rp_snapshot -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'readpath-read'")
-  local n0 c0 n1 c1
-  n0=$(count rp_snapshot); c0=$(cpu "$rp")
-  produce rp_snapshot
-  n1=$(count rp_snapshot); c1=$(cpu "$rp")
-  wait "$rb"
-  echo "held      reader CPU $(us_per $((c1 - c0)) $((n1 - n0))) µs/msg; $ROUNDS_SEEN rounds/s, $((n1 - n0)) messages (snapshot, cursor in the reader)"
+  echo "$label reader CPU $(us_per $((c1 - c0)) $((n1 - n0))) µs/msg; $ROUNDS_SEEN rounds/s, $((n1 - n0)) messages$note"
 }
 
 echo "## $RATE msg/s for ${SECONDS_}s, alternated ($REPS times)"
-for i in $(seq "$REPS"); do run_table; run_logical; run_snapshot; run_snapshot_held; done
+for i in $(seq "$REPS"); do run_table; run_logical; run_reader round; run_reader held; done
 
 echo "## a backlog of $BACKLOG one-message transactions, read in one go"
 backlog() { pgbench -n -h 127.0.0.1 -p "$PORT" -U postgres -c 16 -j 2 -t $((BACKLOG / 16)) -f "$DIR/insert.sql" "$1" >/dev/null 2>&1; }
