@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txoutbox/outbox"
@@ -74,13 +75,17 @@ func snapshotRun(ctx context.Context, o *options, dest *destination, stderr io.W
 	}
 	to := *o
 	to.dbURL = url
-	b, err := open(ctx, &to, dest, stderr)
-	if err != nil {
-		return nil, err, drop()
-	}
-	b.scratch = true
-	res, runErr = b.run(ctx)
-	return res, runErr, errors.Join(b.close(), drop())
+	res, runErr, closeErr := inScratch(ctx, &to, dest, stderr, (*bench).run)
+	return res, runErr, errors.Join(closeErr, drop())
+}
+
+// currentSnapshot is the database's snapshot now, as text.
+func currentSnapshot(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (string, error) {
+	var snap string
+	err := q.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&snap)
+	return snap, err
 }
 
 // addSnapshotColumn adds the snapshot read path's column and index to the
@@ -96,9 +101,8 @@ func (b *bench) addSnapshotColumn(ctx context.Context) error {
 
 // drainSnapshot times the backlog delivered through snapshot batches.
 func (b *bench) drainSnapshot(ctx context.Context) (*drainResult, error) {
-	pool := b.db.Pool
-	var prev, cur string
-	if err := pool.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&prev); err != nil {
+	prev, err := currentSnapshot(ctx, b.db.Pool)
+	if err != nil {
 		return nil, err
 	}
 	res := &drainResult{Messages: b.o.messages, ReadPath: readPathSnapshot}
@@ -106,7 +110,8 @@ func (b *bench) drainSnapshot(ctx context.Context) (*drainResult, error) {
 	if err := b.prepareBacklog(ctx, res, topic); err != nil {
 		return nil, err
 	}
-	if err := pool.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&cur); err != nil {
+	cur, err := currentSnapshot(ctx, b.db.Pool)
+	if err != nil {
 		return nil, err
 	}
 
@@ -331,7 +336,7 @@ func (b *bench) startSnapshotRelay(ctx context.Context, pub outbox.Publisher, on
 		_, err = listen.Exec(ctx, "LISTEN "+store.NotifyChannel)
 	}
 	if err == nil {
-		err = read.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&prev)
+		prev, err = currentSnapshot(ctx, read)
 	}
 	if err != nil {
 		read.Release()

@@ -201,7 +201,7 @@ func (s *sustainRun) trial(ctx context.Context, rate float64) (bool, error) {
 	}
 	to := *s.o
 	to.dbURL, to.rate, to.duration = url, rate, s.o.window
-	t, runErr, closeErr := runTrial(ctx, &to, s.dest, s.stderr)
+	t, runErr, closeErr := inScratch(ctx, &to, s.dest, s.stderr, (*bench).sustainTrial)
 	if err := errors.Join(closeErr, drop()); err != nil {
 		s.cleanErr = errors.Join(s.cleanErr, err)
 		if runErr == nil {
@@ -217,16 +217,16 @@ func (s *sustainRun) trial(ctx context.Context, rate float64) (bool, error) {
 	return t.Verdict == verdictSustained, nil
 }
 
-// runTrial runs one trial as o says (its database, its rate), then
-// closes what it opened.
-func runTrial(ctx context.Context, o *options, dest *destination, stderr io.Writer) (t *sustainTrial, runErr, closeErr error) {
+// inScratch opens a bench on o's database, which is the run's own (the
+// caller made it and drops it), runs fn on it and closes what it opened.
+func inScratch[T any](ctx context.Context, o *options, dest *destination, stderr io.Writer, fn func(*bench, context.Context) (T, error)) (res T, runErr, closeErr error) {
 	b, err := open(ctx, o, dest, stderr)
 	if err != nil {
-		return nil, err, nil
+		return res, err, nil
 	}
 	b.scratch = true
-	t, runErr = b.sustainTrial(ctx)
-	return t, runErr, b.close()
+	res, runErr = fn(b, ctx)
+	return res, runErr, b.close()
 }
 
 // sustainTrial migrates the trial's database, runs steady's producers at
