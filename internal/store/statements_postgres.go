@@ -80,12 +80,7 @@ WHERE m.id = u.id AND (m.status COLLATE "C" = 'pending' OR (m.status COLLATE "C"
   AND (SELECT l.owner = $7 AND l.expires_at > now() FROM outbox_leases AS l WHERE l.partition_no = m.partition_no)`,
 
 		// The expiring rows through their index (019_expires_at.sql).
-		expire: `UPDATE outbox_messages AS m SET
-    last_error = '` + expiredReason + `' || CASE WHEN m.attempts > 0 THEN ' (' || m.attempts
-        || CASE WHEN m.attempts = 1 THEN ' attempt' ELSE ' attempts' END || coalesce('; last error: ' || m.last_error, '') || ')' ELSE '' END,
-    status = 'expired', available_at = now()
-WHERE m.status = 'pending' AND m.expires_at IS NOT NULL AND m.expires_at <= now()
-  AND m.partition_no IN (SELECT l.partition_no FROM outbox_leases AS l WHERE l.owner = $1 AND l.expires_at > now())`,
+		expire: postgresExpire(""),
 		// Marks that do not change are not written: most partitions of a
 		// round hold nothing in flight, round after round. The rows are
 		// locked in partition order, as the renewal and outbox_read_mark
@@ -364,4 +359,16 @@ func (postgres) lockMigrations(ctx context.Context, s Session) (func(), error) {
 		return nil, err
 	}
 	return func() { _, _ = s.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(7433001)") }, nil
+}
+
+// postgresExpire moves the expiring rows of the partitions $1 leases to
+// 'expired', through their index (019_expires_at.sql); and is more of
+// the condition (" AND …"), or "".
+func postgresExpire(and string) string {
+	return `UPDATE outbox_messages AS m SET
+    last_error = '` + expiredReason + `' || CASE WHEN m.attempts > 0 THEN ' (' || m.attempts
+        || CASE WHEN m.attempts = 1 THEN ' attempt' ELSE ' attempts' END || coalesce('; last error: ' || m.last_error, '') || ')' ELSE '' END,
+    status = 'expired', available_at = now()
+WHERE m.status = 'pending' AND m.expires_at IS NOT NULL AND m.expires_at <= now()` + and + `
+  AND m.partition_no IN (SELECT l.partition_no FROM outbox_leases AS l WHERE l.owner = $1 AND l.expires_at > now())`
 }

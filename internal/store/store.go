@@ -118,6 +118,9 @@ type Row struct {
 	Partition      int
 	UnknownOutcome bool
 	CreatedAt      time.Time
+	// Snapshot says the row was read from the snapshot domain
+	// (SnapshotRead): once delivered, it is not written.
+	Snapshot bool
 }
 
 // Outcome is how one delivery attempt ended.

@@ -1,0 +1,228 @@
+-- The snapshot read path (PostgreSQL 13+): the relay reads the messages
+-- that committed between two transaction snapshots, and a message it
+-- delivers is not written.
+--
+-- Each new row records the transaction that wrote it (outbox_txid). A
+-- relay keeps, per partition, the snapshot up to which it has read (the
+-- cursor, persisted in outbox_leases); the next batch is every row whose
+-- transaction a new snapshot sees and the cursor's did not, so a row that
+-- commits late is read once its transaction is visible, never skipped.
+--
+-- Rows are in one of two domains:
+--   * outbox_txid NOT NULL: the snapshot domain. A pending row there is
+--     delivered once the cursor of its partition has passed it; it keeps
+--     status 'pending' and is never written for it.
+--   * outbox_txid NULL: the table domain, read by status and
+--     available_at as before: rows written before this step, retries,
+--     dead letters, rows held back by an earlier message of their key,
+--     delayed or expiring rows, and the window of a relay that stopped
+--     without handing its partitions over. Every relay write that is not
+--     "sent" moves a row here.
+--
+-- Idempotent: it runs again without harm.
+ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS outbox_txid xid8;
+-- Rows already there stay in the table domain (NULL); only new rows get
+-- their transaction.
+ALTER TABLE outbox_messages ALTER COLUMN outbox_txid SET DEFAULT pg_current_xact_id();
+CREATE INDEX IF NOT EXISTS outbox_messages_txid_idx ON outbox_messages (outbox_txid, id) WHERE outbox_txid IS NOT NULL;
+CREATE INDEX IF NOT EXISTS outbox_messages_retry_idx ON outbox_messages (id) WHERE status = 'pending' AND outbox_txid IS NULL;
+-- Pending rows of the table domain hold back later rows of their key: a
+-- row written before this step whose available_at is its created_at
+-- would not be found by outbox_messages_waiting_idx.
+UPDATE outbox_messages SET available_at = created_at + interval '1 microsecond'
+WHERE status = 'pending' AND outbox_txid IS NULL AND available_at <= created_at AND business_key IS NOT NULL;
+
+ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_lo pg_snapshot;
+ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_hi pg_snapshot;
+ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_after_txid xid8;
+ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_after_id bigint;
+
+-- outbox_snapshot_read reads the next page of the snapshot domain for the
+-- partitions whose cursor is given (los[p+1] the snapshot read up to,
+-- NULL: from the start; his[p+1] the end of the batch being paged, NULL:
+-- now; ats[p+1], ais[p+1] the last row of the batch read, NULL: none;
+-- incl[p+1] whether p is read), in transaction then id order, up to lim
+-- rows. lo_x and hi_x bound the index scan (the least xmin of the los,
+-- the greatest xmax of the his). A row that cannot be delivered now (not
+-- pending any more, not yet due, expired, or an earlier row of its key is
+-- pending in the table domain) is moved to the table domain (spill
+-- 'true'); the others come with their payload as outbox_read_mark's. The
+-- snapshot now is in every row (cur), and in a row of id 0 when the page
+-- is empty.
+CREATE OR REPLACE FUNCTION outbox_snapshot_read(los text[], his text[], ats text[], ais bigint[], incl boolean[],
+                                                lo_x xid8, hi_x xid8, lim int, max_bytes bigint)
+RETURNS TABLE (id bigint, message_id text, topic varchar, business_key varchar, payload text, headers text,
+               attempts int, max_attempts int, partition_no smallint, unknown_outcome boolean, created_epoch float8,
+               payload_bytes bigint, txid text, spill text, cur text)
+LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    now_snap pg_snapshot := pg_current_snapshot();
+BEGIN
+RETURN QUERY
+WITH w AS MATERIALIZED (
+    SELECT m.id, m.outbox_txid, m.partition_no,
+           (m.status <> 'pending' OR m.available_at > now() OR (m.expires_at IS NOT NULL AND m.expires_at <= now())
+            OR (m.business_key IS NOT NULL AND EXISTS (
+                SELECT 1 FROM outbox_messages AS b
+                WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at
+                  AND b.business_key IS NOT NULL AND b.id < m.id AND b.outbox_txid IS NULL))) AS held
+    FROM outbox_messages AS m
+    WHERE m.outbox_txid >= lo_x AND m.outbox_txid < greatest(hi_x, pg_snapshot_xmax(now_snap))
+      AND incl[m.partition_no + 1]
+      AND pg_visible_in_snapshot(m.outbox_txid, coalesce(his[m.partition_no + 1]::pg_snapshot, now_snap))
+      AND (los[m.partition_no + 1] IS NULL OR NOT pg_visible_in_snapshot(m.outbox_txid, los[m.partition_no + 1]::pg_snapshot))
+      AND (ats[m.partition_no + 1] IS NULL
+           OR (m.outbox_txid, m.id) > (ats[m.partition_no + 1]::xid8, ais[m.partition_no + 1]))
+    ORDER BY m.outbox_txid, m.id
+    LIMIT lim
+), moved AS (
+    -- Moved rows stay due when they were (a held-back key's row is read
+    -- again right after the row holding it), and land where
+    -- outbox_messages_waiting_idx finds them.
+    UPDATE outbox_messages AS m
+    SET outbox_txid = NULL, available_at = greatest(m.available_at, now(), m.created_at + interval '1 microsecond')
+    FROM w WHERE m.id = w.id AND w.held AND m.status = 'pending'
+    RETURNING m.id
+)
+SELECT w.id, m.message_id::text, m.topic, m.business_key,
+       CASE WHEN NOT w.held AND octet_length(m.payload) <= max_bytes THEN m.payload END,
+       m.headers::text, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8,
+       octet_length(m.payload)::bigint, w.outbox_txid::text, w.held::text, now_snap::text
+FROM w JOIN outbox_messages AS m ON m.id = w.id
+UNION ALL
+SELECT 0::bigint, ''::text, ''::varchar, NULL::varchar, NULL::text, '{}'::text, 0, 0, 0::smallint, false, NULL::float8,
+       0::bigint, ''::text, 'true'::text, now_snap::text
+ORDER BY 13, 1;
+END
+$$;
+
+-- outbox_read_retries is outbox_read_mark over the table domain.
+CREATE OR REPLACE FUNCTION outbox_read_retries(parts int[], lim int, owner_id text, max_bytes bigint)
+RETURNS TABLE (id bigint, message_id text, topic varchar, business_key varchar, payload text, headers text,
+               attempts int, max_attempts int, partition_no smallint, unknown_outcome boolean, created_epoch float8,
+               payload_bytes bigint)
+LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+BEGIN
+PERFORM set_config('synchronous_commit', 'off', true);
+RETURN QUERY
+WITH r AS MATERIALIZED (
+    SELECT m.id, m.message_id::text, m.topic, m.business_key, CASE WHEN octet_length(m.payload) <= max_bytes THEN m.payload END,
+           m.headers::text, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8,
+           octet_length(m.payload)::bigint
+    FROM outbox_messages AS m
+    WHERE m.status = 'pending' AND m.outbox_txid IS NULL AND m.available_at <= now() AND m.partition_no = ANY(parts)
+      AND (m.expires_at IS NULL OR m.expires_at > now())
+      AND (m.business_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM outbox_messages AS b
+          WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at
+            AND b.business_key IS NOT NULL AND b.id < m.id AND b.available_at > now()
+            AND (b.expires_at IS NULL OR b.expires_at > now())))
+    ORDER BY m.id
+    LIMIT lim
+), x AS MATERIALIZED (
+    SELECT r.partition_no AS p, max(r.id) AS max_id FROM r GROUP BY r.partition_no
+), locked AS MATERIALIZED (
+    SELECT l.partition_no AS p FROM outbox_leases AS l JOIN x ON x.p = l.partition_no
+    WHERE l.owner = owner_id AND l.inflight_max_id < x.max_id
+    ORDER BY l.partition_no
+    FOR UPDATE OF l
+), marked AS (
+    UPDATE outbox_leases AS l SET inflight_max_id = x.max_id
+    FROM x JOIN locked ON locked.p = x.p
+    WHERE l.partition_no = x.p
+    RETURNING 1
+)
+SELECT r.* FROM r ORDER BY r.id;
+END
+$$;
+
+-- outbox_settle_snapshot is outbox_settle that moves every row it writes
+-- to the table domain. The relay does not call it for a delivered row of
+-- the snapshot domain.
+CREATE OR REPLACE FUNCTION outbox_settle_snapshot(ids bigint[], statuses text[], delays bigint[], errs text[], incs int[],
+                                                  unknowns boolean[], owner_id text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    n bigint;
+BEGIN
+PERFORM set_config('synchronous_commit', 'off', true);
+UPDATE outbox_messages AS m SET
+    attempts = m.attempts + u.inc,
+    available_at = CASE WHEN u.status = 'pending' THEN greatest(now() + u.delay_us * interval '1 microsecond', m.created_at + interval '1 microsecond')
+                        WHEN u.status = 'dead' THEN now() ELSE m.available_at END,
+    sent_at = CASE WHEN u.status = 'sent' THEN now() ELSE m.sent_at END,
+    last_error = CASE WHEN u.status = 'sent' THEN m.last_error ELSE u.err END,
+    unknown_outcome = u.unknown,
+    status = u.status,
+    outbox_txid = NULL
+FROM unnest(ids, statuses, delays, errs, incs, unknowns) AS u(id, status, delay_us, err, inc, unknown)
+WHERE m.id = u.id AND (m.status COLLATE "C" = 'pending' OR (m.status COLLATE "C" = 'expired' AND u.status <> 'pending'))
+  AND (SELECT l.owner = owner_id AND l.expires_at > now() FROM outbox_leases AS l WHERE l.partition_no = m.partition_no);
+GET DIAGNOSTICS n = ROW_COUNT;
+RETURN n;
+END
+$$;
+
+-- outbox_snapshot_resume returns owner's cursors of parts. For each
+-- partition whose previous owner stopped without handing it over
+-- (spill[i]), the rows that owner may have been publishing (every pending
+-- row of the snapshot domain after its last recorded cursor) move to the
+-- table domain first, the partition's in-flight mark becomes the highest
+-- of their ids (so that they are read as suspects), and its cursor
+-- starts at the current snapshot.
+CREATE OR REPLACE FUNCTION outbox_snapshot_resume(parts int[], spill boolean[], owner_id text)
+RETURNS TABLE (partition_no smallint, lo text, hi text, after_txid text, after_id bigint, inflight_max_id bigint)
+LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    now_snap pg_snapshot := pg_current_snapshot();
+    l record;
+    top bigint;
+BEGIN
+FOR l IN SELECT o.partition_no, o.snap_lo, u.spill FROM outbox_leases AS o
+         JOIN unnest(parts, spill) AS u(p, spill) ON u.p = o.partition_no
+         WHERE o.owner = owner_id AND o.expires_at > now() AND u.spill
+         ORDER BY o.partition_no
+         FOR UPDATE OF o LOOP
+    WITH moved AS (
+        UPDATE outbox_messages AS m
+        SET outbox_txid = NULL, available_at = greatest(m.available_at, now(), m.created_at + interval '1 microsecond')
+        WHERE m.partition_no = l.partition_no AND m.status = 'pending'
+          AND m.outbox_txid >= coalesce(pg_snapshot_xmin(l.snap_lo), '0'::xid8)
+          AND (l.snap_lo IS NULL OR NOT pg_visible_in_snapshot(m.outbox_txid, l.snap_lo))
+        RETURNING m.id)
+    SELECT max(moved.id) INTO top FROM moved;
+    UPDATE outbox_leases AS o SET snap_lo = now_snap, snap_hi = NULL, snap_after_txid = NULL, snap_after_id = NULL,
+        inflight_max_id = greatest(o.inflight_max_id, coalesce(top, 0))
+    WHERE o.partition_no = l.partition_no;
+END LOOP;
+RETURN QUERY
+SELECT o.partition_no, o.snap_lo::text, o.snap_hi::text, o.snap_after_txid::text, o.snap_after_id, o.inflight_max_id
+FROM outbox_leases AS o
+WHERE o.owner = owner_id AND o.expires_at > now() AND o.partition_no = ANY(parts)
+ORDER BY o.partition_no;
+END
+$$;
