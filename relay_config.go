@@ -131,6 +131,14 @@ type RelayConfig struct {
 	// without a MaxAge of its own (see Route.MaxAge). Defaults to 0:
 	// messages expire only by their own expires_at.
 	MaxAge time.Duration
+	// SnapshotRead reads a PostgreSQL outbox by transaction snapshots,
+	// and writes nothing for a message it delivered: the message keeps
+	// status pending, and its partition's read cursor, past it, records
+	// the delivery (docs/snapshot-read.md). The database needs `outbox
+	// migrate --read-path snapshot` first, and then every relay on it
+	// needs SnapshotRead: a relay whose read does not match the
+	// database's refuses to start.
+	SnapshotRead bool
 	// MaxPayloadBytes: a message with a larger payload (inserted by plain
 	// SQL) goes dead instead of being published. Defaults to
 	// DefaultMaxPayloadBytes (1 MiB).
@@ -236,6 +244,7 @@ func (c *RelayConfig) engine() relay.Config {
 		Retry:           relay.RetryPolicy(c.Retry),
 		MaxRetryAge:     c.MaxRetryAge,
 		MaxAge:          c.MaxAge,
+		SnapshotRead:    c.SnapshotRead,
 		MaxPayloadBytes: c.MaxPayloadBytes,
 		NoRouteGrace:    c.NoRouteGrace,
 		Retention:       c.Retention.engine(),

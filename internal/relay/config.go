@@ -57,7 +57,11 @@ type Config struct {
 	// MaxAge expires a message older than this (since its created_at, by
 	// the database's clock) when it would be published, instead of
 	// publishing it; a route's own MaxAge wins. 0: never.
-	MaxAge          time.Duration
+	MaxAge time.Duration
+	// SnapshotRead reads the outbox by transaction snapshots and writes
+	// nothing for a delivered message (PostgreSQL, once the database's
+	// snapshot read is enabled; see snapshot.go).
+	SnapshotRead    bool
 	MaxPayloadBytes int
 	NoRouteGrace    time.Duration
 	OnBatch         func(BatchReport) // nil: none

@@ -28,10 +28,20 @@ type expirer interface {
 	Expire(ctx context.Context, owner string) (int64, error)
 }
 
+// tableExpirer expires the table domain of a database read by snapshots.
+type tableExpirer struct{ st snapshotStore }
+
+func (t tableExpirer) Expire(ctx context.Context, owner string) (int64, error) {
+	return t.st.ExpireTable(ctx, owner)
+}
+
 // startExpiring runs the expiry loop for as long as ctx lasts, when the
 // store has one.
 func (r *Relay) startExpiring(ctx context.Context) {
 	ex, ok := r.store.(expirer)
+	if r.snap != nil {
+		ex, ok = tableExpirer{r.snap.st}, true
+	}
 	if !ok {
 		return
 	}

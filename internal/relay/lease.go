@@ -120,6 +120,9 @@ func (r *Relay) leaseLoop(ctx context.Context, partitions int) {
 		readBack := !settled || sinceRead+1 >= readBackEvery
 		quiet, read, err := r.balance(bctx, partitions, tick%50 == 0, readBack)
 		cancel()
+		if err == nil {
+			err = r.saveCursors(ctx, nil)
+		}
 		r.dbLeaseUpkeep(ctx, err)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
@@ -261,6 +264,9 @@ func (r *Relay) ownLeases(leases []store.Lease, want []int, validUntil time.Time
 	}
 	r.own.parts = held
 	r.own.validUntil = validUntil
+	if r.snap != nil {
+		r.snap.held(leases, held, r.own.releasing)
+	}
 	return before, held, stray
 }
 
@@ -310,6 +316,12 @@ func (r *Relay) release(ctx context.Context, parts []int) {
 		r.own.round.Lock()
 		if err := r.flushCarried(ctx); err != nil {
 			r.log.Warn("outbox relay: settling the last round before releasing partitions failed; its messages will be delivered again", "relay", r.id, "err", err)
+		}
+		if err := r.saveCursors(context.WithoutCancel(ctx), fresh); err != nil {
+			r.log.Warn("outbox relay: recording where the snapshot read stands failed; the next owner reads the last rounds again", "relay", r.id, "err", err)
+		}
+		if r.snap != nil {
+			r.snap.forget(fresh)
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.statementTimeout())
 		err := r.store.Release(rctx, r.id, fresh)

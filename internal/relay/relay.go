@@ -64,6 +64,9 @@ type Relay struct {
 
 	// probe is the change probe's state (see probe.go).
 	probe probeState
+
+	// snap is the snapshot read's state; nil for a table read.
+	snap *snapState
 }
 
 // worker is one read-publish-settle loop over its share of the owned
@@ -76,6 +79,9 @@ type worker struct {
 	solo bool
 	// counts are the rows a solo round read per partition.
 	counts map[int]int
+	// page are the cursors of a snapshot read's round, applied once it
+	// is settled (see advanceCursors).
+	page []store.SnapshotCursor
 }
 
 // routeState is a route with its health and limits.
@@ -196,6 +202,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("outbox: relay start: %w", err)
 	}
+	if err := r.checkSnapshotRead(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("outbox: relay start: %w", err)
+	}
 	r.log.Info("outbox relay: started", "relay", r.id, "partitions", partitions, "routes", len(r.router.routes))
 	r.startBudgets(ctx)
 	if advice, err := r.store.ServerAdvice(ctx); err == nil {
@@ -240,6 +252,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.bg.Wait()
 	finish, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	if err := r.saveCursors(finish, nil); err != nil {
+		r.log.Warn("outbox relay: recording where the snapshot read stands failed; the next owner reads the last rounds again", "relay", r.id, "err", err)
+	}
 	if err := r.store.DropRelay(finish, r.id); err != nil {
 		r.log.Warn("outbox relay: releasing partitions on shutdown failed; they move when the leases expire", "relay", r.id, "err", err)
 	}

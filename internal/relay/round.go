@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/txoutbox/outbox/internal/failpoint"
@@ -207,13 +208,24 @@ func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) 
 	// suspects are being isolated: a batch cut down to them is marked as
 	// cut (markInflight below), so that each crash halves their group.
 	isolating := r.own.suspects() != nil
-	rows, err := r.readRound(ctx, w, parts, isolating)
+	var rows []store.Row
+	var err error
+	moved := 0
+	if r.snap != nil {
+		var read int
+		rows, read, err = r.readSnapshotRound(ctx, w, parts, isolating)
+		moved = read - len(rows)
+	} else {
+		rows, err = r.readRound(ctx, w, parts, isolating)
+	}
 	if err != nil {
 		return 0, err
 	}
 	if len(rows) == 0 {
+		r.advanceCursors(w)
 		w.batchSize = max(r.cfg.MinBatchSize, w.batchSize/2)
-		return 0, nil
+		// Rows moved to the table domain are read from there next.
+		return moved, nil
 	}
 	if w.solo {
 		w.counts = map[int]int{}
@@ -236,6 +248,8 @@ func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) 
 	if suspects {
 		r.isolating.Lock()
 		defer r.isolating.Unlock()
+		// The rows cut off are read again: the cursors stay.
+		w.page = nil
 	}
 	if isolating {
 		if err := r.markInflight(ctx, parts, rows); err != nil {
@@ -253,11 +267,18 @@ func (r *Relay) round(ctx context.Context, w *worker) (count int, failed error) 
 	if err := failpoint.Inject(failpoint.AfterReadBeforePublish); err != nil {
 		return 0, err
 	}
+	var read []*item
+	if r.snap != nil {
+		read = slices.Clone(items) // deliver keeps the decided ones in items
+	}
 	decided := r.deliver(ctx, items, &report)
+	if r.snap != nil {
+		decided = heldOver(read, decided, &report)
+	}
 	if err := failpoint.Inject(failpoint.AfterPublishBeforeSettle); err != nil {
 		return nread, err
 	}
-	return r.settleRound(ctx, w, decided, report, nread, len(rows), !isolating && !suspects)
+	return r.settleRound(ctx, w, decided, report, nread, len(rows), !isolating && !suspects && r.snap == nil)
 }
 
 // readRound settles the round before, when its settle was carried, and
@@ -351,12 +372,26 @@ func (r *Relay) settleRound(ctx context.Context, w *worker, decided []*item, rep
 			r.hold(&carried{outs: outs, items: decided, report: report})
 			return nread, nil
 		}
-		settled, err := r.settle(ctx, outs)
-		report.Settled = settled
+		write := outs
+		if r.snap != nil {
+			write = snapshotOutcomes(outs, decided)
+		}
+		settled, err := r.settle(ctx, write)
+		report.Settled = settled + int64(len(outs)-len(write))
 		if err != nil {
 			return kept, settleFailed(err)
 		}
+		if r.snap != nil {
+			r.snap.noteRetries(write)
+			if settled < int64(len(write)) {
+				// An outcome the database refused (the lease lapsed)
+				// was not moved to the table domain: the cursors stay,
+				// and the round is read again.
+				w.page = nil
+			}
+		}
 	}
+	r.advanceCursors(w)
 	r.afterSettle(outs, decided, report)
 	return nread, nil
 }
@@ -409,7 +444,11 @@ func (r *Relay) settle(ctx context.Context, outs []store.Outcome) (int64, error)
 	for attempt := 0; attempt < 5; attempt++ {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		var n int64
-		n, err = r.store.Settle(sctx, r.id, outs)
+		if r.snap != nil {
+			n, err = r.snap.st.SettleSnapshot(sctx, r.id, outs)
+		} else {
+			n, err = r.store.Settle(sctx, r.id, outs)
+		}
 		cancel()
 		if err == nil {
 			return n, nil

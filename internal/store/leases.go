@@ -33,6 +33,7 @@ func (st *Store) Held(ctx context.Context, owner string) ([]Lease, error) {
 		var prev string
 		err := scan(&l.Partition, &l.InflightMaxID, &prev)
 		l.Taken = prev != "" && prev != owner
+		l.Unclean = prev != ""
 		return l, err
 	}, st.s.held, owner)
 }

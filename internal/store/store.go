@@ -152,6 +152,9 @@ type Lease struct {
 	// Taken is true when the partition was taken over from an owner whose
 	// lease expired, rather than found free.
 	Taken bool
+	// Unclean is true when the previous owner, this relay's id included,
+	// did not release the partition (it stopped, or its lease lapsed).
+	Unclean bool
 }
 
 // Stats is a snapshot of the table.

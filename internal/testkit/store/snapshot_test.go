@@ -178,6 +178,13 @@ func TestSnapshotReadHoldsBack(t *testing.T) {
 	if got := db.Strings(t, `SELECT topic || ' ' || status FROM outbox_messages ORDER BY id`); !slices.Equal(got, []string{"t.first sent", "t.second sent", "t.delayed pending", "t.free pending", "t.expired expired"}) {
 		t.Fatalf("rows %v", got)
 	}
+	// A delivered row an operator moves out of pending and back (by any
+	// statement) is read again, from the table domain.
+	db.Exec(t, `UPDATE outbox_messages SET status = 'dead' WHERE topic = 't.free'`)
+	db.Exec(t, `UPDATE outbox_messages SET status = 'pending', available_at = now() WHERE topic = 't.free'`)
+	if rows, err := st.ReadRetries(ctx, "r1", parts, 100); err != nil || len(rows) != 1 || rows[0].Topic != "t.free" {
+		t.Fatalf("table domain read %+v after a requeue: %v", rows, err)
+	}
 }
 
 // TestSnapshotCursorHandover: a relay that hands its partitions over

@@ -32,6 +32,20 @@ CREATE INDEX IF NOT EXISTS outbox_messages_retry_idx ON outbox_messages (id) WHE
 UPDATE outbox_messages SET available_at = created_at + interval '1 microsecond'
 WHERE status = 'pending' AND outbox_txid IS NULL AND available_at <= created_at AND business_key IS NOT NULL;
 
+-- A row whose status leaves 'pending' by any update (a dead letter, an
+-- expiry, an operator's statement) leaves the snapshot domain with it, so
+-- that once requeued it is read again from the table domain.
+CREATE OR REPLACE FUNCTION outbox_leave_snapshot() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+NEW.outbox_txid := NULL;
+RETURN NEW;
+END
+$$;
+DROP TRIGGER IF EXISTS outbox_leave_snapshot ON outbox_messages;
+CREATE TRIGGER outbox_leave_snapshot BEFORE UPDATE OF status ON outbox_messages FOR EACH ROW
+    WHEN (NEW.status <> 'pending' AND NEW.outbox_txid IS NOT NULL) EXECUTE FUNCTION outbox_leave_snapshot();
+
 ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_lo pg_snapshot;
 ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_hi pg_snapshot;
 ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_after_txid xid8;
@@ -225,4 +239,21 @@ FROM outbox_leases AS o
 WHERE o.owner = owner_id AND o.expires_at > now() AND o.partition_no = ANY(parts)
 ORDER BY o.partition_no;
 END
+$$;
+
+-- outbox_delivered says whether a row of the snapshot domain (txid, id
+-- in partition p) is behind its partition's recorded cursor: a pending
+-- such row has been delivered. The cursors are recorded every lease tick
+-- and when a relay hands a partition over, so the answer lags the relay
+-- by that much.
+CREATE OR REPLACE FUNCTION outbox_delivered(p smallint, txid xid8, row_id bigint)
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $$
+SELECT txid IS NOT NULL AND EXISTS (
+    SELECT 1 FROM outbox_leases AS l
+    WHERE l.partition_no = p
+      AND (pg_visible_in_snapshot(txid, l.snap_lo)
+           OR (l.snap_hi IS NOT NULL AND pg_visible_in_snapshot(txid, l.snap_hi)
+               AND (txid, row_id) <= (l.snap_after_txid, l.snap_after_id))))
 $$;
