@@ -19,6 +19,11 @@ type MigrateOpts struct {
 	// refuses it (converting is a copy, see docs/retention.md). Defaults
 	// to false.
 	Partitioned bool
+	// SnapshotRead also enables the snapshot read (PostgreSQL, not with
+	// Partitioned; see RelayConfig.SnapshotRead): a column and an index
+	// on outbox_messages, the read cursors on outbox_leases, and their
+	// functions. Running it again changes nothing. Defaults to false.
+	SnapshotRead bool
 }
 
 func (o *MigrateOpts) store() store.MigrateOptions {
@@ -47,6 +52,11 @@ func Migrate[TTx any](ctx context.Context, driver Driver[TTx], opts *MigrateOpts
 	if err != nil {
 		return done, fmt.Errorf("outbox: migrate: %w", err)
 	}
+	if opts != nil && opts.SnapshotRead {
+		if err := b.Store.EnableSnapshotRead(ctx); err != nil {
+			return done, fmt.Errorf("outbox: migrate: %w", err)
+		}
+	}
 	return done, nil
 }
 
@@ -61,6 +71,16 @@ func SchemaSQL(dialect driver.Dialect, opts *MigrateOpts) (string, error) {
 	s, err := store.SchemaSQLWith(d, opts.store())
 	if err != nil {
 		return "", fmt.Errorf("outbox: %w", err)
+	}
+	if opts != nil && opts.SnapshotRead {
+		if d != store.Postgres || opts.Partitioned {
+			return "", fmt.Errorf("outbox: %w, on a table not partitioned", store.ErrSnapshotDialect)
+		}
+		snap, err := store.SnapshotSQL()
+		if err != nil {
+			return "", fmt.Errorf("outbox: %w", err)
+		}
+		s += "\n" + snap
 	}
 	return s, nil
 }

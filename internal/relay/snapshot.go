@@ -87,6 +87,11 @@ func (r *Relay) checkSnapshotRead(ctx context.Context) error {
 		return errors.New("this database's outbox is read by snapshots (outbox_messages.outbox_txid); a relay reading the table would deliver its messages again")
 	}
 	if on {
+		if st, ok := r.store.(*store.Store); ok {
+			// Gauges and retention take a delivered row for sent.
+			st = st.WithSnapshotRead()
+			r.store, ss = st, st
+		}
 		r.snap = newSnapState(ss)
 	}
 	return nil

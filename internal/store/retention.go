@@ -87,7 +87,7 @@ func (st *Store) RetainIn(ctx context.Context, table string, after int64, limit 
 	}
 	s, ok := partitionRetention.Load(table)
 	if !ok {
-		s, _ = partitionRetention.LoadOrStore(table, postgresRetentionOn(quoteIdent(table)))
+		s, _ = partitionRetention.LoadOrStore(table, postgresRetentionOn(quoteIdent(table), false))
 	}
 	return st.retain(ctx, s.(retentionStatements), after, limit, p)
 }

@@ -34,6 +34,12 @@ func (st *Store) EnableSnapshotRead(ctx context.Context) error {
 	if st.d != Postgres {
 		return ErrSnapshotDialect
 	}
+	if p, err := st.Partitioned(ctx); err != nil || p {
+		if err == nil {
+			err = errors.New("the snapshot read does not support an outbox_messages partitioned by day")
+		}
+		return err
+	}
 	src, err := SnapshotSQL()
 	if err != nil {
 		return err
@@ -44,6 +50,39 @@ func (st *Store) EnableSnapshotRead(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// WithSnapshotRead returns a store like st for a database whose
+// snapshot read is enabled: its counts, ages and gauges take a pending
+// row of the snapshot domain behind its partition's recorded cursor for
+// sent (outbox_delivered), and retention removes such rows as it removes
+// sent ones.
+func (st *Store) WithSnapshotRead() *Store {
+	c := *st
+	c.s.countByStatusTopic = `SELECT CASE WHEN status = 'pending' AND outbox_delivered(partition_no, outbox_txid, id) THEN 'sent' ELSE status END,
+       topic, count(*) FROM outbox_messages GROUP BY 1, 2 ORDER BY 1, 2`
+	c.s.oldestPending = `SELECT extract(epoch from now() - min(o.at))::float8 FROM (` + snapshotFirst("created_at", "true") + `) AS o`
+	c.s.oldestDue = `SELECT extract(epoch from now() - min(o.at))::float8 FROM (` + snapshotFirst("available_at", "m.available_at <= now()") + `) AS o`
+	c.s.gauges = `SELECT
+  (SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND outbox_txid IS NULL)
+    + (SELECT count(*) FROM outbox_messages AS m WHERE m.outbox_txid >= outbox_snapshot_floor() AND m.status = 'pending'
+         AND NOT outbox_delivered(m.partition_no, m.outbox_txid, m.id)),
+  (SELECT count(*) FROM outbox_messages WHERE status = 'dead'),
+  (` + c.s.oldestPending + `),
+  (` + c.s.oldestDue + `),
+  extract(epoch from now())::float8`
+	c.ret = postgresRetentionOn("outbox_messages", true)
+	return &c
+}
+
+// snapshotFirst selects, as at, the column col of the first pending row
+// not yet delivered where cond (on m) holds: of the table domain by id, and of
+// the snapshot domain after the cursors by transaction.
+func snapshotFirst(col, cond string) string {
+	return `(SELECT m.` + col + ` AS at FROM outbox_messages AS m WHERE m.status = 'pending' AND m.outbox_txid IS NULL AND ` + cond + ` ORDER BY m.id LIMIT 1)
+UNION ALL
+(SELECT m.` + col + ` FROM outbox_messages AS m WHERE m.outbox_txid >= outbox_snapshot_floor() AND m.status = 'pending' AND ` + cond + `
+   AND NOT outbox_delivered(m.partition_no, m.outbox_txid, m.id) ORDER BY m.outbox_txid, m.id LIMIT 1)`
 }
 
 // SnapshotReadEnabled reports whether EnableSnapshotRead ran on the

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -170,24 +171,39 @@ func (postgres) adminStatements() adminStatements {
 const postgresOldestDue = `SELECT extract(epoch from (now() AT TIME ZONE 'UTC') - min(available_at AT TIME ZONE 'UTC'))::float8
   FROM outbox_messages WHERE status = 'pending' AND (available_at AT TIME ZONE 'UTC') <= (now() AT TIME ZONE 'UTC')`
 
-func (postgres) retention() retentionStatements { return postgresRetentionOn("outbox_messages") }
+func (postgres) retention() retentionStatements {
+	return postgresRetentionOn("outbox_messages", false)
+}
 
 // postgresDue is the predicate "the row has outlived its retention", with
 // the sent and dead retentions in microseconds at placeholders sent and
 // dead. Pending rows are never due. Expired rows follow the dead
 // retention: the expiry sets available_at to their time of death, as the
-// settle does for dead rows.
-func postgresDue(sent, dead string) string {
-	return "((status IN ('sent', 'consumed') AND coalesce(sent_at, created_at) < now() - (" + sent + ")::bigint * interval '1 microsecond')" +
-		" OR (status IN ('dead', 'expired') AND greatest(created_at, available_at) < now() - (" + dead + ")::bigint * interval '1 microsecond'))"
+// settle does for dead rows. With snapshot, a pending row of the snapshot
+// domain that its partition's cursor has passed is sent (see
+// WithSnapshotRead), due by its created_at.
+func postgresDue(sent, dead string, snapshot bool) string {
+	due := "((status IN ('sent', 'consumed') AND coalesce(sent_at, created_at) < now() - (" + sent + ")::bigint * interval '1 microsecond')" +
+		" OR (status IN ('dead', 'expired') AND greatest(created_at, available_at) < now() - (" + dead + ")::bigint * interval '1 microsecond')"
+	if snapshot {
+		due += " OR (status = 'pending' AND outbox_txid IS NOT NULL AND created_at < now() - (" + sent + ")::bigint * interval '1 microsecond'" +
+			" AND outbox_delivered(partition_no, outbox_txid, id))"
+	}
+	return due + ")"
 }
 
 // postgresRetentionOn are the retention statements over table, a checked
-// and quoted name: outbox_messages, or one of its partitions.
-func postgresRetentionOn(table string) retentionStatements {
-	remove := `DELETE FROM ` + table + ` WHERE id = ANY($1::bigint[]) AND ` + postgresDue("$2", "$3")
+// and quoted name: outbox_messages, or one of its partitions; snapshot
+// for a database read by snapshots.
+func postgresRetentionOn(table string, snapshot bool) retentionStatements {
+	remove := `DELETE FROM ` + table + ` WHERE id = ANY($1::bigint[]) AND ` + postgresDue("$2", "$3", snapshot)
+	archived := archiveColumns
+	if snapshot {
+		// A pending row that is removed was delivered.
+		archived = strings.Replace(archiveColumns, "status", "CASE WHEN status = 'pending' THEN 'sent' ELSE status END", 1)
+	}
 	return retentionStatements{
-		window: `SELECT id, CASE WHEN ` + postgresDue("$1", "$2") + ` THEN 1 ELSE 0 END,
+		window: `SELECT id, CASE WHEN ` + postgresDue("$1", "$2", snapshot) + ` THEN 1 ELSE 0 END,
        CASE WHEN created_at > now() - ($3)::bigint * interval '1 microsecond' THEN 1 ELSE 0 END
 FROM ` + table + ` WHERE id > $4 ORDER BY id LIMIT $5`,
 		remove: remove,
@@ -198,7 +214,7 @@ FROM ` + table + ` WHERE id > $4 ORDER BY id LIMIT $5`,
     ` + remove + `
     RETURNING ` + archiveColumns + `)
 INSERT INTO outbox_messages_archive (` + archiveColumns + `)
-SELECT ` + archiveColumns + ` FROM gone`,
+SELECT ` + archived + ` FROM gone`,
 	}
 }
 

@@ -298,3 +298,55 @@ func idsWhere(t *testing.T, db *testdb.DB, cond string) []int64 {
 }
 
 func sorted(ids []int64) []int64 { return slices.Sorted(slices.Values(ids)) }
+
+// TestSnapshotDeliveredCountsAsSent: with the cursors recorded, a
+// delivered row of the snapshot domain counts as sent in the status
+// counts and the gauges, the oldest pending age is the oldest row not
+// delivered, and retention removes delivered rows past the sent
+// retention (archived as sent), never one not yet delivered.
+func TestSnapshotDeliveredCountsAsSent(t *testing.T) {
+	db, st, parts := snapshotDB(t, "r1")
+	ctx := context.Background()
+	snap := st.WithSnapshotRead()
+	cs := cursorsOf(t, st, "r1", parts, false)
+	for i := range 4 {
+		insert(t, db, st, newMsg("t.old", fmt.Sprint(i)))
+	}
+	db.Exec(t, `UPDATE outbox_messages SET created_at = now() - interval '2 hours', available_at = now() - interval '2 hours'`)
+	got, cs := pageAll(t, st, cs, 100)
+	if len(got) != 4 {
+		t.Fatalf("read %d of 4", len(got))
+	}
+	if err := st.SaveSnapshotCursors(ctx, "r1", cs); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, db, st, newMsg("t.new", "a"), newMsg("t.new", "b"))
+	db.Exec(t, `UPDATE outbox_messages SET created_at = now() - interval '10 minutes', available_at = now() - interval '10 minutes' WHERE topic = 't.new'`)
+	stats, err := snap.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Sent != 4 || stats.Pending != 2 {
+		t.Fatalf("stats sent %d pending %d, want 4 and 2", stats.Sent, stats.Pending)
+	}
+	if stats.OldestPendingAge < 9*time.Minute || stats.OldestPendingAge > 11*time.Minute {
+		t.Fatalf("oldest pending %s, want the new rows' 10m", stats.OldestPendingAge)
+	}
+	g, err := snap.Gauges(ctx)
+	if err != nil || g.Pending != 2 {
+		t.Fatalf("gauges pending %d: %v", g.Pending, err)
+	}
+	if plain, _ := st.Stats(ctx); plain.Pending != 6 {
+		t.Fatalf("the table read's counts see %d pending, want all 6", plain.Pending)
+	}
+	b, err := snap.Retain(ctx, 0, 100, store.RetentionPolicy{Sent: time.Hour, Dead: time.Hour, Archive: true})
+	if err != nil || b.Removed != 4 {
+		t.Fatalf("retention removed %d: %v", b.Removed, err)
+	}
+	if got := db.Strings(t, `SELECT topic || ' ' || status FROM outbox_messages_archive ORDER BY id`); len(got) != 4 || got[0] != "t.old sent" {
+		t.Fatalf("archived %v", got)
+	}
+	if got := db.Strings(t, `SELECT topic FROM outbox_messages`); len(got) != 2 || got[0] != "t.new" {
+		t.Fatalf("left %v", got)
+	}
+}

@@ -189,9 +189,15 @@ type statusSource interface {
 
 // statusSourceOf is the store `outbox status` reads: the adopted table's
 // when spec names one.
-func statusSourceOf(db *dburl.DB, spec string) (statusSource, error) {
+func statusSourceOf(ctx context.Context, db *dburl.DB, spec string) (statusSource, error) {
 	if spec == "" {
-		return db.Backend().Store, nil
+		st := db.Backend().Store
+		on, err := st.SnapshotReadEnabled(ctx)
+		if on {
+			// A delivered message of the snapshot read counts as sent.
+			st = st.WithSnapshotRead()
+		}
+		return st, err
 	}
 	return adoptedStore(db, spec)
 }

@@ -151,6 +151,7 @@ type relayConfig struct {
 	NoRouteGrace    string `yaml:"no_route_grace"`
 	MaxRetryAge     string `yaml:"max_retry_age"`
 	MaxAge          string `yaml:"max_age"`
+	ReadPath        string `yaml:"read_path"`
 	PublishTimeout  string `yaml:"publish_timeout"`
 	ShutdownTimeout string `yaml:"shutdown_timeout"`
 	MinPoll         string `yaml:"min_poll"`

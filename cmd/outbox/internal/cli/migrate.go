@@ -16,7 +16,7 @@ import (
 func migrateCommand() *command {
 	return &command{
 		name:     "migrate",
-		synopsis: "[--db URL] [--config FILE] [--inbox-only | --partitioned]",
+		synopsis: "[--db URL] [--config FILE] [--inbox-only | --partitioned | --read-path snapshot]",
 		summary:  "create or upgrade the outbox tables (idempotent)",
 		about: `Creates or upgrades the outbox tables (outbox_messages, outbox_inbox and
 the relays' bookkeeping) and prints the versions it applied, or that the
@@ -31,6 +31,11 @@ by day, so that the relay's retention drops whole days instead of deleting
 rows (docs/retention.md). It applies when the table is created; an existing
 unpartitioned table is left as it is, with an error.
 
+With --read-path snapshot (PostgreSQL, a table not partitioned), also
+enables the snapshot read: relays read new messages between transaction
+snapshots and write nothing for one they delivered (docs/snapshot-read.md).
+Every relay on the database then needs --read-path snapshot.
+
 Migrations hold a session-level lock, which a connection pooler in
 transaction mode (PgBouncer) does not keep: through one, migrate refuses
 (exit 2); give it the server's own address.`,
@@ -39,12 +44,19 @@ transaction mode (PgBouncer) does not keep: through one, migrate refuses
 			df.register(fs)
 			inboxOnly := fs.Bool("inbox-only", false, "create only the consumers' outbox_inbox table")
 			partitioned := fs.Bool("partitioned", false, "create outbox_messages partitioned by day (PostgreSQL)")
+			readPath := fs.String("read-path", "", "`snapshot`: also enable the relays' snapshot read (PostgreSQL; docs/snapshot-read.md)")
 			return func(e *env, pos []string) error {
 				if len(pos) > 0 && pos[0] == "sql" {
 					return usagef("migrate: put 'sql' right after 'migrate': outbox migrate sql --dialect …")
 				}
 				if err := noArgs("migrate", pos); err != nil {
 					return err
+				}
+				switch {
+				case *readPath != "" && *readPath != "snapshot":
+					return usagef("migrate: --read-path %q: the one read path to enable is snapshot", *readPath)
+				case *readPath != "" && (*inboxOnly || *partitioned):
+					return usagef("migrate: --read-path snapshot does not go with --inbox-only or --partitioned")
 				}
 				if *inboxOnly && *partitioned {
 					return usagef("migrate: --inbox-only and --partitioned do not go together: the inbox is not partitioned")
@@ -63,7 +75,10 @@ transaction mode (PgBouncer) does not keep: through one, migrate refuses
 				if *partitioned && db.Dialect != store.Postgres {
 					return usagef("migrate: --partitioned needs PostgreSQL, not %s", db.Dialect)
 				}
-				return e.migrate(db, &outbox.MigrateOpts{Partitioned: *partitioned})
+				if *readPath != "" && db.Dialect != store.Postgres {
+					return usagef("migrate: --read-path snapshot needs PostgreSQL, not %s", db.Dialect)
+				}
+				return e.migrate(db, &outbox.MigrateOpts{Partitioned: *partitioned, SnapshotRead: *readPath != ""})
 			}
 		},
 	}

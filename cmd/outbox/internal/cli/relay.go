@@ -131,6 +131,7 @@ type relayFlags struct {
 	retrySchedule   string
 	maxRetryAge     time.Duration
 	maxAge          time.Duration
+	readPath        string
 	logLevel        string
 	logFormat       string
 	admin           adminFlags
@@ -178,6 +179,7 @@ func newRelayFlags(fs *flag.FlagSet) *relayFlags {
 	fs.DurationVar(&f.retryCap, "retry-cap", 0, fmt.Sprintf("largest backoff, of the default curve or of --retry-base's (default %s)", outbox.DefaultRetryCap))
 	fs.StringVar(&f.retrySchedule, "retry-schedule", "", "fixed backoff `LIST` instead of exponential, e.g. 10s,30s,1m (the last repeats)")
 	fs.DurationVar(&f.maxAge, "max-age", 0, "a message older than this when it would be published expires instead (default none; a route's max_age wins)")
+	fs.StringVar(&f.readPath, "read-path", "", "`PATH`: table, or snapshot to read new messages between transaction snapshots, writing nothing for a delivered one (PostgreSQL, after outbox migrate --read-path snapshot; docs/snapshot-read.md) (default the config's read_path, else table)")
 	fs.DurationVar(&f.maxRetryAge, "max-retry-age", 0, "retry budget by age: a message still failing this long after its creation goes dead, whatever attempts it has left (default none; a route's max_retry_age wins)")
 	fs.StringVar(&f.logLevel, "log-level", "", "`LEVEL`: debug, info, warn or error (default $OUTBOX_LOG_LEVEL, else info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "`FORMAT`: text or json (default $OUTBOX_LOG_FORMAT, else text)")
@@ -461,6 +463,13 @@ func resolveRelayConfig(r *resolver, f *relayFlags) (*outbox.RelayConfig, error)
 	}
 	if f.noProbe {
 		rc.ProbeInterval = -1
+	}
+	switch path := r.text("read-path", f.readPath, "", c.ReadPath); path {
+	case "", "table":
+	case "snapshot":
+		rc.SnapshotRead = true
+	default:
+		return nil, usagef("relay: read path %q: table or snapshot", path)
 	}
 	if rc.LeaseTTL > 0 && rc.LeaseTTL < 500*time.Millisecond {
 		return nil, usagef("relay: lease TTL %s is too short (at least 500ms)", rc.LeaseTTL)

@@ -106,7 +106,7 @@ table's own states: pending (still to deliver), sent, consumed, dead.`,
 					return err
 				}
 				defer db.Close()
-				src, err := statusSourceOf(db, *adoptSpec)
+				src, err := statusSourceOf(e.ctx, db, *adoptSpec)
 				if err != nil {
 					return err
 				}

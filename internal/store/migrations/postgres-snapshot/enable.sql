@@ -257,3 +257,15 @@ SELECT txid IS NOT NULL AND EXISTS (
            OR (l.snap_hi IS NOT NULL AND pg_visible_in_snapshot(txid, l.snap_hi)
                AND (txid, row_id) <= (l.snap_after_txid, l.snap_after_id))))
 $$;
+
+-- outbox_snapshot_floor is the lowest transaction id a pending row of the
+-- snapshot domain not yet delivered can have: the least xmin of the
+-- recorded cursors, 0 while a partition has none.
+CREATE OR REPLACE FUNCTION outbox_snapshot_floor()
+RETURNS xid8
+LANGUAGE sql STABLE
+AS $$
+SELECT CASE WHEN bool_or(snap_lo IS NULL) THEN '0'::xid8
+            ELSE (SELECT pg_snapshot_xmin(l.snap_lo) FROM outbox_leases AS l ORDER BY 1 LIMIT 1) END
+FROM outbox_leases
+$$;

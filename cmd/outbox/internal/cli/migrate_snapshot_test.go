@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/txoutbox/outbox/internal/store"
+	"github.com/txoutbox/outbox/internal/syncbuf"
+	"github.com/txoutbox/outbox/internal/testkit/testdb"
+)
+
+// TestSnapshotReadCommands: migrate --read-path snapshot enables the
+// snapshot read on PostgreSQL (again: nothing changes) and refuses other
+// values and databases; a relay must match the database's read path; a
+// message the snapshot read delivered counts as sent in outbox status.
+func TestSnapshotReadCommands(t *testing.T) {
+	t.Parallel()
+	lite := testdb.New(t, store.SQLite)
+	run(t, dbVars(lite), "migrate", "--read-path", "snapshot").failed(t, ExitUsage, "needs PostgreSQL")
+	run(t, dbVars(lite), "migrate", "--read-path", "fast").failed(t, ExitUsage, "snapshot")
+	run(t, dbVars(lite), "migrate", "--read-path", "snapshot", "--partitioned").failed(t, ExitUsage, "--partitioned")
+	run(t, dbVars(lite), "relay", "--to", "stdout://", "--read-path", "fast").failed(t, ExitUsage, "table or snapshot")
+
+	db := testdb.New(t, store.Postgres)
+	for range 2 {
+		run(t, dbVars(db), "migrate", "--read-path", "snapshot").ok(t)
+	}
+	if on, err := db.Store().SnapshotReadEnabled(context.Background()); err != nil || !on {
+		t.Fatalf("snapshot read enabled: %v %v", on, err)
+	}
+	if r := run(t, dbVars(db), "relay", "--to", "stdout://"); r.code != ExitFailure || !strings.Contains(r.stderr, "read by snapshots") {
+		t.Fatalf("a table relay on a snapshot read database: exit %d\n%s", r.code, r.stderr)
+	}
+
+	id := enqueueOK(t, dbVars(db), "--topic", "order.created", "--payload", "{}")
+	var stdout, stderr syncbuf.Buffer
+	cmd := exec.Command(os.Args[0], "relay", "--to", "stdout://", "--read-path", "snapshot")
+	cmd.Env = append(os.Environ(), "OUTBOX_CLI_TEST_CHILD=1", "OUTBOX_DATABASE_URL="+db.URL)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the message on stdout", func() bool { return strings.Contains(stdout.String(), id) })
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("relay: %v\nstderr: %s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("relay did not stop\nstderr: %s", stderr.String())
+	}
+	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND sent_at IS NULL`); n != 1 {
+		t.Fatalf("%d untouched rows, want the delivered message's", n)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(run(t, dbVars(db), "status", "--json").ok(t).stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st["sent"] != 1.0 || st["pending"] != 0.0 {
+		t.Fatalf("status sent %v pending %v, want 1 and 0", st["sent"], st["pending"])
+	}
+}
