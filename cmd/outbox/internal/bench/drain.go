@@ -25,9 +25,8 @@ const (
 // drainResult holds the figures of drain and ceiling.
 type drainResult struct {
 	Messages int `json:"messages"`
-	// ReadPath is "snapshot" for drain --read-path snapshot, whose rows
-	// are never marked sent (VerifiedSent stays 0; the destination's
-	// count verifies it where it can tell).
+	// ReadPath is "snapshot" for drain --read-path snapshot, whose
+	// delivered rows are verified sent by their partitions' cursors.
 	ReadPath string `json:"read_path,omitempty"`
 	// Delivered counts the Sent outcomes the relays reported.
 	Delivered int64 `json:"delivered"`
@@ -258,7 +257,7 @@ func (b *bench) prepareBacklog(ctx context.Context, res *drainResult, topic stri
 
 // drain times the relays delivering a pre-filled backlog.
 func (b *bench) drain(ctx context.Context) (*drainResult, error) {
-	res := &drainResult{Messages: b.o.messages}
+	res := &drainResult{Messages: b.o.messages, ReadPath: b.o.readPath}
 	topic := b.topic("drain")
 	if err := b.prepareBacklog(ctx, res, topic); err != nil {
 		return nil, err

@@ -309,7 +309,7 @@ func flagSet(o *options) *flag.FlagSet {
 		fs.IntVar(&o.relays, "relays", 1, "relays in this process, each with its own id")
 	}
 	readPathFlag := func() {
-		fs.StringVar(&o.readPath, "read-path", readPathTable, "table (the relays' read and settle) or snapshot: a prototype on PostgreSQL that reads batches cut by transaction snapshots and writes nothing per message, in a database of its own on --db's server (docs/design.md, \"A read path that writes nothing per message\")")
+		fs.StringVar(&o.readPath, "read-path", readPathTable, "table (the relays' read and settle) or snapshot: relays with the snapshot read, which write nothing for a delivered message (PostgreSQL; in a database of its own on --db's server; docs/snapshot-read.md)")
 	}
 	destFlags := func() {
 		fs.StringVar(&o.to, "to", "null://", "destination: null:// (confirms at once, in process), kfake:// (an in-process Kafka) or any relay URL; for nats://, amqp:// and redis:// the run creates and then removes a stream, queue or streams for its messages")

@@ -190,11 +190,11 @@ func (c *runCost) write(tw io.Writer, other string) {
 
 func writeDrain(w io.Writer, d *drainResult, verb string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	via := ""
 	if d.ReadPath == readPathSnapshot {
-		fmt.Fprintf(tw, "%s\t%s through snapshot batches (confirmed by the destination; no row is marked sent)\n", verb, commas(d.Delivered))
-	} else {
-		fmt.Fprintf(tw, "%s\t%s (%s rows verified sent)\n", verb, commas(d.Delivered), commas(d.VerifiedSent))
+		via = " by the snapshot read"
 	}
+	fmt.Fprintf(tw, "%s\t%s%s (%s rows verified sent)\n", verb, commas(d.Delivered), via, commas(d.VerifiedSent))
 	d.runCost.write(tw, "the database's")
 	bs := d.Batches
 	fmt.Fprintf(tw, "batches\t%s rounds, mean %.0f, max %s, limit reached %s; retried %s, dead %s, deferred %s, skipped %s\n",

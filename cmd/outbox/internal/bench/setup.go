@@ -279,7 +279,7 @@ func (b *bench) run(ctx context.Context) (*result, error) {
 	}
 	b.migrated = true
 	if b.o.readPath == readPathSnapshot {
-		if err := b.addSnapshotColumn(ctx); err != nil {
+		if err := b.enableSnapshotRead(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -289,11 +289,7 @@ func (b *bench) run(ctx context.Context) (*result, error) {
 	case wProduce:
 		res.Produce, err = b.produce(ctx)
 	case wDrain:
-		if b.o.readPath == readPathSnapshot {
-			res.Drain, err = b.drainSnapshot(ctx)
-		} else {
-			res.Drain, err = b.drain(ctx)
-		}
+		res.Drain, err = b.drain(ctx)
 	case wSteady:
 		res.Steady, err = b.steady(ctx)
 	case wCeiling:
@@ -426,7 +422,7 @@ func (b *bench) count(ctx context.Context, q string, args ...any) (int64, error)
 
 // countStatus counts the messages of topic in status.
 func (b *bench) countStatus(ctx context.Context, topic, status string) (int64, error) {
-	return b.count(ctx, "SELECT count(*) FROM outbox_messages WHERE topic = "+b.ph(1)+" AND status = "+b.ph(2), topic, status)
+	return b.count(ctx, "SELECT count(*) FROM outbox_messages WHERE topic = "+b.ph(1)+" AND "+b.statusColumn()+" = "+b.ph(2), topic, status)
 }
 
 // createTable creates the run's business table.
@@ -541,11 +537,12 @@ func (b *bench) startRelays(ctx context.Context, pub outbox.Publisher, onBatch f
 				{Pattern: b.prefix + ">", Publisher: pub, Name: "bench"},
 				{Pattern: "*", Publisher: holdPublisher{}, Name: "not-bench"},
 			},
-			ID:        id,
-			Logger:    b.log,
-			BatchSize: b.o.batchSize,
-			Workers:   b.o.workers,
-			OnBatch:   onBatch,
+			ID:           id,
+			Logger:       b.log,
+			BatchSize:    b.o.batchSize,
+			Workers:      b.o.workers,
+			OnBatch:      onBatch,
+			SnapshotRead: b.o.readPath == readPathSnapshot,
 		})
 		if err != nil {
 			_ = rs.stop()

@@ -328,11 +328,7 @@ func (b *bench) startSteady(ctx context.Context, label string, cut bool) (*stead
 		}
 		r.stopConsume = stop
 	}
-	start := b.startRelays
-	if o.readPath == readPathSnapshot {
-		start = b.startSnapshotRelay
-	}
-	rs, err := start(ctx, r.rec, r.stats.add)
+	rs, err := b.startRelays(ctx, r.rec, r.stats.add)
 	if err != nil {
 		r.stopConsume()
 		return nil, err
