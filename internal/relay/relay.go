@@ -82,6 +82,8 @@ type worker struct {
 	// page are the cursors of a snapshot read's round, applied once it
 	// is settled (see advanceCursors).
 	page []store.SnapshotCursor
+	// delivered are the partitions the snapshot read gave rows from.
+	delivered map[int]bool
 }
 
 // routeState is a route with its health and limits.

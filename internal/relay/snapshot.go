@@ -31,8 +31,8 @@ import (
 // snapshotStore is the store of a relay that reads by snapshots.
 type snapshotStore interface {
 	SnapshotReadEnabled(ctx context.Context) (bool, error)
-	SnapshotResume(ctx context.Context, owner string, parts []int, spill []bool) ([]store.SnapshotCursor, []int64, error)
-	SnapshotRead(ctx context.Context, cursors []store.SnapshotCursor, limit int) (store.SnapshotPage, error)
+	SnapshotResume(ctx context.Context, owner string, parts []int, spill []bool, limit int) ([]store.SnapshotCursor, []int64, error)
+	SnapshotRead(ctx context.Context, owner string, cursors []store.SnapshotCursor, keep []int, limit int) (store.SnapshotPage, error)
 	SaveSnapshotCursors(ctx context.Context, owner string, cursors []store.SnapshotCursor) error
 	ReadRetries(ctx context.Context, owner string, parts []int, limit int) ([]store.Row, error)
 	SettleSnapshot(ctx context.Context, owner string, outs []store.Outcome) (int64, error)
@@ -58,12 +58,22 @@ type snapState struct {
 	unclean map[int]bool
 	// saved are the cursors as last recorded on the leases.
 	saved map[int]store.SnapshotCursor
-	// retryAt is when the table domain is next read (zero: now).
+	// dirty are the partitions whose settled rounds delivered something
+	// since their cursor was last recorded.
+	dirty map[int]bool
+	// retryAt is when the table domain is next read (zero: now); dues
+	// are when the retries this relay wrote fall due (the earliest
+	// maxDues, in order): a read before then finds them still waiting.
 	retryAt time.Time
+	dues    []time.Time
 }
 
+// maxDues bounds the retry times a relay keeps in mind; later ones wait
+// for retryPoll at most.
+const maxDues = 64
+
 func newSnapState(st snapshotStore) *snapState {
-	return &snapState{st: st, cursors: map[int]store.SnapshotCursor{}, unclean: map[int]bool{}, saved: map[int]store.SnapshotCursor{}}
+	return &snapState{st: st, cursors: map[int]store.SnapshotCursor{}, unclean: map[int]bool{}, saved: map[int]store.SnapshotCursor{}, dirty: map[int]bool{}}
 }
 
 // checkSnapshotRead refuses a start whose read path does not match the
@@ -108,6 +118,7 @@ func (s *snapState) held(leases []store.Lease, now []int, releasing map[int]bool
 		if !slices.Contains(now, p) && !releasing[p] {
 			delete(s.cursors, p)
 			delete(s.saved, p)
+			delete(s.dirty, p)
 		}
 	}
 	for _, l := range leases {
@@ -125,6 +136,7 @@ func (s *snapState) forget(parts []int) {
 		delete(s.cursors, p)
 		delete(s.saved, p)
 		delete(s.unclean, p)
+		delete(s.dirty, p)
 	}
 }
 
@@ -143,7 +155,7 @@ func (r *Relay) cursorsFor(ctx context.Context, parts []int) ([]store.SnapshotCu
 	}
 	s.mu.Unlock()
 	if len(missing) > 0 {
-		cs, marks, err := s.st.SnapshotResume(ctx, r.id, missing, spill)
+		cs, marks, err := s.st.SnapshotResume(ctx, r.id, missing, spill, r.cfg.BatchSize)
 		if err != nil {
 			return nil, dbFailed(dbMark, fmt.Errorf("resume the snapshot read: %w", err))
 		}
@@ -183,7 +195,7 @@ func (r *Relay) cursorsFor(ctx context.Context, parts []int) ([]store.SnapshotCu
 // advanceCursors once it is settled. It returns the rows to deliver and
 // how many rows it read in all (rows moved to the table domain too).
 func (r *Relay) readSnapshotRound(ctx context.Context, w *worker, parts []int, isolating bool) ([]store.Row, int, error) {
-	w.page = nil
+	w.page, w.delivered = nil, nil
 	s := r.snap
 	cs, err := r.cursorsFor(ctx, parts)
 	if err != nil {
@@ -197,7 +209,7 @@ func (r *Relay) readSnapshotRound(ctx context.Context, w *worker, parts []int, i
 	}
 	var rows []store.Row
 	s.mu.Lock()
-	due := isolating || !readStart.Before(s.retryAt)
+	due := isolating || !readStart.Before(s.retryAt) || (len(s.dues) > 0 && !readStart.Before(s.dues[0]))
 	s.mu.Unlock()
 	if due {
 		rows, err = s.st.ReadRetries(rctx, r.id, parts, w.batchSize)
@@ -210,6 +222,11 @@ func (r *Relay) readSnapshotRound(ctx context.Context, w *worker, parts []int, i
 		}
 		s.mu.Lock()
 		s.retryAt = next
+		n := 0
+		for n < len(s.dues) && !s.dues[n].After(readStart) {
+			n++
+		}
+		s.dues = s.dues[n:]
 		s.mu.Unlock()
 	}
 	read := len(rows)
@@ -218,10 +235,32 @@ func (r *Relay) readSnapshotRound(ctx context.Context, w *worker, parts []int, i
 		// Suspects go first, alone (see isolate).
 		return rows, read, nil
 	}
-	page, err := s.st.SnapshotRead(rctx, cs, left)
+	// The read records the cursors of the partitions that delivered
+	// something since they were last recorded, so that a crash costs
+	// about a round of duplicates, and one more, so that it always
+	// commits durably.
+	keep := []int{cs[0].Partition}
+	s.mu.Lock()
+	for _, c := range cs[1:] {
+		if s.dirty[c.Partition] {
+			keep = append(keep, c.Partition)
+		}
+	}
+	s.mu.Unlock()
+	page, err := s.st.SnapshotRead(rctx, r.id, cs, keep, left)
 	if err != nil {
 		return nil, 0, dbFailed(dbRead, fmt.Errorf("read: %w", err))
 	}
+	s.mu.Lock()
+	for _, c := range cs {
+		if slices.Contains(keep, c.Partition) {
+			delete(s.dirty, c.Partition)
+			if _, ok := s.cursors[c.Partition]; ok {
+				s.saved[c.Partition] = c
+			}
+		}
+	}
+	s.mu.Unlock()
 	if page.Read > len(page.Rows) {
 		// Rows moved to the table domain: read it next round.
 		s.mu.Lock()
@@ -229,6 +268,10 @@ func (r *Relay) readSnapshotRound(ctx context.Context, w *worker, parts []int, i
 		s.mu.Unlock()
 	}
 	w.page = page.Cursors
+	w.delivered = map[int]bool{}
+	for _, row := range page.Rows {
+		w.delivered[row.Partition] = true
+	}
 	return append(rows, page.Rows...), read + page.Read, nil
 }
 
@@ -256,19 +299,32 @@ func (r *Relay) advanceCursors(w *worker) {
 			s.cursors[c.Partition] = c
 		}
 	}
+	for p := range w.delivered {
+		if _, ok := s.cursors[p]; ok {
+			s.dirty[p] = true
+		}
+	}
 	s.mu.Unlock()
-	w.page = nil
+	w.page, w.delivered = nil, nil
 }
 
 // noteRetries notes when the retries among the outcomes written fall
-// due: the table domain is read then.
+// due: the table domain is read then (at once for one due now).
 func (s *snapState) noteRetries(outs []store.Outcome) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, o := range outs {
-		if at := now.Add(max(o.Delay, 0)); o.Status == store.StatusPending && at.Before(s.retryAt) {
-			s.retryAt = at
+		switch {
+		case o.Status != store.StatusPending:
+		case o.Delay <= 0:
+			s.retryAt = time.Time{}
+		default:
+			at := now.Add(o.Delay)
+			i, _ := slices.BinarySearchFunc(s.dues, at, time.Time.Compare)
+			if i < maxDues {
+				s.dues = slices.Insert(s.dues, i, at)[:min(len(s.dues)+1, maxDues)]
+			}
 		}
 	}
 }

@@ -107,6 +107,25 @@ type SnapshotCursor struct {
 	Lo, Hi    string
 	AfterTxid uint64
 	AfterID   int64
+	// Boot is when the server that took the snapshots started (see
+	// outbox_server_boot): a cursor of another boot counts only up to its
+	// xmin. 0: unknown.
+	Boot int64
+}
+
+// sameBoot returns c as a read on a server that started at boot takes
+// it: a cursor of another boot counts only up to its xmin, and the batch
+// it was paging starts again (see outbox_snapshot_lo).
+func (c SnapshotCursor) sameBoot(boot int64) SnapshotCursor {
+	if c.Lo == "" || c.Boot == boot {
+		return c
+	}
+	xmin, _, err := snapshotBounds(c.Lo)
+	if err != nil {
+		return c
+	}
+	x := strconv.FormatUint(xmin, 10)
+	return SnapshotCursor{Partition: c.Partition, Lo: x + ":" + x + ":", Boot: boot}
 }
 
 // SnapshotPage is one read of the snapshot domain.
@@ -123,13 +142,15 @@ type SnapshotPage struct {
 }
 
 // snapshotReadSQL calls outbox_snapshot_read (see enable.sql).
-const snapshotReadSQL = `SELECT * FROM outbox_snapshot_read($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bool[], $6::xid8, $7::xid8, $8, $9::bigint)`
+const snapshotReadSQL = `SELECT * FROM outbox_snapshot_read($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bool[], $6::xid8, $7::xid8, $8, $9::bigint, $10::bigint[], $11::int[], $12)`
 
 // SnapshotRead reads up to limit rows of the snapshot domain after
 // cursors (one per partition to read), moving those that cannot be
 // delivered now to the table domain, and returns them with the cursors
-// that follow them.
-func (st *Store) SnapshotRead(ctx context.Context, cursors []SnapshotCursor, limit int) (SnapshotPage, error) {
+// that follow them. It records the cursors of the partitions keep on
+// owner's leases, and commits durably (see outbox_snapshot_read), so
+// keep names one partition at least.
+func (st *Store) SnapshotRead(ctx context.Context, owner string, cursors []SnapshotCursor, keep []int, limit int) (SnapshotPage, error) {
 	if len(cursors) == 0 {
 		return SnapshotPage{}, nil
 	}
@@ -138,11 +159,14 @@ func (st *Store) SnapshotRead(ctx context.Context, cursors []SnapshotCursor, lim
 		n = max(n, c.Partition+1)
 	}
 	los, his, ats := make([]*string, n), make([]*string, n), make([]*string, n)
-	ais, incl := make([]*int64, n), make([]bool, n)
+	ais, incl, boots := make([]*int64, n), make([]bool, n), make([]*int64, n)
 	var loX, hiX uint64
 	for i, c := range cursors {
 		p := c.Partition
 		incl[p] = true
+		if c.Boot != 0 {
+			boots[p] = &cursors[i].Boot
+		}
 		var from uint64
 		switch {
 		case c.AfterTxid != 0:
@@ -176,15 +200,21 @@ func (st *Store) SnapshotRead(ctx context.Context, cursors []SnapshotCursor, lim
 		txid        uint64
 		held        bool
 		txText, cur string
+		boot        int64
 	}
 	var all []read
 	_, err := st.retry(ctx, func() (int64, error) {
 		var err error
 		all, err = AppendRows(ctx, st.db, make([]read, 0, limit+1), func(scan func(...any) error) (read, error) {
-			var txText, held, cur string
-			r, _, err := scanRow(scan, &txText, &held, &cur)
-			return read{row: r, held: held == "true", txText: txText, cur: cur}, err
-		}, snapshotReadSQL, los, his, ats, ais, incl, strconv.FormatUint(loX, 10), strconv.FormatUint(hiX, 10), limit, st.ReadBound())
+			var txText, held, cur, boot string
+			r, _, err := scanRow(scan, &txText, &held, &cur, &boot)
+			if err != nil {
+				return read{}, err
+			}
+			b, err := strconv.ParseInt(boot, 10, 64)
+			return read{row: r, held: held == "true", txText: txText, cur: cur, boot: b}, err
+		}, snapshotReadSQL, los, his, ats, ais, incl, strconv.FormatUint(loX, 10), strconv.FormatUint(hiX, 10), limit, st.ReadBound(), boots,
+			st.dl.intList(keep), owner)
 		return int64(len(all)), err
 	})
 	if err != nil {
@@ -195,7 +225,7 @@ func (st *Store) SnapshotRead(ctx context.Context, cursors []SnapshotCursor, lim
 	if len(all) == 0 || all[0].cur == "" {
 		return SnapshotPage{}, errors.New("store: the snapshot read returned no snapshot")
 	}
-	cur := all[0].cur
+	cur, boot := all[0].cur, all[0].boot
 	all = slices.DeleteFunc(all, func(r read) bool { return r.row.ID == 0 })
 	for i := range all {
 		t, err := strconv.ParseUint(all[i].txText, 10, 64)
@@ -215,16 +245,17 @@ func (st *Store) SnapshotRead(ctx context.Context, cursors []SnapshotCursor, lim
 		}
 	}
 	for i, c := range cursors {
+		c = c.sameBoot(boot)
 		hi := cmp.Or(c.Hi, cur)
 		if len(all) < limit {
 			// The batch is read to its end.
-			page.Cursors[i] = SnapshotCursor{Partition: c.Partition, Lo: hi}
+			page.Cursors[i] = SnapshotCursor{Partition: c.Partition, Lo: hi, Boot: boot}
 			continue
 		}
 		// A full page holds every row of the batch up to its last one,
 		// whatever its partition.
 		last := all[len(all)-1]
-		page.Cursors[i] = SnapshotCursor{Partition: c.Partition, Lo: c.Lo, Hi: hi, AfterTxid: last.txid, AfterID: last.row.ID}
+		page.Cursors[i] = SnapshotCursor{Partition: c.Partition, Lo: c.Lo, Hi: hi, AfterTxid: last.txid, AfterID: last.row.ID, Boot: boot}
 	}
 	return page, nil
 }
@@ -246,16 +277,16 @@ func snapshotBounds(s string) (xmin, xmax uint64, err error) {
 }
 
 // snapshotResumeSQL calls outbox_snapshot_resume (see enable.sql).
-const snapshotResumeSQL = `SELECT * FROM outbox_snapshot_resume($1::int[], $2::bool[], $3)`
+const snapshotResumeSQL = `SELECT * FROM outbox_snapshot_resume($1::int[], $2::bool[], $3, $4)`
 
 // SnapshotResume returns owner's cursors of parts, the partitions it has
 // just taken. A partition whose previous owner stopped without handing it
 // over (spill[i] for parts[i]) first has the rows that owner may have been
-// publishing moved to the table domain, and its in-flight mark raised to
-// the highest of their ids: the caller reads them as suspects. It returns
-// each partition's in-flight mark too. Partitions owner does not hold are
-// left out.
-func (st *Store) SnapshotResume(ctx context.Context, owner string, parts []int, spill []bool) ([]SnapshotCursor, []int64, error) {
+// publishing (the first limit after its recorded cursor) moved to the
+// table domain, and its in-flight mark raised to the highest of their
+// ids: the caller reads them as suspects. It returns each partition's
+// in-flight mark too. Partitions owner does not hold are left out.
+func (st *Store) SnapshotResume(ctx context.Context, owner string, parts []int, spill []bool, limit int) ([]SnapshotCursor, []int64, error) {
 	if len(parts) != len(spill) {
 		return nil, nil, errors.New("store: SnapshotResume: parts and spill differ in length")
 	}
@@ -267,10 +298,13 @@ func (st *Store) SnapshotResume(ctx context.Context, owner string, parts []int, 
 		cursors, err = AppendRows(ctx, st.db, nil, func(scan func(...any) error) (SnapshotCursor, error) {
 			var c SnapshotCursor
 			var lo, hi, at *string
-			var ai *int64
+			var ai, boot *int64
 			var mark int64
-			if err := scan(&c.Partition, &lo, &hi, &at, &ai, &mark); err != nil {
+			if err := scan(&c.Partition, &lo, &hi, &at, &ai, &mark, &boot); err != nil {
 				return c, err
+			}
+			if boot != nil {
+				c.Boot = *boot
 			}
 			if lo != nil {
 				c.Lo = *lo
@@ -287,7 +321,7 @@ func (st *Store) SnapshotResume(ctx context.Context, owner string, parts []int, 
 			}
 			marks = append(marks, mark)
 			return c, nil
-		}, snapshotResumeSQL, st.dl.intList(parts), spill, owner)
+		}, snapshotResumeSQL, st.dl.intList(parts), spill, owner, limit)
 		return int64(len(cursors)), err
 	})
 	return cursors, marks, err
@@ -296,7 +330,7 @@ func (st *Store) SnapshotResume(ctx context.Context, owner string, parts []int, 
 // saveCursorsSQL writes owner's cursors on its unexpired leases, locking
 // the rows in partition order as the renewal does.
 const saveCursorsSQL = `WITH u AS (
-    SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(p, lo, hi, at, ai)
+    SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::bigint[], $7::bigint[]) AS u(p, lo, hi, at, ai, boot)
 ), locked AS MATERIALIZED (
     SELECT l.partition_no AS p FROM outbox_leases AS l JOIN u ON u.p = l.partition_no
     WHERE l.owner = $6 AND l.expires_at > now()
@@ -304,7 +338,7 @@ const saveCursorsSQL = `WITH u AS (
     FOR UPDATE OF l
 )
 UPDATE outbox_leases AS l SET snap_lo = u.lo::pg_snapshot, snap_hi = u.hi::pg_snapshot,
-    snap_after_txid = u.at::xid8, snap_after_id = u.ai
+    snap_after_txid = u.at::xid8, snap_after_id = u.ai, snap_boot = u.boot
 FROM u JOIN locked ON locked.p = u.p
 WHERE l.partition_no = u.p`
 
@@ -316,8 +350,12 @@ func (st *Store) SaveSnapshotCursors(ctx context.Context, owner string, cursors 
 	}
 	n := len(cursors)
 	ps, los, his, ats, ais := make([]int32, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*int64, n)
+	boots := make([]*int64, n)
 	for i, c := range cursors {
 		ps[i] = int32(c.Partition)
+		if c.Boot != 0 {
+			boots[i] = &cursors[i].Boot
+		}
 		if c.Lo != "" {
 			los[i] = &cursors[i].Lo
 		}
@@ -329,7 +367,7 @@ func (st *Store) SaveSnapshotCursors(ctx context.Context, owner string, cursors 
 			ats[i], ais[i] = &t, &cursors[i].AfterID
 		}
 	}
-	_, err := st.ExecRetry(ctx, saveCursorsSQL, ps, los, his, ats, ais, owner)
+	_, err := st.ExecRetry(ctx, saveCursorsSQL, ps, los, his, ats, ais, owner, boots)
 	return err
 }
 

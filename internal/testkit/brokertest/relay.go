@@ -146,7 +146,7 @@ func badDestinationGoesDead(t *testing.T, tg *Target) {
 	cfg.OnBatch = func(r outbox.BatchReport) { sent.Add(int64(r.Sent)) }
 	relaytest.Start(t, db, cfg)
 	relaytest.WaitFor(t, 30*time.Second, "every message settled", func() bool {
-		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE status IN ('sent', 'dead')") == total
+		return db.Count(t, "SELECT count(*) FROM outbox_messages WHERE "+db.Status()+" IN ('sent', 'dead')") == total
 	})
 
 	healthy := 2 * len(bad)

@@ -8,6 +8,7 @@ package harness
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -61,14 +62,17 @@ type Case struct {
 	// PGX selects the pgx driver (PostgreSQL only); otherwise the
 	// database/sql driver.
 	PGX bool
+	// Snapshot enables the snapshot read (PostgreSQL): the harness's
+	// relays read by snapshots.
+	Snapshot bool
 }
 
 // Cases are every driver on every database: what EachDriver runs.
 var Cases = []Case{
-	{"pgx", store.Postgres, true},
-	{"sql-postgres", store.Postgres, false},
-	{"mysql", store.MySQL, false},
-	{"sqlite", store.SQLite, false},
+	{Name: "pgx", Dialect: store.Postgres, PGX: true},
+	{Name: "sql-postgres", Dialect: store.Postgres},
+	{Name: "mysql", Dialect: store.MySQL},
+	{Name: "sqlite", Dialect: store.SQLite},
 }
 
 // New opens a fresh database for c (testdb.New: a missing service fails
@@ -82,6 +86,11 @@ func New(t *testing.T, c Case) *Harness {
 // opened itself (through a pooler, say).
 func Over(t *testing.T, c Case, db *testdb.DB) *Harness {
 	t.Helper()
+	if c.Dialect == store.Postgres && (c.Snapshot || os.Getenv("OUTBOX_TEST_READ_PATH") == "snapshot") && !db.Snapshot {
+		// OUTBOX_TEST_READ_PATH=snapshot runs every PostgreSQL case of
+		// the scenarios with the snapshot read.
+		db.EnableSnapshotRead(t)
+	}
 	h := &Harness{Name: c.Name, DB: db}
 	if c.PGX {
 		p, err := outbox.NewProducer(db.PGX, nil)
@@ -106,7 +115,10 @@ func Over(t *testing.T, c Case, db *testdb.DB) *Harness {
 			}
 			return ids, nil
 		}
-		h.NewRelay = func(cfg *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(db.PGX, cfg) }
+		h.NewRelay = func(cfg *outbox.RelayConfig) (*outbox.Relay, error) {
+			cfg.SnapshotRead = cfg.SnapshotRead || db.Snapshot
+			return outbox.NewRelay(db.PGX, cfg)
+		}
 		return h
 	}
 	p, err := outbox.NewProducer(db.Std, nil)
@@ -131,7 +143,10 @@ func Over(t *testing.T, c Case, db *testdb.DB) *Harness {
 		}
 		return ids, nil
 	}
-	h.NewRelay = func(cfg *outbox.RelayConfig) (*outbox.Relay, error) { return outbox.NewRelay(db.Std, cfg) }
+	h.NewRelay = func(cfg *outbox.RelayConfig) (*outbox.Relay, error) {
+		cfg.SnapshotRead = cfg.SnapshotRead || db.Snapshot
+		return outbox.NewRelay(db.Std, cfg)
+	}
 	return h
 }
 

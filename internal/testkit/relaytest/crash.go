@@ -227,7 +227,7 @@ func (c *Crash) Run(url string, env ...string) {
 
 // sent is how many of the messages the relay has marked sent.
 func (c *Crash) sent() int {
-	return c.db.Count(c.t, `SELECT count(*) FROM outbox_messages WHERE status = 'sent'`)
+	return c.db.Count(c.t, `SELECT count(*) FROM outbox_messages WHERE `+c.db.Status()+` = 'sent'`)
 }
 
 // produce commits the messages in the background with plain SQL, 50 rows

@@ -114,14 +114,14 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // or "dead").
 func Count(t testing.TB, db *testdb.DB, status string) int {
 	t.Helper()
-	return db.Count(t, testdb.Placeholder(db.Dialect, "SELECT count(*) FROM outbox_messages WHERE status = ?"), status)
+	return db.Count(t, testdb.Placeholder(db.Dialect, "SELECT count(*) FROM outbox_messages WHERE "+db.Status()+" = ?"), status)
 }
 
 // SentIDs are the message ids of the rows of db's outbox marked sent, so
 // that a test can check each of them arrived. db must be PostgreSQL.
 func SentIDs(t testing.TB, db *testdb.DB) []string {
 	t.Helper()
-	return db.Strings(t, "SELECT message_id FROM outbox_messages WHERE status = 'sent'")
+	return db.Strings(t, "SELECT message_id FROM outbox_messages WHERE "+db.Status()+" = 'sent'")
 }
 
 // Enqueuer commits messages through the outbox producer inside pgx

@@ -39,7 +39,7 @@ func snapshotDB(t *testing.T, owner string) (*testdb.DB, *store.Store, []int) {
 // relay does when it takes them).
 func cursorsOf(t *testing.T, st *store.Store, owner string, parts []int, spill bool) []store.SnapshotCursor {
 	t.Helper()
-	cs, _, err := st.SnapshotResume(context.Background(), owner, parts, slices.Repeat([]bool{spill}, len(parts)))
+	cs, _, err := st.SnapshotResume(context.Background(), owner, parts, slices.Repeat([]bool{spill}, len(parts)), 1000)
 	if err != nil || len(cs) != len(parts) {
 		t.Fatalf("resume: %d cursors of %d: %v", len(cs), len(parts), err)
 	}
@@ -52,7 +52,7 @@ func pageAll(t *testing.T, st *store.Store, cs []store.SnapshotCursor, limit int
 	t.Helper()
 	var ids []int64
 	for {
-		page, err := st.SnapshotRead(context.Background(), cs, limit)
+		page, err := st.SnapshotRead(context.Background(), "", cs, []int{cs[0].Partition}, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestSnapshotReadHoldsBack(t *testing.T) {
 	cs := cursorsOf(t, st, "r1", parts, false)
 	insert(t, db, st, newMsg("t.first", "k"))
 	first := idsWhere(t, db, "topic = 't.first'")[0]
-	page, err := st.SnapshotRead(ctx, cs, 100)
+	page, err := st.SnapshotRead(ctx, "r1", cs, []int{cs[0].Partition}, 100)
 	if err != nil || len(page.Rows) != 1 || page.Rows[0].ID != first {
 		t.Fatalf("read %+v: %v", page.Rows, err)
 	}
@@ -148,9 +148,13 @@ func TestSnapshotReadHoldsBack(t *testing.T) {
 	delayed.Delay = time.Hour
 	insert(t, db, st, newMsg("t.second", "k"), delayed, newMsg("t.free", "other"))
 	db.Exec(t, `INSERT INTO outbox_messages (topic, payload, expires_at) VALUES ('t.expired', '{}', now() - interval '1 second')`)
-	page, err = st.SnapshotRead(ctx, cs, 100)
+	page, err = st.SnapshotRead(ctx, "r1", cs, []int{cs[0].Partition}, 100)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The read recorded the cursor it was given for the partition kept.
+	if got := db.Strings(t, `SELECT snap_lo::text FROM outbox_leases WHERE partition_no = $1`, cs[0].Partition); len(got) != 1 || got[0] != cs[0].Lo {
+		t.Fatalf("recorded cursor %v, want %s", got, cs[0].Lo)
 	}
 	if page.Read != 4 || len(page.Rows) != 1 || page.Rows[0].Topic != "t.free" {
 		t.Fatalf("read %d rows, delivering %+v; want 4 read and only t.free delivered", page.Read, page.Rows)
@@ -246,7 +250,7 @@ func TestSnapshotCursorHandover(t *testing.T) {
 	if !slices.Contains(spill, true) {
 		t.Fatal("no lease taken from r2")
 	}
-	cs, marks, err := st.SnapshotResume(ctx, "r3", parts, spill)
+	cs, marks, err := st.SnapshotResume(ctx, "r3", parts, spill, 1000)
 	if err != nil || len(cs) != len(parts) {
 		t.Fatal(err)
 	}

@@ -73,6 +73,28 @@ type DB struct {
 	// URL opens this test's database in the CLI's --db form.
 	URL string
 	*dburl.DB
+	// Snapshot: the snapshot read is enabled (EnableSnapshotRead).
+	Snapshot bool
+}
+
+// EnableSnapshotRead enables the snapshot read on the database
+// (PostgreSQL), whose relays must then read by snapshots.
+func (d *DB) EnableSnapshotRead(t testing.TB) {
+	t.Helper()
+	if err := d.Store().EnableSnapshotRead(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d.Snapshot = true
+}
+
+// Status is the status column as the relays see it: on a database read by
+// snapshots, a delivered row of the snapshot domain (pending, behind its
+// partition's recorded cursor) is sent.
+func (d *DB) Status() string {
+	if d.Snapshot {
+		return "(CASE WHEN status = 'pending' AND outbox_delivered(partition_no, outbox_txid, id) THEN 'sent' ELSE status END)"
+	}
+	return "status"
 }
 
 // Store is the store over the database's pool.
@@ -318,7 +340,7 @@ func (d *DB) Statuses(t testing.TB) map[string]string {
 	t.Helper()
 	q := "SELECT message_id, status FROM outbox_messages"
 	if d.Dialect == store.Postgres {
-		q = "SELECT message_id::text, status FROM outbox_messages"
+		q = "SELECT message_id::text, " + d.Status() + " FROM outbox_messages"
 	}
 	rows, err := d.SQL.QueryContext(context.Background(), q)
 	if err != nil {

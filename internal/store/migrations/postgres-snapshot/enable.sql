@@ -50,6 +50,33 @@ ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_lo pg_snapshot;
 ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_hi pg_snapshot;
 ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_after_txid xid8;
 ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_after_id bigint;
+ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_boot bigint;
+
+-- A transaction id is never given twice while the server runs, but
+-- after a crash the ids of transactions whose WAL was never flushed
+-- (rolled back) are given again, and after a failover those the standby
+-- never got. A cursor taken before would see such a new transaction as
+-- finished. The read makes that impossible on one server: it commits
+-- durably after taking its snapshot, which flushes the WAL of every
+-- transaction the snapshot sees as finished (see outbox_snapshot_read),
+-- and with a synchronous standby it waits for the standby too. A cursor
+-- of another timeline (a promoted standby, a restored backup) counts
+-- only up to its xmin: the rows after are read again (at least once).
+-- Behind an asynchronous standby that is not enough to cover every
+-- transaction the standby missed (docs/snapshot-read.md).
+CREATE OR REPLACE FUNCTION outbox_server_boot() RETURNS bigint
+LANGUAGE sql VOLATILE
+AS $$
+SELECT CASE WHEN pg_is_in_recovery() THEN NULL
+            ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END
+$$;
+
+CREATE OR REPLACE FUNCTION outbox_snapshot_lo(lo pg_snapshot, boot bigint) RETURNS pg_snapshot
+LANGUAGE sql VOLATILE
+AS $$
+SELECT CASE WHEN lo IS NULL OR boot IS NOT DISTINCT FROM outbox_server_boot() THEN lo
+            ELSE (pg_snapshot_xmin(lo)::text || ':' || pg_snapshot_xmin(lo)::text || ':')::pg_snapshot END
+$$;
 
 -- outbox_snapshot_read reads the next page of the snapshot domain for the
 -- partitions whose cursor is given (los[p+1] the snapshot read up to,
@@ -64,10 +91,11 @@ ALTER TABLE outbox_leases ADD COLUMN IF NOT EXISTS snap_after_id bigint;
 -- snapshot now is in every row (cur), and in a row of id 0 when the page
 -- is empty.
 CREATE OR REPLACE FUNCTION outbox_snapshot_read(los text[], his text[], ats text[], ais bigint[], incl boolean[],
-                                                lo_x xid8, hi_x xid8, lim int, max_bytes bigint)
+                                                lo_x xid8, hi_x xid8, lim int, max_bytes bigint, boots bigint[],
+                                                keep int[], owner_id text)
 RETURNS TABLE (id bigint, message_id text, topic varchar, business_key varchar, payload text, headers text,
                attempts int, max_attempts int, partition_no smallint, unknown_outcome boolean, created_epoch float8,
-               payload_bytes bigint, txid text, spill text, cur text)
+               payload_bytes bigint, txid text, spill text, cur text, boot text)
 LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
 SET enable_bitmapscan = off
@@ -77,7 +105,31 @@ AS $$
 #variable_conflict use_column
 DECLARE
     now_snap pg_snapshot := pg_current_snapshot();
+    cur_boot bigint := outbox_server_boot();
+    p int;
 BEGIN
+-- The cursors given (those of keep: the partitions whose last round
+-- delivered something, and one more) are recorded on owner_id's leases,
+-- locked in partition order as the renewal locks them. That write makes
+-- the commit durable (synchronous_commit on), which flushes the WAL of
+-- every transaction the snapshot below sees as finished: a crash cannot
+-- give their ids again.
+PERFORM set_config('synchronous_commit', 'on', true);
+PERFORM 1 FROM outbox_leases AS o WHERE o.partition_no = ANY(keep) AND o.owner = owner_id
+ORDER BY o.partition_no FOR UPDATE;
+UPDATE outbox_leases AS o SET snap_lo = los[o.partition_no + 1]::pg_snapshot, snap_hi = his[o.partition_no + 1]::pg_snapshot,
+    snap_after_txid = ats[o.partition_no + 1]::xid8, snap_after_id = ais[o.partition_no + 1], snap_boot = boots[o.partition_no + 1]
+WHERE o.partition_no = ANY(keep) AND o.owner = owner_id AND o.expires_at > now();
+-- Cursors of another boot count only up to their xmin (see
+-- outbox_snapshot_lo); the batch they were paging starts again.
+FOR p IN SELECT u.i FROM unnest(incl, boots) WITH ORDINALITY AS u(inc, b, i)
+         WHERE u.inc AND u.b IS DISTINCT FROM cur_boot AND los[u.i] IS NOT NULL LOOP
+    los[p] := outbox_snapshot_lo(los[p]::pg_snapshot, boots[p])::text;
+    his[p] := NULL;
+    ats[p] := NULL;
+    ais[p] := NULL;
+    lo_x := least(lo_x, pg_snapshot_xmin(los[p]::pg_snapshot));
+END LOOP;
 RETURN QUERY
 WITH w AS MATERIALIZED (
     SELECT m.id, m.outbox_txid, m.partition_no,
@@ -107,12 +159,11 @@ WITH w AS MATERIALIZED (
 SELECT w.id, m.message_id::text, m.topic, m.business_key,
        CASE WHEN NOT w.held AND octet_length(m.payload) <= max_bytes THEN m.payload END,
        m.headers::text, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8,
-       octet_length(m.payload)::bigint, w.outbox_txid::text, w.held::text, now_snap::text
+       octet_length(m.payload)::bigint, w.outbox_txid::text, w.held::text, now_snap::text, cur_boot::text
 FROM w JOIN outbox_messages AS m ON m.id = w.id
 UNION ALL
 SELECT 0::bigint, ''::text, ''::varchar, NULL::varchar, NULL::text, '{}'::text, 0, 0, 0::smallint, false, NULL::float8,
-       0::bigint, ''::text, 'true'::text, now_snap::text
-ORDER BY 13, 1;
+       0::bigint, ''::text, 'true'::text, now_snap::text, cur_boot::text;
 END
 $$;
 
@@ -197,13 +248,14 @@ $$;
 
 -- outbox_snapshot_resume returns owner's cursors of parts. For each
 -- partition whose previous owner stopped without handing it over
--- (spill[i]), the rows that owner may have been publishing (every pending
--- row of the snapshot domain after its last recorded cursor) move to the
--- table domain first, the partition's in-flight mark becomes the highest
--- of their ids (so that they are read as suspects), and its cursor
--- starts at the current snapshot.
-CREATE OR REPLACE FUNCTION outbox_snapshot_resume(parts int[], spill boolean[], owner_id text)
-RETURNS TABLE (partition_no smallint, lo text, hi text, after_txid text, after_id bigint, inflight_max_id bigint)
+-- (spill[i]), the rows that owner may have been publishing (the first
+-- lim rows of the snapshot domain after its last recorded cursor, which
+-- its round in flight read) move to the table domain first, and the
+-- partition's in-flight mark becomes the highest of their ids, so that
+-- they are read as suspects; the rows after them are read again from the
+-- cursor (at least once).
+CREATE OR REPLACE FUNCTION outbox_snapshot_resume(parts int[], spill boolean[], owner_id text, lim int)
+RETURNS TABLE (partition_no smallint, lo text, hi text, after_txid text, after_id bigint, inflight_max_id bigint, boot bigint)
 LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
 SET enable_bitmapscan = off
@@ -212,29 +264,31 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
-    now_snap pg_snapshot := pg_current_snapshot();
     l record;
     top bigint;
 BEGIN
-FOR l IN SELECT o.partition_no, o.snap_lo, u.spill FROM outbox_leases AS o
+FOR l IN SELECT o.partition_no, outbox_snapshot_lo(o.snap_lo, o.snap_boot) AS snap_lo, u.spill FROM outbox_leases AS o
          JOIN unnest(parts, spill) AS u(p, spill) ON u.p = o.partition_no
          WHERE o.owner = owner_id AND o.expires_at > now() AND u.spill
          ORDER BY o.partition_no
          FOR UPDATE OF o LOOP
-    WITH moved AS (
+    WITH w AS MATERIALIZED (
+        SELECT m.id FROM outbox_messages AS m
+        WHERE m.outbox_txid >= coalesce(pg_snapshot_xmin(l.snap_lo), '0'::xid8) AND m.partition_no = l.partition_no
+          AND m.status = 'pending' AND NOT outbox_delivered(m.partition_no, m.outbox_txid, m.id)
+        ORDER BY m.outbox_txid, m.id
+        LIMIT lim
+    ), moved AS (
         UPDATE outbox_messages AS m
         SET outbox_txid = NULL, available_at = greatest(m.available_at, now(), m.created_at + interval '1 microsecond')
-        WHERE m.partition_no = l.partition_no AND m.status = 'pending'
-          AND m.outbox_txid >= coalesce(pg_snapshot_xmin(l.snap_lo), '0'::xid8)
-          AND (l.snap_lo IS NULL OR NOT pg_visible_in_snapshot(m.outbox_txid, l.snap_lo))
+        FROM w WHERE m.id = w.id
         RETURNING m.id)
     SELECT max(moved.id) INTO top FROM moved;
-    UPDATE outbox_leases AS o SET snap_lo = now_snap, snap_hi = NULL, snap_after_txid = NULL, snap_after_id = NULL,
-        inflight_max_id = greatest(o.inflight_max_id, coalesce(top, 0))
+    UPDATE outbox_leases AS o SET inflight_max_id = greatest(o.inflight_max_id, coalesce(top, 0))
     WHERE o.partition_no = l.partition_no;
 END LOOP;
 RETURN QUERY
-SELECT o.partition_no, o.snap_lo::text, o.snap_hi::text, o.snap_after_txid::text, o.snap_after_id, o.inflight_max_id
+SELECT o.partition_no, o.snap_lo::text, o.snap_hi::text, o.snap_after_txid::text, o.snap_after_id, o.inflight_max_id, o.snap_boot
 FROM outbox_leases AS o
 WHERE o.owner = owner_id AND o.expires_at > now() AND o.partition_no = ANY(parts)
 ORDER BY o.partition_no;
@@ -253,8 +307,8 @@ AS $$
 SELECT txid IS NOT NULL AND EXISTS (
     SELECT 1 FROM outbox_leases AS l
     WHERE l.partition_no = p
-      AND (pg_visible_in_snapshot(txid, l.snap_lo)
-           OR (l.snap_hi IS NOT NULL AND pg_visible_in_snapshot(txid, l.snap_hi)
+      AND (pg_visible_in_snapshot(txid, outbox_snapshot_lo(l.snap_lo, l.snap_boot))
+           OR (l.snap_hi IS NOT NULL AND l.snap_boot = outbox_server_boot() AND pg_visible_in_snapshot(txid, l.snap_hi)
                AND (txid, row_id) <= (l.snap_after_txid, l.snap_after_id))))
 $$;
 

@@ -228,7 +228,7 @@ func drainAndCheck(t *testing.T, h *harness.Harness, rec *chaos.Recorder, res ch
 	drained := false
 	for time.Now().Before(deadline) {
 		committed, distinct, _ := rec.Counts()
-		if distinct >= committed-b.MaxDead-b.MaxLost && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0 {
+		if distinct >= committed-b.MaxDead-b.MaxLost && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE "+h.DB.Status()+" = 'pending'") == 0 {
 			drained = true
 			break
 		}
@@ -318,7 +318,7 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 		if err := producers.halt(); err != nil {
 			t.Fatalf("producer: %v", err)
 		}
-		if pending := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'"); pending == 0 {
+		if pending := h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE "+h.DB.Status()+" = 'pending'"); pending == 0 {
 			t.Log("the backlog was drained by the last kill")
 		} else {
 			t.Logf("%d messages still pending at the last kill", pending)
@@ -328,7 +328,7 @@ func TestChaosRandomKillsWithProducers(t *testing.T) {
 		if rolledBack.Load() == 0 {
 			t.Fatal("no transaction was rolled back: the scenario proved nothing about rollbacks")
 		}
-		drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: kills * childWorkers * batch}, 3*time.Minute+time.Duration(scale)*30*time.Second)
+		drainAndCheck(t, h, rec, res, chaos.Bounds{MaxDuplicates: killCost(h) * kills * childWorkers * batch}, 3*time.Minute+time.Duration(scale)*30*time.Second)
 		for _, c := range relays {
 			c.Term(t)
 		}
@@ -346,11 +346,29 @@ func eachDriver(t *testing.T, fn func(t *testing.T, dc harness.Case, h *harness.
 func eachDriverOf(t *testing.T, drivers []harness.Case, fn func(t *testing.T, dc harness.Case, h *harness.Harness, rec *chaos.Recorder)) {
 	t.Helper()
 	for _, dc := range drivers {
+		if snapshotRead() && dc.Dialect != store.Postgres {
+			continue // the same scenario as on the table read
+		}
 		t.Run(dc.Name, func(t *testing.T) {
 			fn(t, dc, harness.New(t, dc), &chaos.Recorder{})
 		})
 	}
 }
+
+// killCost is how many rounds of each worker a relay killed mid-drain
+// may have delivered without recording them: the round in flight, and,
+// read by snapshots, the round before it, whose cursor the next read
+// records (docs/snapshot-read.md).
+func killCost(h *harness.Harness) int {
+	if h.DB.Snapshot {
+		return 2
+	}
+	return 1
+}
+
+// snapshotRead says the scenarios run with the snapshot read on
+// PostgreSQL (OUTBOX_TEST_READ_PATH=snapshot, see harness.Over).
+func snapshotRead() bool { return os.Getenv("OUTBOX_TEST_READ_PATH") == "snapshot" }
 
 // loops are goroutines that each call a step again and again, with a
 // random source of their own, until halted or the step fails: the

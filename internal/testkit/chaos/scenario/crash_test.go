@@ -156,7 +156,7 @@ func crashDrain(t *testing.T, c harness.Case, n, keys, maxKills int) {
 			// Let the last one finish in peace.
 			relaytest.WaitFor(t, time.Until(deadline)+time.Minute, "full drain", func() bool { d, _ := rec.counts(); return d == n })
 			relaytest.WaitFor(t, 30*time.Second, "all rows sent", func() bool {
-				return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status <> 'sent'") == 0
+				return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE "+h.DB.Status()+" <> 'sent'") == 0
 			})
 			ch.Term(t)
 			break

@@ -95,6 +95,9 @@ func TestChaosKillAtFailpoints(t *testing.T) {
 	rnd := chaosRand(t)
 	const batch, kills = 100, 3
 	for _, dc := range killDrivers {
+		if snapshotRead() && dc.Dialect != store.Postgres {
+			continue // the same scenario as on the table read
+		}
 		for _, point := range []string{failpoint.AfterReadBeforePublish, failpoint.AfterPublishBeforeSettle, failpoint.MidBatch} {
 			t.Run(dc.Name+"/"+point, func(t *testing.T) {
 				h := harness.New(t, dc)
@@ -167,7 +170,7 @@ func TestChaosKafkaKills(t *testing.T) {
 				last := killAtFailpoint(t, h, rnd, dest, "kk", point, kills, batch)
 				recovered := time.Now()
 				relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool {
-					return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0
+					return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE "+h.DB.Status()+" = 'pending'") == 0
 				})
 				drained := time.Now()
 				last.Term(t)

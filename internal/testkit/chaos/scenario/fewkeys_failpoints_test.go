@@ -188,7 +188,7 @@ func TestChaosKafkaRelaysShareOneKey(t *testing.T) {
 	relays[killed] = startFaultyChild(t, h, dest, "share-heir", "", batch, time.Second)
 	recovered := time.Now()
 	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool {
-		return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0
+		return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE "+h.DB.Status()+" = 'pending'") == 0
 	})
 	drained := time.Now()
 	for _, c := range relays {
@@ -232,7 +232,7 @@ func kafkaOneKey(t *testing.T, k *kfake.Cluster, scenario, faults string, spec f
 	}
 	recovered := time.Now()
 	relaytest.WaitFor(t, 3*time.Minute, "every row settled", func() bool {
-		return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0
+		return h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE "+h.DB.Status()+" = 'pending'") == 0
 	})
 	drained := time.Now()
 	last.Term(t)

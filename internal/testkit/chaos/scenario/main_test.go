@@ -92,6 +92,12 @@ func childRelay(url, sink string) int {
 		defer dest.Close()
 		routes[0].Publisher = dest
 	}
+	// A database read by snapshots needs relays that read so.
+	snapshot, err := db.Backend().Store.SnapshotReadEnabled(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
 	batch, _ := strconv.Atoi(os.Getenv("OUTBOX_TEST_CHILD_BATCH"))
 	ttl, _ := time.ParseDuration(os.Getenv("OUTBOX_TEST_CHILD_TTL"))
 	cfg := &outbox.RelayConfig{
@@ -101,6 +107,7 @@ func childRelay(url, sink string) int {
 		BatchSize:       batch,
 		LeaseTTL:        ttl,
 		MaxPollInterval: 50 * time.Millisecond,
+		SnapshotRead:    snapshot,
 		Retry:           outbox.RetryPolicy{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond},
 	}
 	r, err := db.NewRelay(cfg)

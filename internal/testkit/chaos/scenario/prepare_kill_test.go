@@ -46,7 +46,7 @@ func testKillQuarantined(t *testing.T, point, name, scenario string) {
 		restarts := 0
 		for {
 			committed, distinct, _ := rec.Counts()
-			if distinct >= committed-1 && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE status = 'pending'") == 0 {
+			if distinct >= committed-1 && h.DB.Count(t, "SELECT count(*) FROM outbox_messages WHERE "+h.DB.Status()+" = 'pending'") == 0 {
 				break
 			}
 			select {
