@@ -82,8 +82,10 @@ type worker struct {
 	// page are the cursors of a snapshot read's round, applied once it
 	// is settled (see advanceCursors).
 	page []store.SnapshotCursor
-	// delivered are the partitions the snapshot read gave rows from.
+	// delivered are the partitions the snapshot read gave rows from, and
+	// wal the read's WAL position (see snapState.wal).
 	delivered map[int]bool
+	wal       string
 }
 
 // routeState is a route with its health and limits.

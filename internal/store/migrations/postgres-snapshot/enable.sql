@@ -83,38 +83,54 @@ $$;
 -- NULL: from the start; his[p+1] the end of the batch being paged, NULL:
 -- now; ats[p+1], ais[p+1] the last row of the batch read, NULL: none;
 -- incl[p+1] whether p is read), in transaction then id order, up to lim
--- rows. lo_x and hi_x bound the index scan (the least xmin of the los,
--- the greatest xmax of the his). A row that cannot be delivered now (not
+-- rows. lo_x and hi_x bound the index scan (the least xmax of the los,
+-- or last row read, and the greatest xmax of the his); xips are the
+-- transactions the los saw in progress. A row that cannot be delivered now (not
 -- pending any more, not yet due, expired, or an earlier row of its key is
 -- pending in the table domain) is moved to the table domain (spill
 -- 'true'); the others come with their payload as outbox_read_mark's. The
 -- snapshot now is in every row (cur), and in a row of id 0 when the page
--- is empty.
+-- is empty. Its plan is pinned to the transaction id index (no sort), as
+-- planned on an empty table it would read the whole table in id order.
 CREATE OR REPLACE FUNCTION outbox_snapshot_read(los text[], his text[], ats text[], ais bigint[], incl boolean[],
                                                 lo_x xid8, hi_x xid8, lim int, max_bytes bigint, boots bigint[],
-                                                keep int[], owner_id text)
+                                                keep int[], owner_id text, flushed pg_lsn, xips xid8[])
 RETURNS TABLE (id bigint, message_id text, topic varchar, business_key varchar, payload text, headers text,
                attempts int, max_attempts int, partition_no smallint, unknown_outcome boolean, created_epoch float8,
-               payload_bytes bigint, txid text, spill text, cur text, boot text)
+               payload_bytes bigint, txid text, spill text, cur text, boot text, wal text)
 LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
 SET enable_bitmapscan = off
+SET enable_sort = off
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
     now_snap pg_snapshot := pg_current_snapshot();
+    -- Every transaction now_snap sees as finished wrote its WAL before
+    -- this position.
+    now_wal pg_lsn := pg_current_wal_insert_lsn();
     cur_boot bigint := outbox_server_boot();
     p int;
 BEGIN
--- The cursors given (those of keep: the partitions whose last round
--- delivered something, and one more) are recorded on owner_id's leases,
--- locked in partition order as the renewal locks them. That write makes
--- the commit durable (synchronous_commit on), which flushes the WAL of
--- every transaction the snapshot below sees as finished: a crash cannot
--- give their ids again.
-PERFORM set_config('synchronous_commit', 'on', true);
+-- The cursors given came from the snapshot of an earlier read, whose
+-- finished transactions wrote their WAL before flushed: unless the WAL is
+-- flushed that far, a crash could give their ids again, to transactions
+-- the cursors would take for read. Producers' commits flush the WAL all
+-- the time, so this read rarely has to: when it does, it commits durably
+-- (synchronous_commit on, with a write), before the caller acts on a row.
+IF flushed IS NOT NULL AND pg_current_wal_flush_lsn() < flushed THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+    IF cardinality(keep) = 0 THEN
+        keep := ARRAY(SELECT u.i - 1 FROM unnest(incl) WITH ORDINALITY AS u(inc, i) WHERE u.inc LIMIT 1);
+    END IF;
+ELSE
+    PERFORM set_config('synchronous_commit', 'off', true);
+END IF;
+-- The cursors of keep (the partitions whose last round delivered
+-- something) are recorded on owner_id's leases, locked in partition
+-- order as the renewal locks them: a crash costs about a round.
 PERFORM 1 FROM outbox_leases AS o WHERE o.partition_no = ANY(keep) AND o.owner = owner_id
 ORDER BY o.partition_no FOR UPDATE;
 UPDATE outbox_leases AS o SET snap_lo = los[o.partition_no + 1]::pg_snapshot, snap_hi = his[o.partition_no + 1]::pg_snapshot,
@@ -131,14 +147,12 @@ FOR p IN SELECT u.i FROM unnest(incl, boots) WITH ORDINALITY AS u(inc, b, i)
     lo_x := least(lo_x, pg_snapshot_xmin(los[p]::pg_snapshot));
 END LOOP;
 RETURN QUERY
-WITH w AS MATERIALIZED (
-    SELECT m.id, m.outbox_txid, m.partition_no,
-           (m.status <> 'pending' OR m.available_at > now() OR (m.expires_at IS NOT NULL AND m.expires_at <= now())
-            OR (m.business_key IS NOT NULL AND EXISTS (
-                SELECT 1 FROM outbox_messages AS b
-                WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at
-                  AND b.business_key IS NOT NULL AND b.id < m.id AND b.outbox_txid IS NULL))) AS held
-    FROM outbox_messages AS m
+WITH c AS MATERIALIZED (
+    -- The rows after lo_x (the cursors' xmax, or the last row read), and
+    -- those of the transactions the cursors saw in progress (xips): the
+    -- rows between a cursor's xmin and xmax are otherwise its own, which
+    -- a transaction left open would make a long walk.
+    (SELECT m.id, m.outbox_txid FROM outbox_messages AS m
     WHERE m.outbox_txid >= lo_x AND m.outbox_txid < greatest(hi_x, pg_snapshot_xmax(now_snap))
       AND incl[m.partition_no + 1]
       AND pg_visible_in_snapshot(m.outbox_txid, coalesce(his[m.partition_no + 1]::pg_snapshot, now_snap))
@@ -146,24 +160,47 @@ WITH w AS MATERIALIZED (
       AND (ats[m.partition_no + 1] IS NULL
            OR (m.outbox_txid, m.id) > (ats[m.partition_no + 1]::xid8, ais[m.partition_no + 1]))
     ORDER BY m.outbox_txid, m.id
-    LIMIT lim
+    LIMIT lim)
+    UNION ALL
+    (SELECT m.id, m.outbox_txid FROM outbox_messages AS m
+    WHERE m.outbox_txid = ANY(xips) AND m.outbox_txid < lo_x
+      AND incl[m.partition_no + 1]
+      AND pg_visible_in_snapshot(m.outbox_txid, coalesce(his[m.partition_no + 1]::pg_snapshot, now_snap))
+      AND (los[m.partition_no + 1] IS NULL OR NOT pg_visible_in_snapshot(m.outbox_txid, los[m.partition_no + 1]::pg_snapshot))
+      AND (ats[m.partition_no + 1] IS NULL
+           OR (m.outbox_txid, m.id) > (ats[m.partition_no + 1]::xid8, ais[m.partition_no + 1]))
+    ORDER BY m.outbox_txid, m.id
+    LIMIT lim)
+), w AS MATERIALIZED (
+    SELECT m.id, m.outbox_txid, m.partition_no,
+           (m.status <> 'pending' OR m.available_at > now() OR (m.expires_at IS NOT NULL AND m.expires_at <= now())
+            OR (m.business_key IS NOT NULL AND EXISTS (
+                -- Found through outbox_messages_waiting_idx by key: the
+                -- domain is tested in a form no index matches.
+                SELECT 1 FROM outbox_messages AS b
+                WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at
+                  AND b.business_key IS NOT NULL AND b.id < m.id AND (b.outbox_txid IS NULL) IS TRUE))) AS held
+    FROM (SELECT c.id FROM c ORDER BY c.outbox_txid, c.id LIMIT lim) AS k JOIN outbox_messages AS m ON m.id = k.id
 ), moved AS (
     -- Moved rows stay due when they were (a held-back key's row is read
     -- again right after the row holding it), and land where
-    -- outbox_messages_waiting_idx finds them.
+    -- outbox_messages_waiting_idx finds them. Looked up by their ids
+    -- (the status in a form no partial index matches): a plan made on an
+    -- empty table would otherwise walk every pending row for the page's
+    -- few.
     UPDATE outbox_messages AS m
     SET outbox_txid = NULL, available_at = greatest(m.available_at, now(), m.created_at + interval '1 microsecond')
-    FROM w WHERE m.id = w.id AND w.held AND m.status = 'pending'
+    WHERE m.id = ANY (ARRAY(SELECT w.id FROM w WHERE w.held)) AND (m.status = 'pending') IS TRUE
     RETURNING m.id
 )
 SELECT w.id, m.message_id::text, m.topic, m.business_key,
        CASE WHEN NOT w.held AND octet_length(m.payload) <= max_bytes THEN m.payload END,
        m.headers::text, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8,
-       octet_length(m.payload)::bigint, w.outbox_txid::text, w.held::text, now_snap::text, cur_boot::text
+       octet_length(m.payload)::bigint, w.outbox_txid::text, w.held::text, now_snap::text, cur_boot::text, now_wal::text
 FROM w JOIN outbox_messages AS m ON m.id = w.id
 UNION ALL
 SELECT 0::bigint, ''::text, ''::varchar, NULL::varchar, NULL::text, '{}'::text, 0, 0, 0::smallint, false, NULL::float8,
-       0::bigint, ''::text, 'true'::text, now_snap::text, cur_boot::text;
+       0::bigint, ''::text, 'true'::text, now_snap::text, cur_boot::text, now_wal::text;
 END
 $$;
 
@@ -281,7 +318,7 @@ FOR l IN SELECT o.partition_no, outbox_snapshot_lo(o.snap_lo, o.snap_boot) AS sn
     ), moved AS (
         UPDATE outbox_messages AS m
         SET outbox_txid = NULL, available_at = greatest(m.available_at, now(), m.created_at + interval '1 microsecond')
-        FROM w WHERE m.id = w.id
+        WHERE m.id = ANY (ARRAY(SELECT w.id FROM w))
         RETURNING m.id)
     SELECT max(moved.id) INTO top FROM moved;
     UPDATE outbox_leases AS o SET inflight_max_id = greatest(o.inflight_max_id, coalesce(top, 0))
