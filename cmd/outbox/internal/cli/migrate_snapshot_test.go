@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/internal/syncbuf"
 	"github.com/txoutbox/outbox/internal/testkit/testdb"
 )
 
@@ -38,26 +35,7 @@ func TestSnapshotReadCommands(t *testing.T) {
 	}
 
 	id := enqueueOK(t, dbVars(db), "--topic", "order.created", "--payload", "{}")
-	var stdout, stderr syncbuf.Buffer
-	cmd := exec.Command(os.Args[0], "relay", "--to", "stdout://", "--read-path", "snapshot")
-	cmd.Env = append(os.Environ(), "OUTBOX_CLI_TEST_CHILD=1", "OUTBOX_DATABASE_URL="+db.URL)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the message on stdout", func() bool { return strings.Contains(stdout.String(), id) })
-	_ = cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("relay: %v\nstderr: %s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("relay did not stop\nstderr: %s", stderr.String())
-	}
+	relayUntilDelivered(t, db, id, os.Interrupt, "--read-path", "snapshot")
 	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND sent_at IS NULL`); n != 1 {
 		t.Fatalf("%d untouched rows, want the delivered message's", n)
 	}
