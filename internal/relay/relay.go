@@ -82,10 +82,8 @@ type worker struct {
 	// page are the cursors of a snapshot read's round, applied once it
 	// is settled (see advanceCursors).
 	page []store.SnapshotCursor
-	// delivered are the partitions the snapshot read gave rows from, and
-	// wal the read's WAL position (see snapState.wal).
+	// delivered are the partitions the snapshot read gave rows from.
 	delivered map[int]bool
-	wal       string
 }
 
 // routeState is a route with its health and limits.

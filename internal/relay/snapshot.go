@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +32,7 @@ import (
 type snapshotStore interface {
 	SnapshotReadEnabled(ctx context.Context) (bool, error)
 	SnapshotResume(ctx context.Context, owner string, parts []int, spill []bool, limit int) ([]store.SnapshotCursor, []int64, error)
-	SnapshotRead(ctx context.Context, owner string, cursors []store.SnapshotCursor, keep []int, limit int, flushed string) (store.SnapshotPage, error)
+	SnapshotRead(ctx context.Context, owner string, cursors []store.SnapshotCursor, keep []int, limit int) (store.SnapshotPage, error)
 	SaveSnapshotCursors(ctx context.Context, owner string, cursors []store.SnapshotCursor) error
 	ReadRetries(ctx context.Context, owner string, parts []int, limit int) ([]store.Row, error)
 	SettleSnapshot(ctx context.Context, owner string, outs []store.Outcome) (int64, error)
@@ -68,8 +66,6 @@ type snapState struct {
 	// maxDues, in order): a read before then finds them still waiting.
 	retryAt time.Time
 	dues    []time.Time
-	// wal is the WAL position of the read the latest cursors came from.
-	wal string
 }
 
 // maxDues bounds the retry times a relay keeps in mind; later ones wait
@@ -249,9 +245,8 @@ func (r *Relay) readSnapshotRound(ctx context.Context, w *worker, parts []int, i
 			keep = append(keep, c.Partition)
 		}
 	}
-	flushed := s.wal
 	s.mu.Unlock()
-	page, err := s.st.SnapshotRead(rctx, r.id, cs, keep, left, flushed)
+	page, err := s.st.SnapshotRead(rctx, r.id, cs, keep, left)
 	if err != nil {
 		return nil, 0, dbFailed(dbRead, fmt.Errorf("read: %w", err))
 	}
@@ -272,7 +267,6 @@ func (r *Relay) readSnapshotRound(ctx context.Context, w *worker, parts []int, i
 		s.mu.Unlock()
 	}
 	w.page = page.Cursors
-	w.wal = page.WAL
 	w.delivered = map[int]bool{}
 	for _, row := range page.Rows {
 		w.delivered[row.Partition] = true
@@ -309,13 +303,8 @@ func (r *Relay) advanceCursors(w *worker) {
 			s.dirty[p] = true
 		}
 	}
-	// The cursors now come from this read's snapshot: the next read
-	// makes sure the WAL is flushed past where it was taken.
-	if lsn(w.wal) > lsn(s.wal) {
-		s.wal = w.wal
-	}
 	s.mu.Unlock()
-	w.page, w.delivered, w.wal = nil, nil, ""
+	w.page, w.delivered = nil, nil
 }
 
 // noteRetries notes when the retries among the outcomes written fall
@@ -406,16 +395,4 @@ func snapshotOutcomes(outs []store.Outcome, decided []*item) []store.Outcome {
 		kept = append(kept, outs[i])
 	}
 	return kept
-}
-
-// lsn is a WAL position in pg_lsn's text form ("16/B374D848") as a
-// number, 0 for none.
-func lsn(s string) uint64 {
-	hi, lo, ok := strings.Cut(s, "/")
-	h, err1 := strconv.ParseUint(hi, 16, 32)
-	l, err2 := strconv.ParseUint(lo, 16, 32)
-	if !ok || err1 != nil || err2 != nil {
-		return 0
-	}
-	return h<<32 | l
 }

@@ -139,22 +139,18 @@ type SnapshotPage struct {
 	// Read counts the rows of the page: Rows, and the rows moved to the
 	// table domain.
 	Read int
-	// WAL is the server's WAL insert position when the read took its
-	// snapshot: the next read's flushed (see SnapshotRead).
-	WAL string
 }
 
 // snapshotReadSQL calls outbox_snapshot_read (see enable.sql).
-const snapshotReadSQL = `SELECT * FROM outbox_snapshot_read($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bool[], $6::xid8, $7::xid8, $8, $9::bigint, $10::bigint[], $11::int[], $12, $13::pg_lsn, $14::xid8[])`
+const snapshotReadSQL = `SELECT * FROM outbox_snapshot_read($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bool[], $6::xid8, $7::xid8, $8, $9::bigint, $10::bigint[], $11::int[], $12, $13::xid8[])`
 
 // SnapshotRead reads up to limit rows of the snapshot domain after
 // cursors (one per partition to read), moving those that cannot be
 // delivered now to the table domain, and returns them with the cursors
 // that follow them. It records the cursors of the partitions keep on
-// owner's leases. flushed is the WAL position of the read the cursors
-// come from (SnapshotPage.WAL; "": none): unless the server's WAL is
-// flushed that far, the read commits durably (see outbox_snapshot_read).
-func (st *Store) SnapshotRead(ctx context.Context, owner string, cursors []SnapshotCursor, keep []int, limit int, flushed string) (SnapshotPage, error) {
+// owner's leases, and commits durably unless the server's WAL is flushed
+// past its snapshot already (see outbox_snapshot_read).
+func (st *Store) SnapshotRead(ctx context.Context, owner string, cursors []SnapshotCursor, keep []int, limit int) (SnapshotPage, error) {
 	if len(cursors) == 0 {
 		return SnapshotPage{}, nil
 	}
@@ -211,25 +207,20 @@ func (st *Store) SnapshotRead(ctx context.Context, owner string, cursors []Snaps
 		held        bool
 		txText, cur string
 		boot        int64
-		wal         string
-	}
-	var flushedArg *string
-	if flushed != "" {
-		flushedArg = &flushed
 	}
 	var all []read
 	_, err := st.retry(ctx, func() (int64, error) {
 		var err error
 		all, err = AppendRows(ctx, st.db, make([]read, 0, limit+1), func(scan func(...any) error) (read, error) {
-			var txText, held, cur, boot, wal string
-			r, _, err := scanRow(scan, &txText, &held, &cur, &boot, &wal)
+			var txText, held, cur, boot string
+			r, _, err := scanRow(scan, &txText, &held, &cur, &boot)
 			if err != nil {
 				return read{}, err
 			}
 			b, err := strconv.ParseInt(boot, 10, 64)
-			return read{row: r, held: held == "true", txText: txText, cur: cur, boot: b, wal: wal}, err
+			return read{row: r, held: held == "true", txText: txText, cur: cur, boot: b}, err
 		}, snapshotReadSQL, los, his, ats, ais, incl, strconv.FormatUint(loX, 10), strconv.FormatUint(hiX, 10), limit, st.ReadBound(), boots,
-			st.dl.intList(keep), owner, flushedArg, xips)
+			st.dl.intList(keep), owner, xips)
 		return int64(len(all)), err
 	})
 	if err != nil {
@@ -240,7 +231,7 @@ func (st *Store) SnapshotRead(ctx context.Context, owner string, cursors []Snaps
 	if len(all) == 0 || all[0].cur == "" {
 		return SnapshotPage{}, errors.New("store: the snapshot read returned no snapshot")
 	}
-	cur, boot, wal := all[0].cur, all[0].boot, all[0].wal
+	cur, boot := all[0].cur, all[0].boot
 	all = slices.DeleteFunc(all, func(r read) bool { return r.row.ID == 0 })
 	for i := range all {
 		t, err := strconv.ParseUint(all[i].txText, 10, 64)
@@ -252,7 +243,7 @@ func (st *Store) SnapshotRead(ctx context.Context, owner string, cursors []Snaps
 	slices.SortFunc(all, func(a, b read) int {
 		return cmp.Or(cmp.Compare(a.txid, b.txid), cmp.Compare(a.row.ID, b.row.ID))
 	})
-	page := SnapshotPage{Read: len(all), Cursors: make([]SnapshotCursor, len(cursors)), WAL: wal}
+	page := SnapshotPage{Read: len(all), Cursors: make([]SnapshotCursor, len(cursors))}
 	for _, r := range all {
 		if !r.held {
 			r.row.Snapshot = true

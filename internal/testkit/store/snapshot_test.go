@@ -52,7 +52,7 @@ func pageAll(t *testing.T, st *store.Store, cs []store.SnapshotCursor, limit int
 	t.Helper()
 	var ids []int64
 	for {
-		page, err := st.SnapshotRead(context.Background(), "", cs, nil, limit, "")
+		page, err := st.SnapshotRead(context.Background(), "", cs, nil, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestSnapshotReadHoldsBack(t *testing.T) {
 	cs := cursorsOf(t, st, "r1", parts, false)
 	insert(t, db, st, newMsg("t.first", "k"))
 	first := idsWhere(t, db, "topic = 't.first'")[0]
-	page, err := st.SnapshotRead(ctx, "r1", cs, []int{cs[0].Partition}, 100, "")
+	page, err := st.SnapshotRead(ctx, "r1", cs, []int{cs[0].Partition}, 100)
 	if err != nil || len(page.Rows) != 1 || page.Rows[0].ID != first {
 		t.Fatalf("read %+v: %v", page.Rows, err)
 	}
@@ -148,7 +148,7 @@ func TestSnapshotReadHoldsBack(t *testing.T) {
 	delayed.Delay = time.Hour
 	insert(t, db, st, newMsg("t.second", "k"), delayed, newMsg("t.free", "other"))
 	db.Exec(t, `INSERT INTO outbox_messages (topic, payload, expires_at) VALUES ('t.expired', '{}', now() - interval '1 second')`)
-	page, err = st.SnapshotRead(ctx, "r1", cs, []int{cs[0].Partition}, 100, "")
+	page, err = st.SnapshotRead(ctx, "r1", cs, []int{cs[0].Partition}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

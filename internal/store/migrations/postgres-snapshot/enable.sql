@@ -94,10 +94,10 @@ $$;
 -- planned on an empty table it would read the whole table in id order.
 CREATE OR REPLACE FUNCTION outbox_snapshot_read(los text[], his text[], ats text[], ais bigint[], incl boolean[],
                                                 lo_x xid8, hi_x xid8, lim int, max_bytes bigint, boots bigint[],
-                                                keep int[], owner_id text, flushed pg_lsn, xips xid8[])
+                                                keep int[], owner_id text, xips xid8[])
 RETURNS TABLE (id bigint, message_id text, topic varchar, business_key varchar, payload text, headers text,
                attempts int, max_attempts int, partition_no smallint, unknown_outcome boolean, created_epoch float8,
-               payload_bytes bigint, txid text, spill text, cur text, boot text, wal text)
+               payload_bytes bigint, txid text, spill text, cur text, boot text)
 LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
 SET enable_bitmapscan = off
@@ -114,13 +114,14 @@ DECLARE
     cur_boot bigint := outbox_server_boot();
     p int;
 BEGIN
--- The cursors given came from the snapshot of an earlier read, whose
--- finished transactions wrote their WAL before flushed: unless the WAL is
--- flushed that far, a crash could give their ids again, to transactions
--- the cursors would take for read. Producers' commits flush the WAL all
--- the time, so this read rarely has to: when it does, it commits durably
--- (synchronous_commit on, with a write), before the caller acts on a row.
-IF flushed IS NOT NULL AND pg_current_wal_flush_lsn() < flushed THEN
+-- The caller's next cursors come from now_snap, whose finished
+-- transactions wrote their WAL before now_wal: unless the WAL is flushed
+-- that far before the caller acts on this read, a crash could give their
+-- ids again, to transactions those cursors would take for read. (A check
+-- after the crash would not do: the server writes new WAL over the lost
+-- positions.) So unless the producers' commits have already flushed past
+-- it, this read commits durably (synchronous_commit on, with a write).
+IF pg_current_wal_flush_lsn() < now_wal THEN
     PERFORM set_config('synchronous_commit', 'on', true);
     IF cardinality(keep) = 0 THEN
         keep := ARRAY(SELECT u.i - 1 FROM unnest(incl) WITH ORDINALITY AS u(inc, i) WHERE u.inc LIMIT 1);
@@ -196,11 +197,11 @@ WITH c AS MATERIALIZED (
 SELECT w.id, m.message_id::text, m.topic, m.business_key,
        CASE WHEN NOT w.held AND octet_length(m.payload) <= max_bytes THEN m.payload END,
        m.headers::text, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8,
-       octet_length(m.payload)::bigint, w.outbox_txid::text, w.held::text, now_snap::text, cur_boot::text, now_wal::text
+       octet_length(m.payload)::bigint, w.outbox_txid::text, w.held::text, now_snap::text, cur_boot::text
 FROM w JOIN outbox_messages AS m ON m.id = w.id
 UNION ALL
 SELECT 0::bigint, ''::text, ''::varchar, NULL::varchar, NULL::text, '{}'::text, 0, 0, 0::smallint, false, NULL::float8,
-       0::bigint, ''::text, 'true'::text, now_snap::text, cur_boot::text, now_wal::text;
+       0::bigint, ''::text, 'true'::text, now_snap::text, cur_boot::text;
 END
 $$;
 
