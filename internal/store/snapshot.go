@@ -52,6 +52,11 @@ func (st *Store) EnableSnapshotRead(ctx context.Context) error {
 	return nil
 }
 
+// SnapshotStatus is the status column as the relays reading by snapshots
+// see it: a pending row of the snapshot domain behind its partition's
+// recorded cursor is sent.
+const SnapshotStatus = "(CASE WHEN status = 'pending' AND outbox_delivered(partition_no, outbox_txid, id) THEN 'sent' ELSE status END)"
+
 // WithSnapshotRead returns a store like st for a database whose
 // snapshot read is enabled: its counts, ages and gauges take a pending
 // row of the snapshot domain behind its partition's recorded cursor for
@@ -59,8 +64,7 @@ func (st *Store) EnableSnapshotRead(ctx context.Context) error {
 // sent ones.
 func (st *Store) WithSnapshotRead() *Store {
 	c := *st
-	c.s.countByStatusTopic = `SELECT CASE WHEN status = 'pending' AND outbox_delivered(partition_no, outbox_txid, id) THEN 'sent' ELSE status END,
-       topic, count(*) FROM outbox_messages GROUP BY 1, 2 ORDER BY 1, 2`
+	c.s.countByStatusTopic = `SELECT ` + SnapshotStatus + `, topic, count(*) FROM outbox_messages GROUP BY 1, 2 ORDER BY 1, 2`
 	c.s.oldestPending = `SELECT extract(epoch from now() - min(o.at))::float8 FROM (` + snapshotFirst("created_at", "true") + `) AS o`
 	c.s.oldestDue = `SELECT extract(epoch from now() - min(o.at))::float8 FROM (` + snapshotFirst("available_at", "m.available_at <= now()") + `) AS o`
 	c.s.gauges = `SELECT

@@ -92,7 +92,7 @@ func (d *DB) EnableSnapshotRead(t testing.TB) {
 // partition's recorded cursor) is sent.
 func (d *DB) Status() string {
 	if d.Snapshot {
-		return "(CASE WHEN status = 'pending' AND outbox_delivered(partition_no, outbox_txid, id) THEN 'sent' ELSE status END)"
+		return store.SnapshotStatus
 	}
 	return "status"
 }

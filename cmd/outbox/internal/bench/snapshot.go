@@ -57,7 +57,7 @@ func (b *bench) enableSnapshotRead(ctx context.Context) error {
 // when the relays stop, has passed it.
 func (b *bench) statusColumn() string {
 	if b.o.readPath == readPathSnapshot {
-		return "(CASE WHEN status = 'pending' AND outbox_delivered(partition_no, outbox_txid, id) THEN 'sent' ELSE status END)"
+		return store.SnapshotStatus
 	}
 	return "status"
 }
