@@ -150,9 +150,10 @@ var _ publisher.RunPublisher = (*Publisher)(nil)
 //
 // A client with kgo.ManualFlushing (as Dial builds) is flushed by the
 // Publisher, which then publishes a key's run of messages in one call
-// (publisher.RunPublisher): every record of a call is buffered before any of
-// them is sent, so that a failed record fails the ones behind it in its
-// partition. Without it, the relay gives the Publisher one message per key
+// (publisher.RunPublisher): a flush carries at most one batch per topic
+// and partition and is answered before the next is buffered, so that no
+// record is written behind one that failed (a run longer than a batch
+// takes a flush per batch). Without it, the relay gives the Publisher one message per key
 // per call.
 //
 // Recommended, as Dial does: kgo.UnknownTopicRetries(1) and
@@ -292,10 +293,13 @@ func (p *Publisher) Publish(ctx context.Context, batch []*publisher.Envelope) []
 	// promise goroutine and must never block, even after Publish returned.
 	results := make(chan result, len(batch))
 	a := answers{batch: batch, errs: errs, answered: make([]bool, len(batch))}
-	a.waiting = p.produce(ctx, batch, errs, results)
-	gone := p.await(ctx, &a, results)
-	if a.waiting > 0 {
-		a.unanswered(ctx, gone)
+	if p.manual {
+		p.runs.publish(ctx, p, &a, results)
+	} else {
+		a.waiting = p.produce(ctx, batch, errs, results)
+		if gone := p.await(ctx, &a, results); a.waiting > 0 {
+			a.unanswered(ctx, gone)
+		}
 	}
 	p.purgeRecreated(batch, errs)
 	if a.doubt {
@@ -323,13 +327,10 @@ func (p *Publisher) ready(ctx context.Context) error {
 	return nil
 }
 
-// produce hands the batch to the client, whose answers come on results,
-// and returns how many records it handed over; an envelope that cannot be
-// a record gets its permanent error in errs.
+// produce hands the batch to a client that flushes by itself, whose
+// answers come on results, and returns how many records it handed over;
+// an envelope that cannot be a record gets its permanent error in errs.
 func (p *Publisher) produce(ctx context.Context, batch []*publisher.Envelope, errs []error, results chan<- result) (waiting int) {
-	if p.manual {
-		return p.runs.buffer(ctx, p, batch, errs, results)
-	}
 	for i, env := range batch {
 		rec, err := newRecord(env, p.ce)
 		if err != nil {

@@ -17,19 +17,26 @@ import (
 // Key runs.
 //
 // The relay may hand a Publisher whose client flushes only when told
-// (kgo.ManualFlushing) a run of one key's messages in one call. The
-// idempotent producer keeps a partition's records in the order they were
-// buffered, and when the broker fails a batch the client fails every
-// record buffered behind it in that partition (to keep the sequence
-// numbers right) — but only those buffered by then: a record buffered
-// after the failure was handled is sent under a new producer epoch and
-// could land ahead of the retry of the record that failed. So records are
-// buffered while nothing is in flight, and sent only once every record of
-// the call is buffered:
+// (kgo.ManualFlushing) a run of one key's messages in one call, and
+// promises that no message of a key is written after an earlier one of
+// the call failed. The idempotent producer keeps a partition's records in
+// the order they were buffered, but it keeps up to five produce requests
+// in flight to a broker: when the broker refuses one batch for good (a
+// policy, an invalid record), the batches sent behind it in the same
+// partition come back out of sequence, and the client writes them again
+// under a new producer epoch — after the failed one. So a partition never
+// has more than one batch in flight:
 //
+//   - a flush carries at most one batch per topic and partition: records
+//     are buffered while the bytes buffered for their topic since the last
+//     flush, counted by recordBound, fit in one batch, and a call whose run
+//     is longer is sent one flush at a time, each answered before the next
+//     is buffered; after a flush, the rest of a key whose record failed
+//     (other than permanently) is not sent;
 //   - a gate is held by one call at a time while it buffers its records,
 //     and by the flusher from the start of a flush until every buffered
-//     record is answered;
+//     record is answered, so that nothing is buffered behind a batch in
+//     flight;
 //   - records that would fail alone before they are buffered (larger than
 //     the topic's max.message.bytes or the client's batch limit; beyond
 //     the client's buffer) are caught first: too large is permanent (the
@@ -51,9 +58,10 @@ const limitRetry = time.Minute
 type limits struct {
 	mu     sync.Mutex
 	topics map[string]limit
-	// clientMax is the client's own batch limit (kgo.ProducerBatchMaxBytes)
-	// when it is not batchMax; 0 when it is.
-	clientMax int32
+	// client is the batch limit the client applies
+	// (kgo.ProducerBatchMaxBytesFn): batchMax for Dial's client unless its
+	// options replaced it; nil: DefaultBatchMaxBytes.
+	client func(topic string) int32
 }
 
 type limit struct {
@@ -74,11 +82,13 @@ func (l *limits) batchMax(topic string) int32 {
 	return DefaultBatchMaxBytes
 }
 
-// recordMax is the largest record topic takes, by recordBound.
+// recordMax is the largest record topic takes, by recordBound: the
+// lower of the topic's max.message.bytes and the client's batch limit.
+// It is also what one batch of the topic holds.
 func (l *limits) recordMax(topic string) int32 {
 	n := l.batchMax(topic)
-	if l.clientMax > 0 {
-		n = min(n, l.clientMax)
+	if l.client != nil {
+		n = min(n, l.client(topic))
 	}
 	return n
 }
@@ -155,19 +165,25 @@ type runs struct {
 	// The client's buffer limits (kgo.MaxBufferedRecords,
 	// kgo.MaxBufferedBytes; 0: none).
 	maxRecords, maxBytes int64
+	// Held with the gate: the bytes (by recordBound) buffered for each
+	// topic since the last flush began, and a channel closed when the
+	// next flush has been answered.
+	unflushed map[string]int
+	flushed   chan struct{}
 }
 
-// newRuns starts the flusher of client. lim is the limits the client's
-// batches are capped by (kgo.ProducerBatchMaxBytesFn), nil when the
-// client has a fixed limit of its own.
+// newRuns starts the flusher of client. lim is the limits Dial's client
+// caps its batches by (kgo.ProducerBatchMaxBytesFn), nil for a client of
+// the caller's.
 func newRuns(client *kgo.Client, lim *limits) *runs {
 	if lim == nil {
-		lim = &limits{clientMax: DefaultBatchMaxBytes}
-		if n, ok := client.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && n > 0 {
-			lim.clientMax = n
-		}
+		lim = &limits{}
 	}
-	r := &runs{client: client, lim: lim, gate: make(chan struct{}, 1), flush: make(chan struct{}, 1), done: make(chan struct{})}
+	if fn, ok := client.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32); ok && fn != nil {
+		lim.client = fn
+	}
+	r := &runs{client: client, lim: lim, gate: make(chan struct{}, 1), flush: make(chan struct{}, 1), done: make(chan struct{}),
+		unflushed: map[string]int{}, flushed: make(chan struct{})}
 	if n, ok := client.OptValue(kgo.MaxBufferedRecords).(int64); ok {
 		r.maxRecords = n
 	}
@@ -194,8 +210,12 @@ func (r *runs) flushLoop() {
 			return
 		case r.gate <- struct{}{}:
 		}
+		clear(r.unflushed)
+		answered := r.flushed
+		r.flushed = make(chan struct{})
 		_ = r.client.Flush(r.ctx) // ends early only when the Publisher closes
 		<-r.gate
+		close(answered)
 	}
 }
 
@@ -205,12 +225,58 @@ func (r *runs) close() {
 	<-r.done
 }
 
-// buffer buffers the records of batch in order and has them flushed. A
-// message that cannot become a record, or is too large, gets a permanent
-// error in errs; one left out because the buffer is full, or because the
-// gate could not be had, gets a retryable error. Every record buffered
-// sends its answer to results. It returns how many were buffered.
-func (r *runs) buffer(ctx context.Context, p *Publisher, batch []*publisher.Envelope, errs []error, results chan<- result) int {
+// publish publishes a's batch one flush at a time: each flush's records
+// are answered before the next flush is buffered, and a key whose record
+// failed (other than permanently) sends nothing more in the call.
+func (r *runs) publish(ctx context.Context, p *Publisher, a *answers, results chan result) {
+	recs := r.records(ctx, p, a.batch, a.errs)
+	for from := 0; ; {
+		for from < len(recs) && recs[from] == nil {
+			from++
+		}
+		if from == len(recs) {
+			return
+		}
+		n, next := r.buffer(ctx, p, recs, from, a.errs, results)
+		a.waiting += n
+		if n == 0 {
+			return // nothing more could be buffered: the rest have their errors
+		}
+		gone := p.await(ctx, a, results)
+		if a.waiting > 0 {
+			err := publisher.RetryAfter(fmt.Errorf("kafka: not sent: earlier records of the call were still unanswered when the publish ended (%w)", context.Cause(ctx)), time.Second)
+			if gone != nil {
+				err = publisher.Unavailable(fmt.Errorf("kafka: not sent: no broker reachable: %w", gone))
+			}
+			notSent(recs[next:], a.errs[next:], err)
+			a.unanswered(ctx, gone)
+			return
+		}
+		failed := map[string]error{}
+		for i := from; i < next; i++ {
+			if key := a.batch[i].Key; recs[i] != nil && key != "" && a.errs[i] != nil && publisher.Classify(a.errs[i]) != publisher.ClassPermanent {
+				if _, ok := failed[key]; !ok {
+					failed[key] = a.errs[i]
+				}
+			}
+		}
+		for i := next; i < len(recs); i++ {
+			if rec := recs[i]; rec != nil && len(failed) > 0 {
+				if err, ok := failed[a.batch[i].Key]; ok {
+					a.errs[i] = fmt.Errorf("kafka: not sent: an earlier message of its key failed: %w", err)
+					recs[i] = nil
+				}
+			}
+		}
+		from = next
+	}
+}
+
+// records makes batch's records. A message that cannot become a record,
+// or is too large for its topic, gets a permanent error in errs and a nil
+// record; when no broker answers the reading of the topics' limits, every
+// message gets that error and every record is nil.
+func (r *runs) records(ctx context.Context, p *Publisher, batch []*publisher.Envelope, errs []error) []*kgo.Record {
 	recs := make([]*kgo.Record, len(batch))
 	var topics []string
 	seen := map[string]bool{}
@@ -226,18 +292,10 @@ func (r *runs) buffer(ctx context.Context, p *Publisher, batch []*publisher.Enve
 			topics = append(topics, rec.Topic)
 		}
 	}
-	// notSent fails every record still to be sent with err.
-	notSent := func(err error) int {
-		for i, rec := range recs {
-			if rec != nil {
-				errs[i] = err
-			}
-		}
-		return 0
-	}
 	if err := r.lim.learn(ctx, r.client, topics); err != nil && refused(err) {
 		p.suspect.Store(true)
-		return notSent(publisher.Unavailable(fmt.Errorf("kafka: not sent: no broker reachable: %w", err)))
+		notSent(recs, errs, publisher.Unavailable(fmt.Errorf("kafka: not sent: no broker reachable: %w", err)))
+		return recs
 	}
 	for i, rec := range recs {
 		if rec == nil {
@@ -248,37 +306,87 @@ func (r *runs) buffer(ctx context.Context, p *Publisher, batch []*publisher.Enve
 			recs[i] = nil
 		}
 	}
+	return recs
+}
+
+// notSent gives every record of recs still to be sent err, and drops it.
+func notSent(recs []*kgo.Record, errs []error, err error) {
+	for i, rec := range recs {
+		if rec != nil {
+			errs[i] = err
+			recs[i] = nil
+		}
+	}
+}
+
+// buffer buffers recs from index from on, in order, while they fit in the
+// next flush (one batch per topic), and has them flushed; next is the
+// index of the first record left for a later flush (len(recs): none). A
+// record left out because the buffer is full, or because the gate could
+// not be had, gets a retryable error, and so does every record after it.
+// Every record buffered sends its answer to results; n is how many were.
+func (r *runs) buffer(ctx context.Context, p *Publisher, recs []*kgo.Record, from int, errs []error, results chan<- result) (n, next int) {
 	if err := r.acquire(ctx, p); err != nil {
-		return notSent(err)
+		notSent(recs[from:], errs[from:], err)
+		return 0, len(recs)
 	}
 	free, freeBytes := r.maxRecords-r.client.BufferedProduceRecords(), r.maxBytes-r.client.BufferedProduceBytes()
-	buffered, full := 0, false
-	for i, rec := range recs {
+	for i := from; i < len(recs); i++ {
+		rec := recs[i]
 		if rec == nil {
+			continue
+		}
+		bound := recordBound(rec)
+		if used := r.unflushed[rec.Topic]; used > 0 && used+bound > int(r.lim.recordMax(rec.Topic)) {
+			if n > 0 {
+				r.release()
+				return n, i
+			}
+			// Other calls' records fill the flush: let it go, and buffer
+			// after its answers.
+			answered := r.flushed
+			r.release()
+			select {
+			case <-answered:
+			case <-ctx.Done():
+				notSent(recs[i:], errs[i:], publisher.RetryAfter(fmt.Errorf("kafka: not sent: earlier records were still unanswered when the publish ended (%w)", context.Cause(ctx)), time.Second))
+				return 0, len(recs)
+			}
+			if err := r.acquire(ctx, p); err != nil {
+				notSent(recs[i:], errs[i:], err)
+				return 0, len(recs)
+			}
+			free, freeBytes = r.maxRecords-r.client.BufferedProduceRecords(), r.maxBytes-r.client.BufferedProduceBytes()
+			i--
 			continue
 		}
 		size := int64(len(rec.Key) + len(rec.Value))
 		for _, h := range rec.Headers {
 			size += int64(len(h.Key) + len(h.Value))
 		}
-		if full || (r.maxRecords > 0 && free <= 0) || (r.maxBytes > 0 && size > freeBytes) {
-			// Everything after the first record that does not fit stays
+		if (r.maxRecords > 0 && free <= 0) || (r.maxBytes > 0 && size > freeBytes) {
+			// Everything from the first record that does not fit stays
 			// out, so that no key's later record goes without it.
-			full = true
-			errs[i] = publisher.RetryAfter(errors.New("kafka: not sent: the client's buffer is full (kgo.MaxBufferedRecords, kgo.MaxBufferedBytes)"), 100*time.Millisecond)
-			continue
+			notSent(recs[i:], errs[i:], publisher.RetryAfter(errors.New("kafka: not sent: the client's buffer is full (kgo.MaxBufferedRecords, kgo.MaxBufferedBytes)"), 100*time.Millisecond))
+			break
 		}
 		free--
 		freeBytes -= size
-		buffered++
+		r.unflushed[rec.Topic] += bound
+		n++
 		r.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { results <- result{i, err} })
 	}
+	r.release()
+	return n, len(recs)
+}
+
+// release lets go of the gate and has what was buffered flushed.
+func (r *runs) release() {
 	<-r.gate
 	select {
 	case r.flush <- struct{}{}:
 	default: // a flush is already wanted: it takes these records too
 	}
-	return buffered
 }
 
 // acquire takes the gate, waiting while a flush is still answered. It

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,6 +110,70 @@ func TestRunFailureFailsTheRest(t *testing.T) {
 	// The retry, failed message first, goes through.
 	if errs := publishertest.Publish(t, p, 15*time.Second, batch[first:]...); errs[0] != nil || errs[len(errs)-1] != nil {
 		t.Fatalf("retry: %v … %v", errs[0], errs[len(errs)-1])
+	}
+}
+
+// TestConcurrentRunsLongerThanABatch: calls made at once, each a run of
+// its own key several batches long (small batches), while the broker
+// fails one produce request in the middle: for every key, what was
+// confirmed is the start of its run, nothing after its first failure is
+// confirmed, and the topic holds exactly the confirmed records, in order.
+func TestConcurrentRunsLongerThanABatch(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "orders"))
+	var produces atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if produces.Add(1) == 3 {
+			return kafkatest.FailProduce(req, kerr.PolicyViolation.Code), nil, true
+		}
+		return nil, nil, false
+	})
+	p := dial(t, c, kgo.ProducerBatchMaxBytes(2048))
+	keys := []string{"a", "b", "c", "d"}
+	runs := make([][]*publisher.Envelope, len(keys))
+	errs := make([][]error, len(keys))
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		runs[i] = run("orders", key, 120, 100)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = publishertest.Publish(t, p, 15*time.Second, runs[i]...)
+		}()
+	}
+	wg.Wait()
+	confirmed, failures := map[string][]string{}, 0
+	for i, key := range keys {
+		first := -1
+		for j, err := range errs[i] {
+			switch {
+			case err != nil && first < 0:
+				first = j
+				failures++
+			case err == nil && first >= 0:
+				t.Fatalf("key %s: message %d confirmed after message %d failed: %v", key, j, first, errs[i][first])
+			case err == nil:
+				confirmed[key] = append(confirmed[key], runs[i][j].ID)
+			}
+		}
+	}
+	if failures == 0 {
+		t.Fatal("no call saw the failed produce request")
+	}
+	total := 0
+	for _, ids := range confirmed {
+		total += len(ids)
+	}
+	got := map[string][]string{}
+	cons := newConsumer(t, c.ListenAddrs(), "orders")
+	for _, r := range append(cons.readN(t, total, 20*time.Second), cons.poll(t, time.Second)...) {
+		got[string(r.Key)] = append(got[string(r.Key)], headers(r)["message-id"])
+	}
+	for _, key := range keys {
+		if strings.Join(got[key], ",") != strings.Join(confirmed[key], ",") {
+			t.Fatalf("key %s: the topic holds %d records, not the %d confirmed in order", key, len(got[key]), len(confirmed[key]))
+		}
 	}
 }
 
