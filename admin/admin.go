@@ -137,11 +137,13 @@ type Config struct {
 // Server is the admin HTTP handler. It is safe for concurrent use.
 type Server struct {
 	backend *store.Backend
-	// st is what the server reads and changes: outbox_messages, or an
-	// adopted table; full is outbox_messages' store, nil on an adopted
-	// table, for the changes only it can make.
-	st          source
-	full        *store.Store
+	// cur is what the server reads and changes (see view); base is
+	// outbox_messages' store as the driver gives it, nil on an adopted
+	// table; readPathAt is when the read path was last looked up (unix
+	// nanoseconds, 0: to look up).
+	cur         atomic.Pointer[stores]
+	base        *store.Store
+	readPathAt  atomic.Int64
 	adopted     *adoptstore.Store
 	tokens      []tokenHash
 	promHandler http.Handler
@@ -160,6 +162,48 @@ type Server struct {
 	// named in readPayloads when keys open them.
 	keys         seal.KeyProvider
 	readPayloads map[string]bool
+}
+
+// stores is what the server reads and changes: st is outbox_messages'
+// store, or an adopted table's; full is outbox_messages' store, nil on an
+// adopted table, for the changes only it can make.
+type stores struct {
+	st   source
+	full *store.Store
+}
+
+// view is what the server reads and changes now.
+func (s *Server) view() *stores { return s.cur.Load() }
+
+// readPathCheck is how often the server looks up whether outbox_messages
+// is read by snapshots.
+const readPathCheck = 30 * time.Second
+
+// followReadPath looks up, at most every readPathCheck, whether the
+// database's outbox_messages is read by snapshots (outbox migrate
+// --read-path snapshot), where a delivered message keeps status pending:
+// the server then shows, searches and guards its changes by the status
+// the relays see (store.SnapshotStatus). A failed lookup is tried again
+// on the next request.
+func (s *Server) followReadPath(ctx context.Context) {
+	if s.base == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := s.readPathAt.Load()
+	if last != 0 && time.Duration(now-last) < readPathCheck || !s.readPathAt.CompareAndSwap(last, now) {
+		return
+	}
+	on, err := s.base.SnapshotReadEnabled(ctx)
+	if err != nil {
+		s.readPathAt.CompareAndSwap(now, 0)
+		return
+	}
+	st := s.base
+	if on {
+		st = st.WithSnapshotRead()
+	}
+	s.cur.Store(&stores{st: st, full: st})
 }
 
 type tokenHash struct {
@@ -181,11 +225,11 @@ func New[TTx any](d outbox.Driver[TTx], cfg *Config) (*Server, error) {
 	b := store.NewBackend(d)
 	s := &Server{
 		backend: b,
-		st:      b.Store,
-		full:    b.Store,
+		base:    b.Store,
 		ready:   cfg.Ready,
 		log:     cfg.Logger,
 	}
+	s.cur.Store(&stores{st: b.Store, full: b.Store})
 	// A driver over an adopted table (store.TableSource): the server reads
 	// and changes that table, and refuses what only outbox_messages takes.
 	a, err := adoptstore.Of(b, 0)
@@ -193,7 +237,8 @@ func New[TTx any](d outbox.Driver[TTx], cfg *Config) (*Server, error) {
 		return nil, err
 	}
 	if a != nil {
-		s.st, s.full, s.adopted = a, nil, a
+		s.cur.Store(&stores{st: a})
+		s.base, s.adopted = nil, a
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -267,6 +312,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "tokens are never accepted in the query string; send Authorization: Bearer <token>")
 		return
 	}
+	s.followReadPath(r.Context())
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		h.Set("Cache-Control", "no-store")
 		if _, pattern := s.mux.Handler(r); pattern == "" || pattern == staticPattern {
@@ -356,7 +402,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	var err error
-	if _, err = s.st.Now(ctx); err != nil {
+	if _, err = s.view().st.Now(ctx); err != nil {
 		err = fmt.Errorf("database: %w", err)
 	} else if s.ready != nil {
 		err = s.ready(ctx)
@@ -397,7 +443,8 @@ func (s *Server) Run(ctx context.Context) error {
 	defer t.Stop()
 	failing := false
 	for {
-		g, err := s.st.Gauges(ctx)
+		s.followReadPath(ctx)
+		g, err := s.view().st.Gauges(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil

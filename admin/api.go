@@ -129,12 +129,12 @@ type sampledStats struct {
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
-	st, err := s.st.Stats(r.Context())
+	st, err := s.view().st.Stats(r.Context())
 	if err != nil {
 		s.failed(w, r, err)
 		return
 	}
-	views, err := s.st.RouteHealth(r.Context())
+	views, err := s.view().st.RouteHealth(r.Context())
 	if err != nil {
 		s.failed(w, r, err)
 		return
@@ -149,8 +149,8 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) {
 		Relays(ctx context.Context) ([]store.Relay, error)
 	}
 	switch {
-	case s.full != nil:
-		lister = s.full
+	case s.view().full != nil:
+		lister = s.view().full
 	case s.adopted != nil:
 		lister = s.adopted
 	}
@@ -358,7 +358,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, _ string) {
 	}
 	limit := q.Limit
 	q.Limit++ // one more tells whether there is a next page
-	recs, err := s.st.Search(r.Context(), q)
+	recs, err := s.view().st.Search(r.Context(), q)
 	if err != nil {
 		s.failed(w, r, err)
 		return
@@ -392,7 +392,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, token string) {
 	if !ok {
 		return
 	}
-	rec, err := s.st.Get(r.Context(), id)
+	rec, err := s.view().st.Get(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "no message with id "+id)
@@ -467,7 +467,7 @@ func (s *Server) conflict(action store.BulkAction, id, status string) string {
 
 func (s *Server) requeueOne(w http.ResponseWriter, r *http.Request, actor string) {
 	s.one(w, r, actor, store.ActionRequeue, store.StatusPending, func(ctx context.Context, id string) (bool, error) {
-		return true, s.st.RequeueOne(ctx, id)
+		return true, s.view().st.RequeueOne(ctx, id)
 	})
 }
 
@@ -476,7 +476,7 @@ func (s *Server) discardOne(w http.ResponseWriter, r *http.Request, actor string
 		return
 	}
 	s.one(w, r, actor, store.ActionDiscard, "", func(ctx context.Context, id string) (bool, error) {
-		return true, s.full.DiscardOne(ctx, id)
+		return true, s.view().full.DiscardOne(ctx, id)
 	})
 }
 
@@ -484,7 +484,7 @@ func (s *Server) consumeOne(w http.ResponseWriter, r *http.Request, actor string
 	if s.refuse(w, "marking consumed") {
 		return
 	}
-	s.one(w, r, actor, store.ActionConsumed, store.StatusConsumed, s.full.ConsumeOne)
+	s.one(w, r, actor, store.ActionConsumed, store.StatusConsumed, s.view().full.ConsumeOne)
 }
 
 // wake tells relays that requeued messages are ready. Relays poll anyway;
@@ -504,7 +504,7 @@ func (s *Server) audited(w http.ResponseWriter, r *http.Request, actor string, a
 	s.log.Info("outbox admin: "+string(action), "actor", actor, "target", target, "count", count)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	err := s.st.InsertAudit(ctx, store.AuditEntry{Actor: actor, Action: string(action), Target: target, Count: count})
+	err := s.view().st.InsertAudit(ctx, store.AuditEntry{Actor: actor, Action: string(action), Target: target, Count: count})
 	if err != nil {
 		s.log.Error("outbox admin: writing the audit row failed", "actor", actor, "action", action, "target", target, "count", count, "err", err)
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("%s changed %d %s, but the audit row could not be written (has 'outbox migrate' been run?): %v",
@@ -641,7 +641,7 @@ func (s *Server) bulk(action store.BulkAction) apiFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		matched, err := s.full.CountBulk(r.Context(), action, f)
+		matched, err := s.view().full.CountBulk(r.Context(), action, f)
 		if err != nil {
 			s.failed(w, r, err)
 			return
@@ -654,7 +654,7 @@ func (s *Server) bulk(action store.BulkAction) apiFunc {
 			writeError(w, http.StatusConflict, fmt.Sprintf(`replay would change %d messages, more than %d; send "yes": true to replay them all`, matched, store.DefaultReplayMax))
 			return
 		}
-		changed, err := s.full.Bulk(r.Context(), action, f, store.BulkOptions{})
+		changed, err := s.view().full.Bulk(r.Context(), action, f, store.BulkOptions{})
 		if changed > 0 && (action == store.ActionRequeue || action == store.ActionReplay) {
 			s.wake(r.Context())
 		}
@@ -691,7 +691,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ string) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	es, err := s.st.Audit(r.Context(), limit)
+	es, err := s.view().st.Audit(r.Context(), limit)
 	if err != nil {
 		s.failed(w, r, err)
 		return

@@ -271,7 +271,7 @@ func (st *Store) recordCols(payload string) string {
 	if payload == "payload" {
 		headers = dl.text("headers")
 	}
-	return "id, " + dl.text("message_id") + ", topic, business_key, status, attempts, max_attempts, " +
+	return "id, " + dl.text("message_id") + ", topic, business_key, " + st.status() + ", attempts, max_attempts, " +
 		dl.epoch("created_at") + ", " + dl.epoch("available_at") + ", " + dl.epoch("sent_at") + ", " + dl.epoch("consumed_at") +
 		", last_error, " + headers + ", " + payload
 }
@@ -305,7 +305,10 @@ func (st *Store) Search(ctx context.Context, s Search) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if status != "" {
+	switch {
+	case status != "" && st.snapshot:
+		c.add(SnapshotStatus + " = " + status)
+	case status != "":
 		hint, pred := st.dl.searchStatus(status, s.Status == StatusPending, s.Topic != "")
 		from += hint
 		c.add(pred)
@@ -373,11 +376,20 @@ func (st *Store) Get(ctx context.Context, messageID string) (Record, error) {
 	return r, rows.Err()
 }
 
+// status is the status column as the relays see it: SnapshotStatus on a
+// database read by snapshots.
+func (st *Store) status() string {
+	if st.snapshot {
+		return SnapshotStatus
+	}
+	return "status"
+}
+
 // statusOf is the status of messageID, "" when there is no such message.
 func (st *Store) statusOf(ctx context.Context, messageID string) (string, error) {
 	c := &cond{dl: st.dl}
 	c.add(st.dl.msgIDEq(), messageID)
-	rows, err := st.db.Query(ctx, "SELECT status FROM outbox_messages WHERE "+c.sql(), c.args...)
+	rows, err := st.db.Query(ctx, "SELECT "+st.status()+" FROM outbox_messages WHERE "+c.sql(), c.args...)
 	if err != nil {
 		return "", err
 	}
@@ -429,20 +441,20 @@ func (st *Store) requeueSet() string {
 // expiry). It returns ErrNotFound or a *StatusError (sent, consumed) when
 // nothing changed.
 func (st *Store) RequeueOne(ctx context.Context, messageID string) error {
-	return st.one(ctx, messageID, "UPDATE outbox_messages SET "+st.requeueSet()+" WHERE {id} AND status IN ('dead', 'expired', 'pending')")
+	return st.one(ctx, messageID, "UPDATE outbox_messages SET "+st.requeueSet()+" WHERE {id} AND "+st.status()+" IN ('dead', 'expired', 'pending')")
 }
 
 // DiscardOne deletes the dead or expired message messageID; ErrNotFound
 // or a *StatusError when nothing changed.
 func (st *Store) DiscardOne(ctx context.Context, messageID string) error {
-	return st.one(ctx, messageID, "DELETE FROM outbox_messages WHERE {id} AND status IN ('dead', 'expired')")
+	return st.one(ctx, messageID, "DELETE FROM outbox_messages WHERE {id} AND "+st.status()+" IN ('dead', 'expired')")
 }
 
 // ConsumeOne moves the sent message messageID to consumed and reports
 // whether it changed; a message already consumed is left as it is
 // (false, nil). ErrNotFound or a *StatusError (pending, dead) otherwise.
 func (st *Store) ConsumeOne(ctx context.Context, messageID string) (bool, error) {
-	err := st.one(ctx, messageID, "UPDATE outbox_messages SET status = 'consumed', consumed_at = "+st.dl.now()+" WHERE {id} AND status = 'sent'")
+	err := st.one(ctx, messageID, "UPDATE outbox_messages SET status = 'consumed', consumed_at = "+st.dl.now()+" WHERE {id} AND "+st.status()+" = 'sent'")
 	var se *StatusError
 	if errors.As(err, &se) && se.Status == StatusConsumed {
 		return false, nil
@@ -450,14 +462,19 @@ func (st *Store) ConsumeOne(ctx context.Context, messageID string) (bool, error)
 	return err == nil, err
 }
 
-// bulkCond is the predicate of a bulk change, including the status the
-// action applies to (requeue of pending rows takes only those waiting).
-func (st *Store) bulkCond(f BulkFilter) *cond {
+// bulkCond is the predicate of a bulk change of table's rows
+// (outbox_messages or the archive), including the status the action
+// applies to (requeue of pending rows takes only those waiting).
+func (st *Store) bulkCond(table string, f BulkFilter) *cond {
 	c := &cond{dl: st.dl}
-	if status, _ := statusLiteral(f.Status); status != "" { // CheckBulk allowed it
-		c.add("status = " + status)
+	status := "status"
+	if table == "outbox_messages" {
+		status = st.status()
+	}
+	if lit, _ := statusLiteral(f.Status); lit != "" { // CheckBulk allowed it
+		c.add(status + " = " + lit)
 	} else {
-		c.add(delivered) // replay of sent and consumed messages
+		c.add(status + delivered) // replay of sent and consumed messages
 	}
 	if f.Status == StatusPending {
 		c.add("available_at > " + st.dl.now())
@@ -510,8 +527,8 @@ func (st *Store) queryInt64s(ctx context.Context, q string, args ...any) ([]int6
 	return out, rows.Err()
 }
 
-// delivered is the status predicate of a replay's rows.
-const delivered = "status IN ('sent', 'consumed')"
+// delivered follows the status in the predicate of a replay's rows.
+const delivered = " IN ('sent', 'consumed')"
 
 // CountBulk is how many messages the bulk action a would change now
 // (with f.Archive, in both tables).
@@ -519,12 +536,12 @@ func (st *Store) CountBulk(ctx context.Context, a BulkAction, f BulkFilter) (int
 	if err := CheckBulk(a, &f); err != nil {
 		return 0, err
 	}
-	c := st.bulkCond(f)
+	c := st.bulkCond("outbox_messages", f)
 	n, err := st.queryInt64s(ctx, "SELECT count(*) FROM outbox_messages WHERE "+c.sql(), c.args...)
 	if err != nil || len(n) == 0 || !f.Archive {
 		return sum(n), err
 	}
-	c = st.bulkCond(f)
+	c = st.bulkCond(archiveTable, f)
 	c.add(archivedOnly)
 	more, err := st.queryInt64s(ctx, "SELECT count(*) FROM "+archiveTable+" AS a WHERE "+c.sql(), c.args...)
 	return sum(n) + sum(more), err
@@ -553,29 +570,36 @@ func (st *Store) Bulk(ctx context.Context, a BulkAction, f BulkFilter, opts Bulk
 		opts.BatchSize = DefaultBulkBatch
 	}
 	var guard, change string
+	status := st.status()
 	switch a {
 	case ActionRequeue:
-		guard = "status = 'dead'"
+		guard = status + " = 'dead'"
 		switch f.Status {
 		case StatusPending:
-			guard = "status = 'pending' AND available_at > " + st.dl.now()
+			guard = status + " = 'pending' AND available_at > " + st.dl.now()
 		case StatusExpired:
-			guard = "status = 'expired'"
+			guard = status + " = 'expired'"
 		}
 		change = "UPDATE outbox_messages SET " + st.requeueSet() + " WHERE "
 	case ActionDiscard:
-		guard = "status = 'dead'"
+		guard = status + " = 'dead'"
 		if f.Status == StatusExpired {
-			guard = "status = 'expired'"
+			guard = status + " = 'expired'"
 		}
 		change = "DELETE FROM outbox_messages WHERE "
 	case ActionConsumed:
-		guard = "status = 'sent'"
+		guard = status + " = 'sent'"
 		change = "UPDATE outbox_messages SET status = 'consumed', consumed_at = " + st.dl.now() + " WHERE "
 	case ActionReplay:
-		guard = delivered
+		guard = status + delivered
 		change = "UPDATE outbox_messages SET status = 'pending', attempts = 0, available_at = " + st.dl.now() +
-			", sent_at = NULL, consumed_at = NULL, last_error = NULL, unknown_outcome = " + st.dl.falseSQL() + " WHERE "
+			", sent_at = NULL, consumed_at = NULL, last_error = NULL, unknown_outcome = " + st.dl.falseSQL()
+		if st.snapshot {
+			// A delivered row of the snapshot domain stays pending behind
+			// its partition's cursor: it is read again from the table.
+			change += ", outbox_txid = NULL"
+		}
+		change += " WHERE "
 	}
 	total, err := st.batches(ctx, "outbox_messages", f, opts, 0, func(ids []int64) (int64, error) {
 		upd := &cond{dl: st.dl}
@@ -607,7 +631,7 @@ func (st *Store) batches(ctx context.Context, table string, f BulkFilter, opts B
 	}
 	total := done
 	for after := int64(0); ; {
-		sel := st.bulkCond(f)
+		sel := st.bulkCond(table, f)
 		sel.add("id > {}", after)
 		sel.add("id <= {}", top[0])
 		q := "SELECT id FROM " + table + " WHERE " + sel.sql() + " ORDER BY id LIMIT " + sel.arg(opts.BatchSize)
@@ -649,7 +673,7 @@ const archivedOnly = "NOT EXISTS (SELECT 1 FROM outbox_messages AS m WHERE m.mes
 func (st *Store) replayArchived(ctx context.Context, q Querier, ids []int64) (int64, error) {
 	ins := &cond{dl: st.dl}
 	ins.addAll(st.dl.idsIn(ids))
-	ins.add(delivered)
+	ins.add("status" + delivered)
 	ins.add(archivedOnly)
 	_, err := q.Exec(ctx, "INSERT INTO outbox_messages (id, message_id, topic, business_key, payload, headers, status, attempts, max_attempts, available_at, created_at, unknown_outcome) "+
 		"SELECT id, message_id, topic, business_key, payload, headers, 'pending', 0, max_attempts, "+st.dl.now()+", created_at, "+st.dl.falseSQL()+
@@ -710,7 +734,7 @@ func (st *Store) TopicsLike(ctx context.Context, a BulkAction, f BulkFilter, lik
 	}
 	var out []string
 	for _, table := range tables {
-		c := st.bulkCond(f)
+		c := st.bulkCond(table, f)
 		c.add("topic LIKE {} ESCAPE '!'", like)
 		ts, err := queryColumn[string](ctx, st.db, "SELECT DISTINCT topic FROM "+table+" WHERE "+c.sql(), c.args...)
 		if err != nil {
@@ -824,7 +848,7 @@ func (st *Store) age(ctx context.Context, q string) (time.Duration, error) {
 func (st *Store) where(f Filter) *cond {
 	c := &cond{dl: st.dl}
 	if f.Status != "" {
-		c.add("status = {}", f.Status)
+		c.add(st.status()+" = {}", f.Status)
 	}
 	if f.Topic != "" {
 		c.add("topic = {}", f.Topic)
@@ -846,9 +870,9 @@ func (st *Store) List(ctx context.Context, f Filter) ([]Message, error) {
 	}
 	c := st.where(f)
 	dl := st.dl
-	q := fmt.Sprintf(`SELECT id, %s, topic, coalesce(business_key, ''), payload, %s, status, attempts, max_attempts,
+	q := fmt.Sprintf(`SELECT id, %s, topic, coalesce(business_key, ''), payload, %s, %s, attempts, max_attempts,
   %s, %s, %s, coalesce(last_error, '')
-FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, dl.text("message_id"), dl.text("headers"),
+FROM outbox_messages WHERE %s ORDER BY id LIMIT %s`, dl.text("message_id"), dl.text("headers"), st.status(),
 		dl.epoch("available_at"), dl.epoch("created_at"), dl.epoch("sent_at"), c.sql(), c.arg(limit))
 	return AppendRows(ctx, st.db, nil, func(scan func(...any) error) (Message, error) {
 		var m Message

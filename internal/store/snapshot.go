@@ -61,9 +61,13 @@ const SnapshotStatus = "(CASE WHEN status = 'pending' AND outbox_delivered(parti
 // snapshot read is enabled: its counts, ages and gauges take a pending
 // row of the snapshot domain behind its partition's recorded cursor for
 // sent (outbox_delivered), and retention removes such rows as it removes
-// sent ones.
+// sent ones. The operator's reads and changes (List, Search, Get, the
+// single and bulk actions) see and guard by that status too, and a
+// replay of such a row moves it to the table domain so that it is read
+// again.
 func (st *Store) WithSnapshotRead() *Store {
 	c := *st
+	c.snapshot = true
 	c.s.countByStatusTopic = `SELECT ` + SnapshotStatus + `, topic, count(*) FROM outbox_messages GROUP BY 1, 2 ORDER BY 1, 2`
 	c.s.oldestPending = `SELECT extract(epoch from now() - min(o.at))::float8 FROM (` + snapshotFirst("created_at", "true") + `) AS o`
 	c.s.oldestDue = `SELECT extract(epoch from now() - min(o.at))::float8 FROM (` + snapshotFirst("available_at", "m.available_at <= now()") + `) AS o`

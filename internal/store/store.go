@@ -268,6 +268,8 @@ type Store struct {
 	// maxPayload is the payload limit of the relay's reads (see
 	// WithPayloadLimit); 0: none.
 	maxPayload int64
+	// snapshot: the database is read by snapshots (WithSnapshotRead).
+	snapshot bool
 }
 
 // New returns a Store for dialect d over db, which must be a pool (the

@@ -191,22 +191,31 @@ type statusSource interface {
 // when spec names one.
 func statusSourceOf(ctx context.Context, db *dburl.DB, spec string) (statusSource, error) {
 	if spec == "" {
-		st := db.Backend().Store
-		on, err := st.SnapshotReadEnabled(ctx)
-		if on {
-			// A delivered message of the snapshot read counts as sent.
-			st = st.WithSnapshotRead()
-		}
-		return st, err
+		return asRelaysSee(ctx, db.Backend().Store)
 	}
 	return adoptedStore(db, spec)
+}
+
+// asRelaysSee is st as the relays see outbox_messages: on a database read
+// by snapshots, a delivered message (still pending in its row) is sent,
+// for the counts, the lists and the guards of every change.
+func asRelaysSee(ctx context.Context, st *store.Store) (*store.Store, error) {
+	on, err := st.SnapshotReadEnabled(ctx)
+	if on {
+		st = st.WithSnapshotRead()
+	}
+	return st, err
 }
 
 // listDead lists dead messages: of outbox_messages, or of the adopted
 // table spec names.
 func (e *env) listDead(db *dburl.DB, spec string, f store.Filter) ([]store.Message, error) {
 	if spec == "" {
-		return db.Backend().Store.List(e.ctx, f)
+		st, err := asRelaysSee(e.ctx, db.Backend().Store)
+		if err != nil {
+			return nil, err
+		}
+		return st.List(e.ctx, f)
 	}
 	a, err := adoptedStore(db, spec)
 	if err != nil {

@@ -326,7 +326,10 @@ func (a deadAction) command() *command {
 					return err
 				}
 				defer db.Close()
-				st := db.Backend().Store
+				st, err := asRelaysSee(e.ctx, db.Backend().Store)
+				if err != nil {
+					return e.schemaHint(db, full, err)
+				}
 				if isTopicPattern(f.Topic) {
 					f.Topic = ""
 					if f.Topics, err = matchTopics(e.ctx, full, st, a.action, f, *topic); err != nil {
@@ -420,7 +423,10 @@ type bulkRun struct {
 // applyBulk runs a bulk change, reporting progress on stderr when it
 // takes more than one batch, and records it in the audit log.
 func (e *env) applyBulk(b *store.Backend, r bulkRun) (int64, error) {
-	st := b.Store
+	st, err := asRelaysSee(e.ctx, b.Store)
+	if err != nil {
+		return 0, err
+	}
 	opts := store.BulkOptions{BatchSize: r.batch}
 	if r.matched > int64(r.batch) {
 		opts.Progress = func(done int64) {

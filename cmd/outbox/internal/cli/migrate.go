@@ -135,14 +135,16 @@ func (e *env) migrateInbox(db *dburl.DB) error {
 func migrateSQLCommand() *command {
 	return &command{
 		name:     "migrate sql",
-		synopsis: "--dialect postgres|mysql|sqlite [--inbox-only | --partitioned] [--from N] [--format goose|golang-migrate|atlas --out DIR [--start N]]",
+		synopsis: "--dialect postgres|mysql|sqlite [--inbox-only | --partitioned | --read-path snapshot] [--from N] [--format goose|golang-migrate|atlas --out DIR [--start N]]",
 		summary:  "print the schema SQL, or write it as versioned files for your migration tool",
 		about: `Prints the complete outbox schema for one database, for teams that apply
 migrations with their own tool. Needs no database connection. Without
 --dialect, the dialect is taken from --db or OUTBOX_DATABASE_URL.
 With --inbox-only, prints only what 'outbox migrate --inbox-only' applies;
-with --partitioned, the schema 'outbox migrate --partitioned' creates.
-With --from N, only what a schema at outbox version N lacks ('outbox
+with --partitioned, the schema 'outbox migrate --partitioned' creates;
+with --read-path snapshot (PostgreSQL), the schema followed by the step
+'outbox migrate --read-path snapshot' applies (idempotent; with --from
+the newest version, the step alone). With --from N, only what a schema at outbox version N lacks ('outbox
 status' and the table outbox_schema_migrations show the version).
 
 With --format goose, golang-migrate or atlas and --out DIR, writes one
@@ -159,6 +161,7 @@ free number. Files that exist in DIR are never overwritten.`,
 			fs.StringVar(&o.db, "db", "", "database `URL` whose dialect to use when --dialect is not given")
 			fs.BoolVar(&o.inboxOnly, "inbox-only", false, "print only the consumers' outbox_inbox table")
 			fs.BoolVar(&o.partitioned, "partitioned", false, "print the schema with outbox_messages partitioned by day (PostgreSQL)")
+			fs.StringVar(&o.readPath, "read-path", "", "`snapshot`: also print the step that enables the relays' snapshot read (PostgreSQL; docs/snapshot-read.md)")
 			fs.IntVar(&o.from, "from", 0, "only what a schema at outbox version `N` lacks (0: everything)")
 			fs.StringVar(&o.format, "format", "", "write versioned files for `TOOL`: goose, golang-migrate or atlas (with --out)")
 			fs.StringVar(&o.out, "out", "", "`DIR` to write the --format files into (created if missing)")
@@ -176,6 +179,7 @@ free number. Files that exist in DIR are never overwritten.`,
 // migrateSQLOpts are the flags of migrate sql.
 type migrateSQLOpts struct {
 	dialect, db, format, out string
+	readPath                 string
 	inboxOnly, partitioned   bool
 	from, start              int
 }
@@ -189,6 +193,14 @@ func (e *env) migrateSQL(o migrateSQLOpts) error {
 	}
 	if o.inboxOnly && (o.format != "" || o.from != 0) {
 		return usagef("migrate sql: --inbox-only prints the inbox table alone; --format and --from apply to the whole schema")
+	}
+	switch {
+	case o.readPath != "" && o.readPath != "snapshot":
+		return usagef("migrate sql: --read-path %q: the one read path to enable is snapshot", o.readPath)
+	case o.readPath != "" && (o.inboxOnly || o.partitioned):
+		return usagef("migrate sql: --read-path snapshot does not go with --inbox-only or --partitioned")
+	case o.readPath != "" && o.format != "":
+		return usagef("migrate sql: --read-path snapshot is not a versioned migration: print it without --format and apply it as one of your own (it may run again)")
 	}
 	if o.dialect == "" {
 		raw := o.db
@@ -212,6 +224,9 @@ func (e *env) migrateSQL(o migrateSQLOpts) error {
 	if o.partitioned && d != store.Postgres {
 		return usagef("migrate sql: --partitioned needs PostgreSQL, not %s", d)
 	}
+	if o.readPath != "" && d != store.Postgres {
+		return usagef("migrate sql: --read-path snapshot needs PostgreSQL, not %s", d)
+	}
 	layout := store.MigrateOptions{Partitioned: o.partitioned}
 	if o.format != "" {
 		return e.writeToolFiles(d, layout, o)
@@ -221,6 +236,11 @@ func (e *env) migrateSQL(o migrateSQLOpts) error {
 		sql, err = store.InboxSchemaSQL(d)
 	} else {
 		sql, err = store.SchemaSQLAfter(d, layout, o.from)
+	}
+	if err == nil && o.readPath != "" {
+		var step string
+		step, err = store.SnapshotSQL()
+		sql += "\n-- The snapshot read (outbox migrate --read-path snapshot; docs/snapshot-read.md).\n" + step
 	}
 	if err != nil {
 		return usagef("migrate sql: %v", errorLine(err))

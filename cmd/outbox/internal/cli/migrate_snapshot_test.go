@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,9 +13,11 @@ import (
 )
 
 // TestSnapshotReadCommands: migrate --read-path snapshot enables the
-// snapshot read on PostgreSQL (again: nothing changes) and refuses other
-// values and databases; a relay must match the database's read path; a
-// message the snapshot read delivered counts as sent in outbox status.
+// snapshot read on PostgreSQL (again: nothing changes), and so does the
+// SQL migrate sql --read-path snapshot prints; both refuse other values
+// and databases; a relay must match the database's read path; a
+// message the snapshot read delivered counts as sent in outbox status, and
+// outbox replay sends it again.
 func TestSnapshotReadCommands(t *testing.T) {
 	t.Parallel()
 	lite := testdb.New(t, store.SQLite)
@@ -22,6 +25,21 @@ func TestSnapshotReadCommands(t *testing.T) {
 	run(t, dbVars(lite), "migrate", "--read-path", "fast").failed(t, ExitUsage, "snapshot")
 	run(t, dbVars(lite), "migrate", "--read-path", "snapshot", "--partitioned").failed(t, ExitUsage, "--partitioned")
 	run(t, dbVars(lite), "relay", "--to", "stdout://", "--read-path", "fast").failed(t, ExitUsage, "table or snapshot")
+
+	run(t, nil, "migrate", "sql", "--dialect", "mysql", "--read-path", "snapshot").failed(t, ExitUsage, "needs PostgreSQL")
+	run(t, nil, "migrate", "sql", "--dialect", "postgres", "--read-path", "snapshot", "--format", "goose", "--out", t.TempDir()).failed(t, ExitUsage, "not a versioned migration")
+	// The printed step, applied by hand to a schema at the newest version,
+	// enables it too.
+	printed := testdb.New(t, store.Postgres)
+	version, err := store.SchemaVersion(context.Background(), printed.Store().DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := strconv.Itoa(version)
+	printed.Exec(t, run(t, nil, "migrate", "sql", "--dialect", "postgres", "--read-path", "snapshot", "--from", newest).ok(t).stdout)
+	if on, err := printed.Store().SnapshotReadEnabled(context.Background()); err != nil || !on {
+		t.Fatalf("snapshot read enabled by the printed SQL: %v %v", on, err)
+	}
 
 	db := testdb.New(t, store.Postgres)
 	for range 2 {
@@ -45,5 +63,15 @@ func TestSnapshotReadCommands(t *testing.T) {
 	}
 	if st["sent"] != 1.0 || st["pending"] != 0.0 {
 		t.Fatalf("status sent %v pending %v, want 1 and 0", st["sent"], st["pending"])
+	}
+	// replay finds the delivered message and moves it to the table, where
+	// a relay reads it again.
+	run(t, dbVars(db), "replay", "--id", id).ok(t)
+	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND outbox_txid IS NULL`); n != 1 {
+		t.Fatalf("after replay: %d rows pending in the table domain, want 1", n)
+	}
+	relayUntilDelivered(t, db, id, os.Interrupt, "--read-path", "snapshot")
+	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'sent'`); n != 1 {
+		t.Fatalf("after the replayed message was delivered: %d sent, want 1", n)
 	}
 }

@@ -114,7 +114,10 @@ func (e *env) replay(full string, f *replayFlags, sel store.BulkFilter, target a
 		return err
 	}
 	defer db.Close()
-	st := db.Backend().Store
+	st, err := asRelaysSee(e.ctx, db.Backend().Store)
+	if err != nil {
+		return e.schemaHint(db, full, err)
+	}
 	if isTopicPattern(sel.Topic) {
 		pattern := sel.Topic
 		sel.Topic = ""

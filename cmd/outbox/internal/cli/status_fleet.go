@@ -110,7 +110,11 @@ func (e *env) readDatabaseStatus(db fleet.Database) databaseStatus {
 		return s
 	}
 	defer conn.Close()
-	st := conn.Backend().Store
+	st, err := asRelaysSee(ctx, conn.Backend().Store)
+	if err != nil {
+		s.err = e.schemaHint(conn, "status", err)
+		return s
+	}
 	if s.view, s.err = readStatus(ctx, st); s.err != nil {
 		s.err = e.schemaHint(conn, "status", s.err)
 		return s
