@@ -52,6 +52,57 @@ func (st *Store) EnableSnapshotRead(ctx context.Context) error {
 	return nil
 }
 
+// snapshotDisableFile drops what snapshotEnableFile added.
+const snapshotDisableFile = "migrations/postgres-snapshot/disable.sql"
+
+// DisableSnapshotRead turns the snapshot read off, for relays that read
+// by status again: in one transaction, with no relay holding a lease
+// (else an error naming them), it marks the delivered rows of the
+// snapshot domain sent (sent_at now: when they went is not recorded) and
+// drops the column, indexes, cursors, functions and trigger
+// EnableSnapshotRead added. It returns how many rows it marked sent; on
+// a database not read by snapshots it does nothing.
+func (st *Store) DisableSnapshotRead(ctx context.Context) (int64, error) {
+	if st.d != Postgres {
+		return 0, ErrSnapshotDialect
+	}
+	if on, err := st.SnapshotReadEnabled(ctx); err != nil || !on {
+		return 0, err
+	}
+	drops, err := migrationFS.ReadFile(snapshotDisableFile)
+	if err != nil {
+		return 0, err
+	}
+	var sent int64
+	err = st.inTx(ctx, func(q Querier) error {
+		// Held to the commit: no relay takes a lease meanwhile.
+		if _, err := q.Exec(ctx, `LOCK TABLE outbox_leases IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return err
+		}
+		live, err := queryColumn[string](ctx, q, `SELECT DISTINCT owner FROM outbox_leases WHERE owner IS NOT NULL AND expires_at > now() ORDER BY 1`)
+		if err != nil {
+			return err
+		}
+		if len(live) > 0 {
+			return fmt.Errorf("relays hold leases on the database (%s): stop every relay on it first (a killed relay's leases lapse after its lease TTL)", strings.Join(live, ", "))
+		}
+		if sent, err = q.Exec(ctx, `UPDATE outbox_messages SET status = 'sent', sent_at = now()
+WHERE outbox_txid IS NOT NULL AND status = 'pending' AND outbox_delivered(partition_no, outbox_txid, id)`); err != nil {
+			return err
+		}
+		for _, stmt := range SplitStatements(string(drops)) {
+			if _, err := q.Exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("turning the snapshot read off: %w", err)
+	}
+	return sent, nil
+}
+
 // SnapshotStatus is the status column as the relays reading by snapshots
 // see it: a pending row of the snapshot domain behind its partition's
 // recorded cursor is sent.

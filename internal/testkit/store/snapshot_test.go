@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -352,5 +353,65 @@ func TestSnapshotDeliveredCountsAsSent(t *testing.T) {
 	}
 	if got := db.Strings(t, `SELECT topic FROM outbox_messages`); len(got) != 2 || got[0] != "t.new" {
 		t.Fatalf("left %v", got)
+	}
+}
+
+// TestDisableSnapshotRead: turning the snapshot read off is refused while
+// a relay holds leases; with none held, it marks the rows the recorded
+// cursors passed sent, leaves the others pending, and drops what the step
+// added, so that the table read delivers those (and new rows) again.
+func TestDisableSnapshotRead(t *testing.T) {
+	db, st, parts := snapshotDB(t, "r1")
+	ctx := context.Background()
+	cs := cursorsOf(t, st, "r1", parts, false)
+	for i := range 7 {
+		insert(t, db, st, newMsg("t.a", fmt.Sprint(i)))
+	}
+	got, cs := pageAll(t, st, cs, 3)
+	if len(got) != 7 {
+		t.Fatalf("read %d of 7", len(got))
+	}
+	if err := st.SaveSnapshotCursors(ctx, "r1", cs); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		insert(t, db, st, newMsg("t.b", fmt.Sprint(i)))
+	}
+	if _, err := st.DisableSnapshotRead(ctx); err == nil || !strings.Contains(err.Error(), "r1") {
+		t.Fatalf("turned off with r1 holding leases: %v", err)
+	}
+	if on, err := st.SnapshotReadEnabled(ctx); err != nil || !on {
+		t.Fatalf("a refused turn-off changed the schema: %v %v", on, err)
+	}
+	if err := st.Release(ctx, "r1", parts); err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.DisableSnapshotRead(ctx)
+	if err != nil || n != 7 {
+		t.Fatalf("turned off: %d marked sent, want 7: %v", n, err)
+	}
+	if on, err := st.SnapshotReadEnabled(ctx); err != nil || on {
+		t.Fatalf("still enabled after the turn-off: %v %v", on, err)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'sent' AND topic = 't.a' AND sent_at IS NOT NULL`); n != 7 {
+		t.Fatalf("%d of the 7 delivered rows sent", n)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'outbox_leases' AND column_name LIKE 'snap%'`); n != 0 {
+		t.Fatalf("%d cursor columns left", n)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM pg_proc WHERE pronamespace = current_schema()::regnamespace AND proname IN ('outbox_snapshot_read', 'outbox_delivered', 'outbox_leave_snapshot')`); n != 0 {
+		t.Fatalf("%d snapshot functions left", n)
+	}
+	// The table read delivers the 4 rows not yet delivered.
+	acquireAll(t, st, "r2")
+	rows, err := st.ReadMark(ctx, "r2", parts, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 || rows[0].Topic != "t.b" {
+		t.Fatalf("the table read gave %d rows, want the 4 undelivered", len(rows))
+	}
+	if _, err := st.DisableSnapshotRead(ctx); err != nil {
+		t.Fatalf("again: %v", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 func migrateCommand() *command {
 	return &command{
 		name:     "migrate",
-		synopsis: "[--db URL] [--config FILE] [--inbox-only | --partitioned | --read-path snapshot]",
+		synopsis: "[--db URL] [--config FILE] [--inbox-only | --partitioned | --read-path snapshot|table]",
 		summary:  "create or upgrade the outbox tables (idempotent)",
 		about: `Creates or upgrades the outbox tables (outbox_messages, outbox_inbox and
 the relays' bookkeeping) and prints the versions it applied, or that the
@@ -34,7 +34,10 @@ unpartitioned table is left as it is, with an error.
 With --read-path snapshot (PostgreSQL, a table not partitioned), also
 enables the snapshot read: relays read new messages between transaction
 snapshots and write nothing for one they delivered (docs/snapshot-read.md).
-Every relay on the database then needs --read-path snapshot.
+Every relay on the database then needs --read-path snapshot. With
+--read-path table, turns it off again once every relay on the database is
+stopped: the messages it delivered are marked sent, its column, cursors
+and functions dropped; relays then run with the table read.
 
 Migrations hold a session-level lock, which a connection pooler in
 transaction mode (PgBouncer) does not keep: through one, migrate refuses
@@ -44,7 +47,7 @@ transaction mode (PgBouncer) does not keep: through one, migrate refuses
 			df.register(fs)
 			inboxOnly := fs.Bool("inbox-only", false, "create only the consumers' outbox_inbox table")
 			partitioned := fs.Bool("partitioned", false, "create outbox_messages partitioned by day (PostgreSQL)")
-			readPath := fs.String("read-path", "", "`snapshot`: also enable the relays' snapshot read (PostgreSQL; docs/snapshot-read.md)")
+			readPath := fs.String("read-path", "", "`PATH`: snapshot enables the relays' snapshot read, table turns it off with every relay stopped (PostgreSQL; docs/snapshot-read.md)")
 			return func(e *env, pos []string) error {
 				if len(pos) > 0 && pos[0] == "sql" {
 					return usagef("migrate: put 'sql' right after 'migrate': outbox migrate sql --dialect …")
@@ -53,10 +56,10 @@ transaction mode (PgBouncer) does not keep: through one, migrate refuses
 					return err
 				}
 				switch {
-				case *readPath != "" && *readPath != "snapshot":
-					return usagef("migrate: --read-path %q: the one read path to enable is snapshot", *readPath)
+				case *readPath != "" && *readPath != "snapshot" && *readPath != "table":
+					return usagef("migrate: --read-path %q: snapshot (turn the snapshot read on) or table (turn it off)", *readPath)
 				case *readPath != "" && (*inboxOnly || *partitioned):
-					return usagef("migrate: --read-path snapshot does not go with --inbox-only or --partitioned")
+					return usagef("migrate: --read-path does not go with --inbox-only or --partitioned")
 				}
 				if *inboxOnly && *partitioned {
 					return usagef("migrate: --inbox-only and --partitioned do not go together: the inbox is not partitioned")
@@ -75,10 +78,13 @@ transaction mode (PgBouncer) does not keep: through one, migrate refuses
 				if *partitioned && db.Dialect != store.Postgres {
 					return usagef("migrate: --partitioned needs PostgreSQL, not %s", db.Dialect)
 				}
-				if *readPath != "" && db.Dialect != store.Postgres {
+				if *readPath == "snapshot" && db.Dialect != store.Postgres {
 					return usagef("migrate: --read-path snapshot needs PostgreSQL, not %s", db.Dialect)
 				}
-				return e.migrate(db, &outbox.MigrateOpts{Partitioned: *partitioned, SnapshotRead: *readPath != ""})
+				if err := e.migrate(db, &outbox.MigrateOpts{Partitioned: *partitioned, SnapshotRead: *readPath == "snapshot"}); err != nil || *readPath != "table" {
+					return err
+				}
+				return e.tableRead(db)
 			}
 		},
 	}
@@ -106,6 +112,23 @@ func (e *env) migrate(db *dburl.DB, opts *outbox.MigrateOpts) error {
 		noun = "migrations"
 	}
 	fmt.Fprintf(e.stdout, "applied %s %s; outbox schema is at version %d (%s)\n", noun, strings.Join(vs, ", "), version, db.Dialect)
+	return nil
+}
+
+// tableRead turns the snapshot read off, if it is on.
+func (e *env) tableRead(db *dburl.DB) error {
+	st := db.Backend().Store
+	if on, err := st.SnapshotReadEnabled(e.ctx); err != nil || !on {
+		if err == nil {
+			fmt.Fprintln(e.stdout, "relays read by status already (the table read)")
+		}
+		return err
+	}
+	sent, err := st.DisableSnapshotRead(e.ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "the snapshot read is off: %d delivered messages marked sent; run the relays with --read-path table\n", sent)
 	return nil
 }
 

@@ -17,7 +17,7 @@ import (
 // SQL migrate sql --read-path snapshot prints; both refuse other values
 // and databases; a relay must match the database's read path; a
 // message the snapshot read delivered counts as sent in outbox status, and
-// outbox replay sends it again.
+// outbox replay sends it again; migrate --read-path table turns it off.
 func TestSnapshotReadCommands(t *testing.T) {
 	t.Parallel()
 	lite := testdb.New(t, store.SQLite)
@@ -74,4 +74,21 @@ func TestSnapshotReadCommands(t *testing.T) {
 	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'sent'`); n != 1 {
 		t.Fatalf("after the replayed message was delivered: %d sent, want 1", n)
 	}
+
+	// Turned off (every relay stopped): the delivered message is sent, and
+	// table relays run again.
+	id2 := enqueueOK(t, dbVars(db), "--topic", "order.created", "--payload", "{}")
+	relayUntilDelivered(t, db, id2, os.Interrupt, "--read-path", "snapshot")
+	run(t, dbVars(db), "migrate", "--read-path", "sideways").failed(t, ExitUsage, "snapshot", "table")
+	if out := run(t, dbVars(db), "migrate", "--read-path", "table").ok(t).stdout; !strings.Contains(out, "1 delivered messages marked sent") {
+		t.Fatalf("migrate --read-path table said %q", out)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM outbox_messages WHERE status = 'sent'`); n != 2 {
+		t.Fatalf("after the turn-off: %d sent, want 2", n)
+	}
+	if out := run(t, dbVars(db), "migrate", "--read-path", "table").ok(t).stdout; !strings.Contains(out, "already") {
+		t.Fatalf("a second turn-off said %q", out)
+	}
+	id3 := enqueueOK(t, dbVars(db), "--topic", "order.created", "--payload", "{}")
+	relayUntilDelivered(t, db, id3, os.Interrupt)
 }
