@@ -98,6 +98,9 @@ func TestPgBouncerLatency(t *testing.T) {
 	name := testdb.PostgresDatabase(t)
 	directURL := testdb.WithDatabase(testdb.PostgresURL, name)
 	testdb.Migrate(t, testdb.PostgresAt(t, directURL))
+	if snapshotRead() {
+		testdb.PostgresAt(t, directURL).EnableSnapshotRead(t)
+	}
 	b := testpgbouncer.Start(t, "127.0.0.1:5432")
 	for _, c := range []struct{ name, relayURL, listenURL, producerURL string }{
 		{"direct", directURL, "", directURL},
@@ -139,6 +142,7 @@ func commitToPublish(t *testing.T, relayURL, listenURL, producerURL string, n in
 	})
 	cfg := harness.Config(outbox.Route{Pattern: "*", Publisher: pub})
 	cfg.MaxPollInterval = outbox.DefaultMaxPollInterval
+	cfg.SnapshotRead = snapshotRead()
 	if listenURL != "" {
 		ldb, err := dburl.Open(ctx, listenURL)
 		if err != nil {
