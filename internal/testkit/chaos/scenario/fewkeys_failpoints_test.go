@@ -141,8 +141,11 @@ func TestChaosKafkaFailureMidRunOneKey(t *testing.T) {
 	if produces.Load() < 5 {
 		t.Fatalf("%d produce requests: none was failed", produces.Load())
 	}
-	if status, attempts, _ := messageRow(t, h, mid); status != "sent" || attempts < 2 {
-		t.Errorf("the message whose publish failed: %s after %d attempts, want sent after a retry", status, attempts)
+	// Its failure is recorded, though not always as an attempt of its
+	// own: a run cut short by a broker failure before it, in the call
+	// where its publish failed, holds it back uncharged.
+	if status, attempts, lastErr := messageRow(t, h, mid); status != "sent" || lastErr == "" {
+		t.Errorf("the message whose publish failed: %s after %d attempts, last error %q; want sent after a recorded failure", status, attempts, lastErr)
 	}
 	var retried int
 	if err := h.DB.SQL.QueryRow("SELECT count(*) FROM outbox_messages WHERE attempts > 1").Scan(&retried); err != nil {
