@@ -141,6 +141,26 @@ func TestReadPlanIgnoresEmptyStatistics(t *testing.T) {
 	}
 }
 
+// TestReadPlanProbesTheKeyOfOneHotKey: with statistics taken on a
+// backlog of one key, the read still checks each row's key through the
+// waiting-rows index (outbox_messages_waiting_idx), instead of walking
+// the pending rows below it for every row it takes (schema version 21).
+func TestReadPlanProbesTheKeyOfOneHotKey(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t, store.Postgres)
+	db.Exec(t, `INSERT INTO outbox_messages (topic, business_key, payload)
+		SELECT 'order.created', 'customer-1', '{}' FROM generate_series(1, 5000)`)
+	db.Exec(t, "ANALYZE outbox_messages")
+	parts := make([]int32, 64)
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	plan := explainRead(t, db, "EXPLAIN ", parts, 1000)
+	if !strings.Contains(plan, "Index Scan using outbox_messages_waiting_idx") {
+		t.Errorf("read plan after ANALYZE of a one-key backlog does not probe the key:\n%s", plan)
+	}
+}
+
 // TestBookkeepingCommitsAsync: the relay's settle and in-flight marks turn
 // synchronous_commit off for their own transaction only — the caller's
 // next transaction on the connection is durable again.
