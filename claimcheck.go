@@ -2,15 +2,12 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/txoutbox/outbox/claimcheck"
 	"github.com/txoutbox/outbox/internal/relay"
-	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/publisher"
 )
 
 // Claim-check defaults.
@@ -54,23 +51,6 @@ type ClaimCheckConfig struct {
 	MaxPayloadBytes int
 }
 
-func (c *ClaimCheckConfig) validate() error {
-	switch {
-	case c.Store == nil:
-		return errors.New("outbox: Config.ClaimCheck.Store is required")
-	case c.Threshold < 0:
-		return errors.New("outbox: Config.ClaimCheck.Threshold must not be negative")
-	case c.MaxPayloadBytes < 0:
-		return errors.New("outbox: Config.ClaimCheck.MaxPayloadBytes must not be negative")
-	}
-	for i, p := range c.Topics {
-		if err := relay.ValidatePattern(p); err != nil {
-			return fmt.Errorf("outbox: Config.ClaimCheck.Topics[%d]: %w", i, err)
-		}
-	}
-	return nil
-}
-
 // withDefaults is a copy of c with its defaults filled in; nil for nil.
 func (c *ClaimCheckConfig) withDefaults() *ClaimCheckConfig {
 	if c == nil {
@@ -85,63 +65,6 @@ func (c *ClaimCheckConfig) withDefaults() *ClaimCheckConfig {
 	}
 	cc.Topics = append([]string(nil), c.Topics...)
 	return &cc
-}
-
-// claims reports whether m's payload goes to the store.
-func (c *ClaimCheckConfig) claims(m *Message) bool {
-	if c == nil || len(m.Payload) <= c.Threshold {
-		return false
-	}
-	if len(c.Topics) == 0 {
-		return true
-	}
-	for _, p := range c.Topics {
-		if relay.MatchTopic(p, m.Topic) {
-			return true
-		}
-	}
-	return false
-}
-
-// blob is a payload to write to the claim-check store before the rows
-// are inserted.
-type blob struct {
-	key  string
-	data []byte
-}
-
-// claimRow takes row's payload out into a blob and puts the reference in
-// its headers. sealed says row.Payload is the sealed text (which the blob
-// then holds); otherwise the blob is m's payload as given, binary
-// included.
-func (p *Producer[TTx]) claimRow(row *store.NewMessage, m *Message, sealed bool) (blob, error) {
-	data := m.Payload
-	if sealed {
-		data = []byte(row.Payload)
-	}
-	ref := claimcheck.NewRef(p.cfg.ClaimCheck.Store.Scheme(), row.MessageID, data)
-	headers := map[string]string{}
-	if err := json.Unmarshal([]byte(row.Headers), &headers); err != nil {
-		return blob{}, fmt.Errorf("outbox: claim check: %w", err)
-	}
-	delete(headers, publisher.HeaderTransferEncode)
-	ref.SetHeaders(headers)
-	hb, err := json.Marshal(headers)
-	if err != nil {
-		return blob{}, fmt.Errorf("outbox: claim check: %w", err)
-	}
-	row.Payload, row.Headers = "", string(hb)
-	return blob{key: ref.Key, data: data}, nil
-}
-
-// putBlobs writes the blobs of a call to the store, before its rows.
-func (p *Producer[TTx]) putBlobs(ctx context.Context, blobs []blob) error {
-	for _, b := range blobs {
-		if err := p.cfg.ClaimCheck.Store.Put(ctx, b.key, b.data); err != nil {
-			return fmt.Errorf("outbox: claim check: %w", err)
-		}
-	}
-	return nil
 }
 
 // SweepClaimChecks removes the blobs of blobs last written more than

@@ -1,19 +1,11 @@
 package outbox
 
 import (
-	"encoding/base64"
-	"encoding/json"
-	"mime"
-	"strconv"
-	"strings"
+	"errors"
 	"time"
-	"unicode/utf8"
 
-	"github.com/google/uuid"
-
-	"github.com/txoutbox/outbox/internal/msgcheck"
+	"github.com/txoutbox/outbox/internal/enqueue"
 	"github.com/txoutbox/outbox/internal/store"
-	"github.com/txoutbox/outbox/publisher"
 )
 
 // Message is one message to enqueue.
@@ -69,111 +61,30 @@ type Message struct {
 	SealSubject string
 }
 
-// isJSONType reports whether a content type denotes JSON.
-func isJSONType(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return false
-	}
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+// kindErrors are the sentinel errors of the kinds of enqueue.Invalid.
+var kindErrors = [...]error{
+	enqueue.InvalidTopic:    ErrInvalidTopic,
+	enqueue.InvalidKey:      ErrInvalidKey,
+	enqueue.PayloadTooLarge: ErrPayloadTooLarge,
+	enqueue.InvalidJSON:     ErrInvalidJSON,
+	enqueue.InvalidHeader:   ErrInvalidHeader,
+	enqueue.InvalidMessage:  ErrInvalidMessage,
 }
 
-// prepare validates m and renders it as a row. i is its index in the call;
-// trace holds the caller's trace context headers, which win over the
-// message's own.
+// validationError is err, with a rejected message (*enqueue.Invalid) as
+// the *ValidationError that reports it.
+func validationError(err error) error {
+	var inv *enqueue.Invalid
+	if !errors.As(err, &inv) {
+		return err
+	}
+	return &ValidationError{Index: inv.Index, Field: inv.Field, Err: kindErrors[inv.Kind], Detail: inv.Detail}
+}
+
+// prepare validates m and renders it as a row (enqueue.Prepare). i is its
+// index in the call; trace holds the caller's trace context headers,
+// which win over the message's own.
 func (m *Message) prepare(i int, maxPayload int, trace map[string]string) (store.NewMessage, error) {
-	bad := func(field string, err error, detail string) (store.NewMessage, error) {
-		return store.NewMessage{}, &ValidationError{Index: i, Field: field, Err: err, Detail: detail}
-	}
-	if !msgcheck.Topic(m.Topic) {
-		detail := msgcheck.TopicRule
-		if m.Topic == "" {
-			detail = "topic is required"
-		}
-		return bad("Topic", ErrInvalidTopic, detail)
-	}
-	if detail := msgcheck.KeyError(m.Key); detail != "" {
-		return bad("Key", ErrInvalidKey, detail)
-	}
-	if len(m.Payload) > maxPayload {
-		return bad("Payload", ErrPayloadTooLarge, strconv.Itoa(len(m.Payload))+" bytes, limit "+strconv.Itoa(maxPayload))
-	}
-	if m.Delay < 0 {
-		return bad("Delay", ErrInvalidMessage, "negative delay")
-	}
-	if m.MaxAttempts < 0 {
-		return bad("MaxAttempts", ErrInvalidMessage, "negative")
-	}
-	if m.TTL < 0 {
-		return bad("TTL", ErrInvalidMessage, "negative")
-	}
-	if m.TTL > 0 && !m.ExpiresAt.IsZero() {
-		return bad("TTL", ErrInvalidMessage, "give ExpiresAt or TTL, not both")
-	}
-	id, fresh := m.ID, m.ID == ""
-	if fresh {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return bad("ID", ErrInvalidMessage, err.Error())
-		}
-		id = u.String()
-	} else {
-		u, err := uuid.Parse(id)
-		if err != nil || len(id) != 36 {
-			return bad("ID", ErrInvalidMessage, "not a UUID in 8-4-4-4-12 form")
-		}
-		id = u.String()
-	}
-	ct := m.ContentType
-	if ct == "" {
-		ct = publisher.DefaultContentType
-	}
-	if _, _, err := mime.ParseMediaType(ct); err != nil {
-		return bad("ContentType", ErrInvalidHeader, "not a media type")
-	}
-	headers := make(map[string]string, len(m.Headers)+2)
-	for k, v := range m.Headers {
-		lk := strings.ToLower(k)
-		if !msgcheck.HeaderName(lk) {
-			return bad("Headers", ErrInvalidHeader, "bad name "+strconv.Quote(k))
-		}
-		if msgcheck.Reserved(lk) || lk == publisher.HeaderContentType || lk == publisher.HeaderTransferEncode {
-			return bad("Headers", ErrInvalidHeader, "reserved name "+strconv.Quote(k))
-		}
-		if !utf8.ValidString(v) {
-			return bad("Headers", ErrInvalidHeader, "value of "+strconv.Quote(k)+" is not UTF-8")
-		}
-		headers[lk] = v
-	}
-	for k, v := range trace {
-		headers[k] = v
-	}
-	headers[publisher.HeaderContentType] = ct
-	payload := string(m.Payload)
-	switch {
-	case isJSONType(ct):
-		if !json.Valid(m.Payload) {
-			return bad("Payload", ErrInvalidJSON, "content type is "+ct)
-		}
-	case !utf8.Valid(m.Payload) || strings.ContainsRune(payload, 0):
-		payload = base64.StdEncoding.EncodeToString(m.Payload)
-		headers[publisher.HeaderTransferEncode] = "base64"
-	}
-	hb, err := json.Marshal(headers)
-	if err != nil {
-		return bad("Headers", ErrInvalidHeader, err.Error())
-	}
-	return store.NewMessage{
-		MessageID:   id,
-		Topic:       m.Topic,
-		Key:         m.Key,
-		Payload:     payload,
-		Headers:     string(hb),
-		MaxAttempts: m.MaxAttempts,
-		Delay:       m.Delay,
-		NotBefore:   m.NotBefore,
-		ExpiresAt:   m.ExpiresAt,
-		ExpiresIn:   m.TTL,
-		FreshID:     fresh,
-	}, nil
+	row, err := enqueue.Prepare((*enqueue.Message)(m), i, maxPayload, trace)
+	return row, validationError(err)
 }

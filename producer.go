@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/txoutbox/outbox/internal/enqueue"
 	"github.com/txoutbox/outbox/internal/relay"
 	"github.com/txoutbox/outbox/internal/store"
 )
@@ -51,25 +51,15 @@ type Config struct {
 	TTL time.Duration
 }
 
-func (c *Config) validate() error {
-	if c.MaxPayloadBytes < 0 {
-		return errors.New("outbox: Config.MaxPayloadBytes must not be negative")
+// engine is the configuration as the enqueue path runs it.
+func (c *Config) engine() enqueue.Config {
+	return enqueue.Config{
+		MaxPayloadBytes: c.MaxPayloadBytes,
+		NotifyInterval:  c.NotifyInterval,
+		TTL:             c.TTL,
+		Seal:            (*enqueue.Seal)(c.Seal),
+		ClaimCheck:      (*enqueue.ClaimCheck)(c.ClaimCheck),
 	}
-	if c.NotifyInterval < 0 {
-		return errors.New("outbox: Config.NotifyInterval must not be negative")
-	}
-	if c.TTL < 0 {
-		return errors.New("outbox: Config.TTL must not be negative")
-	}
-	if c.Seal != nil {
-		if err := c.Seal.validate(); err != nil {
-			return err
-		}
-	}
-	if c.ClaimCheck != nil {
-		return c.ClaimCheck.validate()
-	}
-	return nil
 }
 
 // Producer enqueues messages inside the caller's transactions.
@@ -77,9 +67,8 @@ type Producer[TTx any] struct {
 	driver  Driver[TTx]
 	backend *store.Backend
 	cfg     Config
-
-	notifyMu      sync.Mutex
-	notifyPending bool
+	enc     enqueue.Config
+	notify  *enqueue.Notifier
 }
 
 // NewProducer returns a Producer writing through driver. cfg may be nil.
@@ -91,7 +80,7 @@ func NewProducer[TTx any](driver Driver[TTx], cfg *Config) (*Producer[TTx], erro
 	if cfg != nil {
 		c = *cfg
 	}
-	if err := c.validate(); err != nil {
+	if err := c.engine().Validate(); err != nil {
 		return nil, err
 	}
 	if c.MaxPayloadBytes == 0 {
@@ -105,7 +94,8 @@ func NewProducer[TTx any](driver Driver[TTx], cfg *Config) (*Producer[TTx], erro
 	if err != nil {
 		return nil, err
 	}
-	return &Producer[TTx]{driver: driver, backend: b, cfg: c}, nil
+	return &Producer[TTx]{driver: driver, backend: b, cfg: c, enc: c.engine(),
+		notify: &enqueue.Notifier{Backend: b, Interval: c.NotifyInterval, Local: c.DisableNotify}}, nil
 }
 
 // Enqueue writes msg in tx and returns its message id. The message becomes
@@ -129,41 +119,17 @@ func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message)
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	rows := make([]store.NewMessage, len(msgs))
-	ids := make([]string, len(msgs))
-	trace := traceHeaders(ctx)
-	var blobs []blob
-	for i := range msgs {
-		limit, claimed := p.cfg.MaxPayloadBytes, p.cfg.ClaimCheck.claims(&msgs[i])
-		if claimed {
-			limit = p.cfg.ClaimCheck.MaxPayloadBytes
-		}
-		r, err := msgs[i].prepare(i, limit, trace)
-		if err != nil {
-			return nil, err
-		}
-		if r.ExpiresAt.IsZero() && r.ExpiresIn == 0 {
-			r.ExpiresIn = p.cfg.TTL
-		}
-		if err := p.sealRow(ctx, i, &r, &msgs[i], limit); err != nil {
-			return nil, err
-		}
-		if claimed {
-			b, err := p.claimRow(&r, &msgs[i], p.sealsMessage(&msgs[i]))
-			if err != nil {
-				return nil, err
-			}
-			blobs = append(blobs, b)
-		}
-		rows[i], ids[i] = r, r.MessageID
+	rows, ids, blobs, err := p.enc.Rows(ctx, len(msgs), func(i int) *enqueue.Message { return (*enqueue.Message)(&msgs[i]) })
+	if err != nil {
+		return nil, validationError(err)
 	}
 	// The blobs go first: a row never references a blob not yet written.
 	// If the rows do not follow (an error, a rollback), the blobs are
 	// orphans, which the relay's sweep removes.
-	if err := p.putBlobs(ctx, blobs); err != nil {
+	if err := p.enc.ClaimCheck.Put(ctx, blobs); err != nil {
 		return nil, err
 	}
-	if err := p.backend.Store.InsertThen(ctx, p.driver.UnwrapExecutor(tx), rows, p.signal, ErrDuplicateMessageID); err != nil {
+	if err := p.backend.Store.InsertThen(ctx, p.driver.UnwrapExecutor(tx), rows, p.notify.Signal, ErrDuplicateMessageID); err != nil {
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
 			return nil, fmt.Errorf("outbox: %w: %v", ErrDuplicateMessageID, dup.MessageIDs)
@@ -171,30 +137,4 @@ func (p *Producer[TTx]) EnqueueMany(ctx context.Context, tx TTx, msgs []Message)
 		return nil, fmt.Errorf("outbox: enqueue: %w", err)
 	}
 	return ids, nil
-}
-
-// signal wakes relays NotifyInterval after the rows are in — in this
-// process directly, elsewhere through the database when it can (PostgreSQL
-// NOTIFY, on the producer's own connection, outside the caller's
-// transaction) — coalescing every Enqueue of that window into one signal.
-// The delay gives the caller's transaction time to commit; a relay woken
-// too early finds the message on its next poll, 5 to 25 ms later.
-func (p *Producer[TTx]) signal() {
-	p.notifyMu.Lock()
-	defer p.notifyMu.Unlock()
-	if p.notifyPending {
-		return
-	}
-	p.notifyPending = true
-	time.AfterFunc(p.cfg.NotifyInterval, func() {
-		p.notifyMu.Lock()
-		p.notifyPending = false
-		p.notifyMu.Unlock()
-		p.backend.Local.Wake()
-		if p.backend.Notify != nil && !p.cfg.DisableNotify {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = p.backend.Notify(ctx)
-		}
-	})
 }
