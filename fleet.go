@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/txoutbox/outbox/internal/fleet"
@@ -104,10 +103,8 @@ type FleetConfig struct {
 type Fleet struct {
 	sup    *fleet.Supervisor
 	relays *fleet.Relays
+	dbs    fleet.Databases
 	member string
-
-	mu  sync.Mutex
-	dbs map[string]FleetDatabase
 }
 
 // NewFleet returns the member of a fleet whose coordination database is
@@ -164,8 +161,8 @@ func NewFleet[TTx any](coord Driver[TTx], cfg *FleetConfig) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: NewFleet: %w", err)
 	}
-	f := &Fleet{member: c.Member, dbs: map[string]FleetDatabase{}}
-	rs := &fleet.Relays{Relay: rc, Share: make(chan struct{}, c.Workers), Open: f.open}
+	f := &Fleet{member: c.Member}
+	rs := &fleet.Relays{Relay: rc, Share: make(chan struct{}, c.Workers), Open: f.dbs.Open}
 	f.relays = rs
 	f.sup = fleet.NewSupervisor(m, fleet.Config{Heartbeat: c.Heartbeat, Serve: rs.Serve, Logger: rc.Logger})
 	return f, nil
@@ -180,24 +177,20 @@ func (f *Fleet) Member() string { return f.member }
 // partitions given up, their connections closed). Names must be unique
 // and every database needs Open.
 func (f *Fleet) SetDatabases(dbs []FleetDatabase) error {
-	list := make([]fleet.Database, len(dbs))
-	byName := make(map[string]FleetDatabase, len(dbs))
+	listed := make([]fleet.Listed, len(dbs))
 	for i, db := range dbs {
-		switch {
-		case db.Name == "":
-			return fmt.Errorf("outbox: SetDatabases: database %d has no name", i)
-		case db.Open == nil:
-			return fmt.Errorf("outbox: SetDatabases: database %q has no Open", db.Name)
+		listed[i] = fleet.Listed{Name: db.Name, Version: db.Version}
+		if open := db.Open; open != nil {
+			listed[i].Open = func(ctx context.Context) (*store.Backend, func(), error) {
+				d, closeFn, err := open(ctx)
+				return d.backend, closeFn, err
+			}
 		}
-		if _, dup := byName[db.Name]; dup {
-			return fmt.Errorf("outbox: SetDatabases: database %q is listed twice", db.Name)
-		}
-		byName[db.Name] = db
-		list[i] = fleet.Database{Name: db.Name, URL: db.Version}
 	}
-	f.mu.Lock()
-	f.dbs = byName
-	f.mu.Unlock()
+	list, err := f.dbs.Set(listed)
+	if err != nil {
+		return err
+	}
 	f.sup.SetList(list)
 	return nil
 }
@@ -216,16 +209,3 @@ func (f *Fleet) Ready() error { return f.relays.Ready() }
 // database's relay (each finishes or releases its in-flight batch), leaves
 // the fleet so the others take over at once, and returns nil.
 func (f *Fleet) Run(ctx context.Context) error { return f.sup.Run(ctx) }
-
-// open connects to the database named name for the member, unless it
-// has left the list since.
-func (f *Fleet) open(ctx context.Context, name string) (*store.Backend, func(), bool, error) {
-	f.mu.Lock()
-	fd, ok := f.dbs[name]
-	f.mu.Unlock()
-	if !ok {
-		return nil, nil, false, nil
-	}
-	d, closeFn, err := fd.Open(ctx)
-	return d.backend, closeFn, true, err
-}
