@@ -45,17 +45,7 @@ func NewRelay[TTx any](driver Driver[TTx], cfg *RelayConfig) (*Relay, error) {
 	if cfg.ChangeFeed != nil {
 		b.Feed = cfg.ChangeFeed
 	}
-	// A driver over an adopted table (store.TableSource) makes the relay
-	// read that table; its reads leave out payloads the relay would refuse
-	// as too large, as the relay's own store does.
-	a, err := adoptstore.Of(b, ec.MaxPayloadBytes)
-	if err != nil {
-		return nil, err
-	}
-	if a != nil {
-		ec.Store = a
-	}
-	e, err := relay.New(b, ec)
+	e, err := adoptstore.NewRelay(b, ec)
 	if err != nil {
 		return nil, err
 	}

@@ -61,14 +61,7 @@ func (r *Relays) Serve(ctx context.Context, db Database) error {
 	c.Database, c.Share = db.Name, r.Share
 	// A database whose driver reads an adopted table (store.TableSource):
 	// the relay reads that table, leaving out payloads over its limit.
-	a, err := adoptstore.Of(b, c.MaxPayloadBytes)
-	if err != nil {
-		return err
-	}
-	if a != nil {
-		c.Store = a
-	}
-	rl, err := relay.New(b, c)
+	rl, err := adoptstore.NewRelay(b, c)
 	if err != nil {
 		return err
 	}
