@@ -12,7 +12,15 @@ BEGIN
     END LOOP;
 END
 $$;
-ANALYZE outbox_messages (business_key);
+-- Statistics taken now, unless the table is empty (statistics of an
+-- empty table would mislead the planner until the next ANALYZE).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM outbox_messages) THEN
+        ANALYZE outbox_messages (business_key);
+    END IF;
+END
+$$;
 
 CREATE OR REPLACE FUNCTION outbox_messages_add_partitions(first_day date, last_day date, lock_timeout_ms integer) RETURNS integer
 LANGUAGE plpgsql AS $$

@@ -181,7 +181,12 @@ WITH c AS MATERIALIZED (
                 SELECT 1 FROM outbox_messages AS b
                 WHERE b.business_key = m.business_key AND b.status = 'pending' AND b.available_at > b.created_at
                   AND b.business_key IS NOT NULL AND b.id < m.id AND (b.outbox_txid IS NULL) IS TRUE))) AS held
-    FROM (SELECT c.id FROM c ORDER BY c.outbox_txid, c.id LIMIT lim) AS k JOIN outbox_messages AS m ON m.id = k.id
+    FROM (SELECT c.id FROM c ORDER BY c.outbox_txid, c.id LIMIT lim) AS k
+    -- Each row looked up by its id, in a subquery of its own (LIMIT 1
+    -- keeps it one): planned as a join on the statistics of an empty
+    -- table, the lookup walks the whole primary key for every row.
+    CROSS JOIN LATERAL (SELECT r.id, r.outbox_txid, r.partition_no, r.status, r.available_at, r.expires_at, r.business_key
+                        FROM outbox_messages AS r WHERE r.id = k.id LIMIT 1) AS m
 ), moved AS (
     -- Moved rows stay due when they were (a held-back key's row is read
     -- again right after the row holding it), and land where
@@ -198,7 +203,9 @@ SELECT w.id, m.message_id::text, m.topic, m.business_key,
        CASE WHEN NOT w.held AND octet_length(m.payload) <= max_bytes THEN m.payload END,
        m.headers::text, m.attempts, m.max_attempts, m.partition_no, m.unknown_outcome, extract(epoch from m.created_at)::float8,
        octet_length(m.payload)::bigint, w.outbox_txid::text, w.held::text, now_snap::text, cur_boot::text
-FROM w JOIN outbox_messages AS m ON m.id = w.id
+FROM w CROSS JOIN LATERAL (SELECT r.message_id, r.topic, r.business_key, r.payload, r.headers, r.attempts, r.max_attempts,
+                                   r.partition_no, r.unknown_outcome, r.created_at
+                            FROM outbox_messages AS r WHERE r.id = w.id LIMIT 1) AS m
 UNION ALL
 SELECT 0::bigint, ''::text, ''::varchar, NULL::varchar, NULL::text, '{}'::text, 0, 0, 0::smallint, false, NULL::float8,
        0::bigint, ''::text, 'true'::text, now_snap::text, cur_boot::text;
