@@ -275,18 +275,7 @@ func (c *RelayConfig) engine() relay.Config {
 			Sealed:        rt.Sealed,
 			ClaimCheck:    rt.ClaimCheck,
 		}
-		if rt.Publisher != nil {
-			er.Publisher = rt.Publisher
-			rp, ok := rt.Publisher.(RunPublisher)
-			er.Runs = ok && rp.PublishesRuns()
-		}
-		checker := rt.Checker
-		if checker == nil {
-			checker, _ = rt.Publisher.(Checker)
-		}
-		if checker != nil {
-			er.Checker = checker
-		}
+		er.SetPublisher(rt.Publisher, rt.Checker)
 		e.Routes = append(e.Routes, er)
 	}
 	return e
