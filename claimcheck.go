@@ -51,22 +51,6 @@ type ClaimCheckConfig struct {
 	MaxPayloadBytes int
 }
 
-// withDefaults is a copy of c with its defaults filled in; nil for nil.
-func (c *ClaimCheckConfig) withDefaults() *ClaimCheckConfig {
-	if c == nil {
-		return nil
-	}
-	cc := *c
-	if cc.Threshold == 0 {
-		cc.Threshold = DefaultClaimCheckThreshold
-	}
-	if cc.MaxPayloadBytes == 0 {
-		cc.MaxPayloadBytes = DefaultClaimCheckMaxPayloadBytes
-	}
-	cc.Topics = append([]string(nil), c.Topics...)
-	return &cc
-}
-
 // SweepClaimChecks removes the blobs of blobs last written more than
 // grace ago that no row of the outbox table (or its archive) over driver
 // references, and returns how many it removed: the blobs of rolled-back

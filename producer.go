@@ -89,12 +89,13 @@ func NewProducer[TTx any](driver Driver[TTx], cfg *Config) (*Producer[TTx], erro
 	if c.NotifyInterval == 0 {
 		c.NotifyInterval = DefaultNotifyInterval
 	}
-	c.ClaimCheck = c.ClaimCheck.withDefaults()
 	b, err := backendOf("NewProducer", driver)
 	if err != nil {
 		return nil, err
 	}
-	return &Producer[TTx]{driver: driver, backend: b, cfg: c, enc: c.engine(),
+	e := c.engine()
+	e.ClaimCheck = e.ClaimCheck.WithDefaults(DefaultClaimCheckThreshold, DefaultClaimCheckMaxPayloadBytes)
+	return &Producer[TTx]{driver: driver, backend: b, cfg: c, enc: e,
 		notify: &enqueue.Notifier{Backend: b, Interval: c.NotifyInterval, Local: c.DisableNotify}}, nil
 }
 

@@ -39,6 +39,24 @@ func (c *ClaimCheck) Validate() error {
 	return nil
 }
 
+// WithDefaults is a copy of c with threshold for a zero Threshold and
+// maxPayload for a zero MaxPayloadBytes, and Topics of its own; nil for
+// nil.
+func (c *ClaimCheck) WithDefaults(threshold, maxPayload int) *ClaimCheck {
+	if c == nil {
+		return nil
+	}
+	cc := *c
+	if cc.Threshold == 0 {
+		cc.Threshold = threshold
+	}
+	if cc.MaxPayloadBytes == 0 {
+		cc.MaxPayloadBytes = maxPayload
+	}
+	cc.Topics = append([]string(nil), c.Topics...)
+	return &cc
+}
+
 // Claims reports whether m's payload goes to the store; never for a nil c.
 func (c *ClaimCheck) Claims(m *Message) bool {
 	if c == nil || len(m.Payload) <= c.Threshold {
