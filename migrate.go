@@ -43,19 +43,9 @@ func Migrate[TTx any](ctx context.Context, driver Driver[TTx], opts *MigrateOpts
 	if err != nil {
 		return nil, err
 	}
-	s, err := b.Session(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: migrate: %w", err)
-	}
-	defer s.Close()
-	done, err := store.MigrateWith(ctx, b.Store.Dialect(), s, opts.store())
+	done, err := store.MigrateBackend(ctx, b, opts.store(), opts != nil && opts.SnapshotRead)
 	if err != nil {
 		return done, fmt.Errorf("outbox: migrate: %w", err)
-	}
-	if opts != nil && opts.SnapshotRead {
-		if err := b.Store.EnableSnapshotRead(ctx); err != nil {
-			return done, fmt.Errorf("outbox: migrate: %w", err)
-		}
 	}
 	return done, nil
 }
@@ -64,23 +54,9 @@ func Migrate[TTx any](ctx context.Context, driver Driver[TTx], opts *MigrateOpts
 // chooses (nil: the default), for users who apply migrations with their
 // own tool.
 func SchemaSQL(dialect driver.Dialect, opts *MigrateOpts) (string, error) {
-	d, err := store.ParseDialect(string(dialect))
+	s, err := store.LayoutSQL(string(dialect), opts.store(), opts != nil && opts.SnapshotRead)
 	if err != nil {
 		return "", fmt.Errorf("outbox: %w", err)
-	}
-	s, err := store.SchemaSQLWith(d, opts.store())
-	if err != nil {
-		return "", fmt.Errorf("outbox: %w", err)
-	}
-	if opts != nil && opts.SnapshotRead {
-		if d != store.Postgres || opts.Partitioned {
-			return "", fmt.Errorf("outbox: %w, on a table not partitioned", store.ErrSnapshotDialect)
-		}
-		snap, err := store.SnapshotSQL()
-		if err != nil {
-			return "", fmt.Errorf("outbox: %w", err)
-		}
-		s += "\n" + snap
 	}
 	return s, nil
 }
