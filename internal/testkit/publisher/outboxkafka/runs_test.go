@@ -30,6 +30,19 @@ func run(topic, key string, n, size int) []*publisher.Envelope {
 	return out
 }
 
+// failThirdProduce has c refuse the third produce request it gets with a
+// policy violation, an error the client does not retry.
+func failThirdProduce(c *kfake.Cluster) {
+	var produces atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if produces.Add(1) == 3 {
+			return kafkatest.FailProduce(req, kerr.PolicyViolation.Code), nil, true
+		}
+		return nil, nil, false
+	})
+}
+
 // TestRunInOneCall: Dial's Publisher publishes runs, and a key's run
 // given in one call arrives whole and in order.
 func TestRunInOneCall(t *testing.T) {
@@ -70,14 +83,7 @@ func TestRunInOneCall(t *testing.T) {
 func TestRunFailureFailsTheRest(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
-	var produces atomic.Int32
-	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if produces.Add(1) == 3 {
-			return kafkatest.FailProduce(req, kerr.PolicyViolation.Code), nil, true
-		}
-		return nil, nil, false
-	})
+	failThirdProduce(c)
 	p := dial(t, c, kgo.ProducerBatchMaxBytes(2048))
 	batch := run("orders", "k", 120, 100)
 	errs := publishertest.Publish(t, p, 15*time.Second, batch...)
@@ -121,14 +127,7 @@ func TestRunFailureFailsTheRest(t *testing.T) {
 func TestConcurrentRunsLongerThanABatch(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "orders"))
-	var produces atomic.Int32
-	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if produces.Add(1) == 3 {
-			return kafkatest.FailProduce(req, kerr.PolicyViolation.Code), nil, true
-		}
-		return nil, nil, false
-	})
+	failThirdProduce(c)
 	p := dial(t, c, kgo.ProducerBatchMaxBytes(2048))
 	keys := []string{"a", "b", "c", "d"}
 	runs := make([][]*publisher.Envelope, len(keys))
