@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	"github.com/txoutbox/outbox/internal/msgcheck"
@@ -96,4 +97,42 @@ func (r *Relay) charge(ctx context.Context, row *store.Row) (*item, bool, error)
 	r.log.Warn("outbox relay: publishing alone a message that was in flight when a relay stopped", "relay", r.id,
 		"message_id", row.MessageID, "attempt", row.Attempts, "max_attempts", row.MaxAttempts)
 	return it, true, nil
+}
+
+// suspectsLeft is a Store that tells which partitions still hold a
+// suspect of a takeover (store.Store.SuspectsLeft).
+type suspectsLeft interface {
+	SuspectsLeft(ctx context.Context, marks map[int]int64) ([]int, error)
+}
+
+// forgetSettledSuspects drops the marks of partitions none of whose
+// suspects is pending any more. While a partition keeps a mark, every
+// round reads and marks separately (see readRound): once its suspects
+// are all settled, the rounds go back to the single read. A mark whose
+// check fails is kept, to be checked at the next tick.
+func (r *Relay) forgetSettledSuspects(ctx context.Context) {
+	sl, ok := r.store.(suspectsLeft)
+	marks := r.own.suspects()
+	if !ok || marks == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.statementTimeout())
+	defer cancel()
+	left, err := sl.SuspectsLeft(ctx, marks)
+	if err != nil {
+		return
+	}
+	var done []int
+	r.own.mu.Lock()
+	for p, mark := range marks {
+		if !slices.Contains(left, p) && r.own.suspect[p] == mark {
+			delete(r.own.suspect, p)
+			done = append(done, p)
+		}
+	}
+	r.own.mu.Unlock()
+	if len(done) > 0 {
+		slices.Sort(done)
+		r.log.Info("outbox relay: the messages in flight when a relay stopped are settled", "relay", r.id, "partitions", done)
+	}
 }

@@ -123,6 +123,9 @@ func (r *Relay) leaseLoop(ctx context.Context, partitions int) {
 		if err == nil {
 			err = r.saveCursors(ctx, nil)
 		}
+		if err == nil {
+			r.forgetSettledSuspects(ctx)
+		}
 		r.dbLeaseUpkeep(ctx, err)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:

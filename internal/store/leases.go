@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -50,6 +51,33 @@ func (st *Store) Release(ctx context.Context, owner string, parts []int) error {
 	}
 	_, err := st.ExecRetry(ctx, st.s.release, owner, st.dl.intList(parts))
 	return err
+}
+
+// SuspectsLeft returns the partitions of marks (partition → in-flight
+// mark a relay took over) that still hold a pending row at or below
+// their mark: a suspect of the takeover, not yet settled (on a database
+// read by snapshots, a row of the table domain). A partition it leaves
+// out has none left.
+func (st *Store) SuspectsLeft(ctx context.Context, marks map[int]int64) ([]int, error) {
+	var left []int
+	for p, mark := range marks {
+		c := &cond{dl: st.dl}
+		c.add("status = 'pending'")
+		c.add("partition_no = {}", p)
+		c.add("id <= {}", mark)
+		if st.snapshot {
+			c.add("outbox_txid IS NULL")
+		}
+		n, err := queryInt(ctx, st.db, "SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE "+c.sql()+" LIMIT 1) AS s", c.args...)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			left = append(left, p)
+		}
+	}
+	slices.Sort(left)
+	return left, nil
 }
 
 // MarkInflight records, before publishing, what a round is about to

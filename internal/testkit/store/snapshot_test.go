@@ -415,3 +415,30 @@ func TestDisableSnapshotRead(t *testing.T) {
 		t.Fatalf("again: %v", err)
 	}
 }
+
+// TestSnapshotSuspectsLeft: on a database read by snapshots, the rows of
+// the snapshot domain under a takeover mark are not suspects (a delivered
+// one stays pending); those a takeover moved to the table domain are.
+func TestSnapshotSuspectsLeft(t *testing.T) {
+	db, st, parts := snapshotDB(t, "r1")
+	ctx := context.Background()
+	insert(t, db, st, newMsg("t.a", "k1"))
+	var id int64
+	var p int
+	if err := db.SQL.QueryRowContext(ctx, "SELECT id, partition_no FROM outbox_messages").Scan(&id, &p); err != nil {
+		t.Fatal(err)
+	}
+	snap := st.WithSnapshotRead()
+	if left, err := snap.SuspectsLeft(ctx, map[int]int64{p: id}); err != nil || len(left) != 0 {
+		t.Fatalf("a snapshot-domain row counted as a suspect: %v, %v", left, err)
+	}
+	// An unclean takeover moves the rows after the recorded cursor to the
+	// table domain, as suspects.
+	cursorsOf(t, st, "r1", parts, true)
+	if n := db.Count(t, "SELECT count(*) FROM outbox_messages WHERE outbox_txid IS NULL"); n != 1 {
+		t.Fatalf("%d rows moved by the takeover, want 1", n)
+	}
+	if left, err := snap.SuspectsLeft(ctx, map[int]int64{p: id}); err != nil || !slices.Equal(left, []int{p}) {
+		t.Fatalf("after the takeover: %v, %v; want partition %d", left, err, p)
+	}
+}

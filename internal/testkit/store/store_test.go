@@ -592,3 +592,45 @@ func relayIDs(relays []store.Relay) []string {
 	}
 	return ids
 }
+
+// TestSuspectsLeft: a partition whose takeover mark still covers a
+// pending row is reported; one whose rows up to the mark are all settled,
+// or whose pending rows are all above it, is not.
+func TestSuspectsLeft(t *testing.T) {
+	conformance(t, func(t *testing.T, db *testdb.DB, st *store.Store) {
+		ctx := context.Background()
+		insert(t, db, st, newMsg("t.a", "k1"), newMsg("t.a", "k1"), newMsg("t.a", "k2"))
+		var ids []int64
+		var parts []int
+		rows, err := db.SQL.QueryContext(ctx, "SELECT id, partition_no FROM outbox_messages ORDER BY id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id int64
+			var p int
+			if err := rows.Scan(&id, &p); err != nil {
+				t.Fatal(err)
+			}
+			ids, parts = append(ids, id), append(parts, p)
+		}
+		if err := rows.Err(); err != nil || len(ids) != 3 {
+			t.Fatalf("%d rows: %v", len(ids), err)
+		}
+		rows.Close()
+		// k1's two rows: the mark covers the first only. k2's row is
+		// above its partition's mark (when k2 lands elsewhere).
+		marks := map[int]int64{parts[0]: ids[0]}
+		if parts[2] != parts[0] {
+			marks[parts[2]] = ids[2] - 1
+		}
+		left, err := st.SuspectsLeft(ctx, marks)
+		if err != nil || !slices.Equal(left, []int{parts[0]}) {
+			t.Fatalf("suspects left %v, %v; want partition %d only", left, err, parts[0])
+		}
+		db.Exec(t, testdb.Placeholder(db.Dialect, "UPDATE outbox_messages SET status = 'sent' WHERE id = ?"), ids[0])
+		if left, err := st.SuspectsLeft(ctx, marks); err != nil || len(left) != 0 {
+			t.Fatalf("after the suspect was sent: %v, %v; want none", left, err)
+		}
+	})
+}
